@@ -1,0 +1,38 @@
+# The two commands of the README, and their parts.
+#   sudo make demo   -> rehearsal lab up, build+verify the lab bundle, install, verify, summary
+#   sudo make test   -> lint (ruff, ansible-lint production, yamllint) + unit + integration + lab e2e
+SHELL := /bin/bash
+VENV := .venv/bin
+export PATH := $(CURDIR)/$(VENV):$(PATH)
+
+.PHONY: bootstrap demo test lint unit integration e2e bench clean
+
+bootstrap:
+	@scripts/bootstrap.sh
+
+demo: bootstrap
+	@scripts/demo.sh
+
+lint: bootstrap
+	ruff check appliance_cli tests bench
+	ruff format --check appliance_cli tests bench
+	yamllint -s .
+	ansible-lint --profile production --offline playbooks roles
+
+unit: bootstrap
+	pytest -q tests/unit
+
+integration: bootstrap
+	pytest -q tests/integration
+
+e2e: bootstrap
+	pytest -q tests/e2e
+
+test: lint
+	pytest -q tests/unit tests/integration tests/e2e
+
+bench: bootstrap
+	@for b in bench/bench_*.py; do $(VENV)/python $$b || exit 1; done
+
+clean:
+	rm -rf .venv build dist

@@ -1,0 +1,3 @@
+from appliance_cli.cli.main import main
+
+raise SystemExit(main())

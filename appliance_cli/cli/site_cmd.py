@@ -1,0 +1,70 @@
+"""`appliance init`, `appliance config validate|render`, `appliance hosts trust`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from appliance_cli.cli import ui
+from appliance_cli.core import sitefiles
+from appliance_cli.core.inventory import render_inventory
+from appliance_cli.core.siteconfig import load_site
+
+
+def add_site_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--site",
+        default=".",
+        metavar="DIR",
+        help="site directory holding appliance.yml, or the file itself; 'lab' = the running rehearsal lab "
+        "(default: current directory)",
+    )
+
+
+def resolve_site_arg(value: str) -> Path:
+    if value == "lab":
+        from appliance_cli.lab.layout import LabLayout  # the lab writes its own site directory
+
+        return LabLayout.default().site_dir
+    return Path(value)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("init", help="write a documented skeleton appliance.yml into DIR")
+    p.add_argument("dir", nargs="?", default=".", help="site directory to create (default: .)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing appliance.yml")
+    p.set_defaults(handler=cmd_init)
+
+    cfg = sub.add_parser("config", help="check or render the site config")
+    csub = cfg.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    v = csub.add_parser("validate", help="validate appliance.yml; one line per problem, exit 2 if any")
+    add_site_arg(v)
+    v.set_defaults(handler=cmd_validate)
+    r = csub.add_parser("render", help="render hosts.yml and group_vars next to appliance.yml")
+    add_site_arg(r)
+    r.set_defaults(handler=cmd_render)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    path = sitefiles.write_skeleton(Path(args.dir), force=args.force)
+    ui.info(f"wrote {path}")
+    ui.info(f"next: edit it, then `appliance config validate --site {path.parent}`")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    cfg = load_site(resolve_site_arg(args.site))
+    roles = {}
+    for n in cfg.nodes:
+        for r in n.roles:
+            roles[r] = roles.get(r, 0) + 1
+    summary = ", ".join(f"{c} {r}" for r, c in roles.items())
+    ui.info(f"{cfg.source}: valid — site '{cfg.site.name}', {len(cfg.nodes)} nodes ({summary})")
+    return 0
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    cfg = load_site(resolve_site_arg(args.site))
+    inv = render_inventory(cfg)
+    ui.info(f"rendered {inv.hosts_file} and {inv.group_vars_file}")
+    return 0

@@ -1,0 +1,40 @@
+"""Where the packaged Ansible content lives: inside the wheel (appliance_cli/content/)
+or, in a source checkout, at the repository root."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib.resources import files
+from pathlib import Path
+
+
+@cache
+def content_root() -> Path:
+    packaged = Path(str(files("appliance_cli"))) / "content"
+    if (packaged / "playbooks").is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent
+
+
+def playbooks_dir() -> Path:
+    return content_root() / "playbooks"
+
+
+def roles_dir() -> Path:
+    return content_root() / "roles"
+
+
+def templates_dir() -> Path:
+    return content_root() / "templates"
+
+
+def inventories_dir() -> Path:
+    return content_root() / "inventories"
+
+
+def profiles_dir() -> Path:
+    return content_root() / "bundles" / "profiles"
+
+
+def ansible_cfg() -> Path:
+    return content_root() / "ansible.cfg"

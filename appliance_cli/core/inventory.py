@@ -1,0 +1,88 @@
+"""Render a validated site config into an Ansible inventory + group_vars next to it.
+
+The rendered files are derived data: they are rewritten on every run from appliance.yml,
+and the roles read everything from them (role defaults map `appliance_*` into role variables).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from appliance_cli.content import templates_dir
+from appliance_cli.core.siteconfig import SiteConfig
+
+# Ansible group per node role (roles may contain '-', groups should not).
+ROLE_GROUPS = {"master": "masters", "runai-system": "runai_system", "gpu-worker": "gpu_workers",
+               "cpu-worker": "cpu_workers"}
+
+
+@dataclass(frozen=True)
+class RenderedInventory:
+    hosts_file: Path
+    group_vars_file: Path
+    known_hosts: Path
+
+
+def _env() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(str(templates_dir())),
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["quote"] = lambda v: '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return env
+
+
+def ssh_common_args(cfg: SiteConfig) -> str:
+    """Host keys are always verified: against the site's known_hosts, never disabled."""
+    args = [
+        "-o", f"UserKnownHostsFile={cfg.resolve(cfg.ssh.known_hosts)}",
+        "-o", "StrictHostKeyChecking=yes",
+        "-o", "LogLevel=ERROR",
+    ]
+    if cfg.ssh.proxy_command:
+        args += ["-o", f"ProxyCommand={cfg.ssh.proxy_command}"]
+    return shlex.join(args)
+
+
+def groups(cfg: SiteConfig) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {g: [] for g in ROLE_GROUPS.values()}
+    out["workers"] = []
+    for node in cfg.nodes:
+        for role in node.roles:
+            out[ROLE_GROUPS[role]].append(node.name)
+        if "master" not in node.roles:
+            out["workers"].append(node.name)
+    return out
+
+
+def render_inventory(cfg: SiteConfig, out_dir: Path | None = None) -> RenderedInventory:
+    out_dir = out_dir or cfg.site_dir
+    env = _env()
+    ctx = {
+        "cfg": cfg,
+        "groups": groups(cfg),
+        "ssh_common_args": ssh_common_args(cfg),
+        "private_key": str(cfg.resolve(cfg.ssh.private_key)) if cfg.ssh.private_key else None,
+        "site_file": str(cfg.source) if cfg.source else "appliance.yml",
+    }
+    hosts = out_dir / "hosts.yml"
+    gv = out_dir / "group_vars" / "all" / "00-site.yml"
+    gv.parent.mkdir(parents=True, exist_ok=True)
+    _write_if_changed(hosts, env.get_template("inventory/hosts.yml.j2").render(ctx))
+    _write_if_changed(gv, env.get_template("inventory/group_vars_all.yml.j2").render(ctx))
+    return RenderedInventory(hosts, gv, cfg.resolve(cfg.ssh.known_hosts))
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    if path.exists() and path.read_text() == text:
+        return
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)

@@ -1,0 +1,290 @@
+"""The site config (appliance.yml): its schema, loading and cross-field validation.
+
+Every problem is reported as one line: `<file>: <field path>: <what is wrong>`, so a field
+engineer can fix the file without reading a traceback. Schema checks come from pydantic;
+rules that span several fields (one master, unique names/addresses, CIDR overlaps, roles vs
+hardware) are in `_cross_checks`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from appliance_cli.errors import ConfigError
+
+SITE_FILE = "appliance.yml"
+NODE_ROLES = ("master", "runai-system", "gpu-worker", "cpu-worker")
+SCHEDULERS = ("runai", "open", "none")
+_RFC1123_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class HardwareClass(_Model):
+    """What a node of this class is expected to have; preinstall diagnostics compare against it."""
+
+    description: str = ""
+    cpu_model: str
+    cpu_sockets: int = Field(ge=1)
+    cpu_cores: int = Field(ge=1, description="total physical cores")
+    ram_gb: int = Field(ge=1)
+    gpu_model: str | None = None
+    gpu_count: int = Field(default=0, ge=0)
+    nic_model: str = ""
+    nic_speed_gbps: int = Field(ge=1)
+
+
+class Node(_Model):
+    name: str
+    address: str
+    hardware_class: str
+    roles: list[str] = Field(min_length=1)
+
+
+class SiteInfo(_Model):
+    name: str
+    domain: str | None = Field(default=None, description="DNS domain of the scheduler UI, e.g. runai.example.com")
+
+
+class Kubernetes(_Model):
+    version: str = "v1.23.17"
+    pod_cidr: str = "10.244.0.0/16"
+    service_cidr: str = "10.96.0.0/12"
+    dns_domain: str = "cluster.local"
+    container_runtime: Literal["containerd", "docker"] = "containerd"
+    token_ttl: str = "24h0m0s"
+
+
+class Network(_Model):
+    node_cidr: str
+    dns_servers: list[str] = []
+    ntp_servers: list[str] = []
+
+
+class Registry(_Model):
+    address: str = Field(description="HOST:PORT of the private registry, served from the master")
+
+
+class Bundle(_Model):
+    path: str = Field(description="where the offline bundle lives on the master")
+    apt_repo_url: str | None = Field(
+        default=None, description="override of the apt repository URL the nodes use (lab only)"
+    )
+    require_signature: bool = True
+
+
+class Nfs(_Model):
+    server: str
+    path: str
+
+
+class Scheduler(_Model):
+    stack: Literal["runai", "open", "none"] = "none"
+    version: str | None = None
+
+
+class Ssh(_Model):
+    user: str = "root"
+    private_key: str | None = None
+    known_hosts: str = "known_hosts"
+    proxy_command: str | None = Field(default=None, description="e.g. to reach nodes through a jump host")
+    port: int = Field(default=22, ge=1, le=65535)
+
+
+class SiteConfig(_Model):
+    site: SiteInfo
+    ssh: Ssh = Ssh()
+    network: Network
+    kubernetes: Kubernetes = Kubernetes()
+    registry: Registry
+    bundle: Bundle
+    nfs: Nfs | None = None
+    scheduler: Scheduler = Scheduler()
+    hardware_classes: dict[str, HardwareClass] = Field(min_length=1)
+    nodes: list[Node] = Field(min_length=1)
+
+    # Where the file was read from: relative paths (ssh key, known_hosts) resolve against it.
+    source: Path | None = Field(default=None, exclude=True)
+
+    @property
+    def site_dir(self) -> Path:
+        return self.source.parent if self.source else Path.cwd()
+
+    def resolve(self, path: str) -> Path:
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self.site_dir / p)
+
+    @property
+    def masters(self) -> list[Node]:
+        return [n for n in self.nodes if "master" in n.roles]
+
+    @property
+    def master(self) -> Node:
+        return self.masters[0]
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+
+def _loc(parts: tuple[Any, ...]) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def _pydantic_problems(exc: ValidationError) -> list[str]:
+    problems = []
+    for e in exc.errors():
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field (check spelling)"
+        elif e["type"] == "missing":
+            msg = "required field is missing"
+        problems.append(f"{_loc(e['loc'])}: {msg}")
+    return problems
+
+
+def _network(value: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    try:
+        return ipaddress.ip_network(value, strict=True)
+    except ValueError:
+        return None
+
+
+def _cross_checks(cfg: SiteConfig) -> list[str]:
+    problems: list[str] = []
+
+    # Networks parse, and the pod/service ranges do not collide with the nodes' own network.
+    nets: dict[str, Any] = {}
+    for field, value in (
+        ("network.node_cidr", cfg.network.node_cidr),
+        ("kubernetes.pod_cidr", cfg.kubernetes.pod_cidr),
+        ("kubernetes.service_cidr", cfg.kubernetes.service_cidr),
+    ):
+        net = _network(value)
+        if net is None:
+            problems.append(f"{field}: '{value}' is not a valid CIDR (e.g. 10.244.0.0/16)")
+        nets[field] = net
+    node_net, pod_net, svc_net = nets.values()
+    for field, net in (("kubernetes.pod_cidr", pod_net), ("kubernetes.service_cidr", svc_net)):
+        if net is not None and node_net is not None and net.overlaps(node_net):
+            problems.append(f"{field}: {net} overlaps the node network {node_net} (network.node_cidr)")
+    if pod_net is not None and svc_net is not None and pod_net.overlaps(svc_net):
+        problems.append(f"kubernetes.service_cidr: {svc_net} overlaps the pod network {pod_net}")
+
+    masters = [i for i, n in enumerate(cfg.nodes) if "master" in n.roles]
+    if not masters:
+        problems.append("nodes: no node has the 'master' role (exactly one is required)")
+    elif len(masters) > 1:
+        names = ", ".join(cfg.nodes[i].name for i in masters)
+        problems.append(
+            f"nodes[{masters[1]}].roles: several masters ({names}); HA control planes are not supported yet"
+        )
+
+    seen_names: dict[str, int] = {}
+    seen_addrs: dict[str, int] = {}
+    for i, node in enumerate(cfg.nodes):
+        where = f"nodes[{i}]"
+        if not _RFC1123_LABEL.match(node.name):
+            problems.append(
+                f"{where}.name: '{node.name}' is not a valid RFC 1123 hostname "
+                "(lower-case letters, digits and '-', at most 63, not starting or ending with '-')"
+            )
+        if node.name in seen_names:
+            problems.append(f"{where}.name: duplicate hostname '{node.name}' (also nodes[{seen_names[node.name]}])")
+        seen_names.setdefault(node.name, i)
+
+        try:
+            addr = ipaddress.ip_address(node.address)
+        except ValueError:
+            problems.append(f"{where}.address: '{node.address}' is not an IP address")
+            addr = None
+        if node.address in seen_addrs:
+            problems.append(
+                f"{where}.address: duplicate address {node.address} (also nodes[{seen_addrs[node.address]}])"
+            )
+        seen_addrs.setdefault(node.address, i)
+        if addr is not None and node_net is not None and addr not in node_net:
+            problems.append(f"{where}.address: {addr} is outside network.node_cidr {node_net}")
+
+        for j, role in enumerate(node.roles):
+            if role not in NODE_ROLES:
+                problems.append(f"{where}.roles[{j}]: unknown role '{role}' (known: {', '.join(NODE_ROLES)})")
+
+        hw = cfg.hardware_classes.get(node.hardware_class)
+        if hw is None:
+            known = ", ".join(sorted(cfg.hardware_classes))
+            problems.append(f"{where}.hardware_class: unknown hardware class '{node.hardware_class}' (known: {known})")
+        elif hw.gpu_count > 0 and "gpu-worker" not in node.roles:
+            problems.append(
+                f"{where}.roles: hardware class {node.hardware_class} has {hw.gpu_count} GPU(s) "
+                "but the node has no 'gpu-worker' role"
+            )
+        elif hw.gpu_count == 0 and "gpu-worker" in node.roles:
+            problems.append(
+                f"{where}.roles: 'gpu-worker' on hardware class {node.hardware_class}, which has no GPUs"
+            )
+
+    if cfg.scheduler.stack == "runai":
+        if cfg.nfs is None:
+            problems.append("nfs: required when scheduler.stack is 'runai' (the Run:ai control plane needs an NFS share)")
+        if not cfg.site.domain:
+            problems.append("site.domain: required when scheduler.stack is 'runai' (DNS name of the Run:ai UI)")
+        if not any("runai-system" in n.roles for n in cfg.nodes):
+            problems.append("nodes: scheduler.stack is 'runai' but no node has the 'runai-system' role")
+
+    if ":" not in cfg.registry.address:
+        problems.append(f"registry.address: '{cfg.registry.address}' must be HOST:PORT (e.g. master1:5000)")
+    return problems
+
+
+def parse_site(data: Any, source: Path | None = None) -> SiteConfig:
+    """Validate already-loaded YAML data. Raises ConfigError with one line per problem."""
+    label = str(source) if source else SITE_FILE
+    if not isinstance(data, dict):
+        raise ConfigError([f"{label}: expected a mapping at the top level"])
+    try:
+        cfg = SiteConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError([f"{label}: {p}" for p in _pydantic_problems(exc)], hint=_HINT) from None
+    cfg.source = source
+    problems = _cross_checks(cfg)
+    if problems:
+        raise ConfigError([f"{label}: {p}" for p in problems], hint=_HINT)
+    return cfg
+
+
+_HINT = "fix the fields named above; `appliance init` writes a documented skeleton"
+
+
+def site_file(path: str | Path) -> Path:
+    """Accept either a site directory or the appliance.yml itself."""
+    p = Path(path).expanduser()
+    return p / SITE_FILE if p.is_dir() else p
+
+
+def load_site(path: str | Path) -> SiteConfig:
+    f = site_file(path)
+    if not f.is_file():
+        raise ConfigError(
+            [f"{f}: site config not found"], hint="run `appliance init DIR` or pass --site DIR/appliance.yml"
+        )
+    try:
+        data = yaml.safe_load(f.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError([f"{f}:{where}: not valid YAML ({getattr(exc, 'problem', exc)})"]) from None
+    return parse_site(data, source=f.resolve())

@@ -1,0 +1,59 @@
+"""Every failure the user can act on is an ApplianceError; the CLI maps them to exit codes
+in one place (appliance_cli.cli.main) and prints them as one line plus a hint."""
+
+from __future__ import annotations
+
+
+class ApplianceError(Exception):
+    """A failure with a one-line message, an exit code and an optional hint."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None, exit_code: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class ConfigError(ApplianceError):
+    """The site config (appliance.yml) is malformed. Carries one line per problem."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[str], hint: str | None = None):
+        super().__init__(problems[0] if problems else "invalid site config", hint)
+        self.problems = problems or [self.message]
+
+
+class UsageError(ApplianceError):
+    exit_code = 2
+
+
+class PrerequisiteError(ApplianceError):
+    """Something the host (or a node) needs is missing: root, a package, a kernel feature."""
+
+    exit_code = 3
+
+
+class BundleError(ApplianceError):
+    """The offline bundle is incomplete, corrupt, unsigned or tampered with."""
+
+    exit_code = 4
+
+
+class RunFailed(ApplianceError):
+    """An ansible run finished with failed or unreachable hosts."""
+
+    exit_code = 5
+
+
+class LabError(ApplianceError):
+    """The rehearsal lab could not be brought up, inspected or torn down."""
+
+    exit_code = 6
+
+
+class Cancelled(ApplianceError):
+    exit_code = 130

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs everything the toolkit and its tests need on a fresh Debian 12 machine:
+# host packages (for the rehearsal lab and bundle builds) and a Python venv at .venv.
+# Idempotent: a second run installs nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+HOST_PACKAGES=(
+  mmdebstrap systemd-container zstd dpkg-dev iproute2 openssh-client netcat-openbsd
+  skopeo busybox-static apt-utils
+)
+missing=()
+for p in "${HOST_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $EUID -ne 0 ]]; then
+    echo "error: host packages missing: ${missing[*]}" >&2
+    echo "hint: run as root (sudo make ...) or apt-get install them" >&2
+    exit 3
+  fi
+  echo "bootstrap: apt-get install ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "error: $PY is $("$PY" --version 2>&1); ansible-core 2.18 needs Python >= 3.11" >&2
+  exit 3
+fi
+stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+if [[ ! -f $stamp ]]; then
+  echo "bootstrap: python venv .venv (ansible-core, ansible-runner, test tools)"
+  [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
+  # (this machine's pip config lists local indexes that may not exist: drop that noise only)
+  .venv/bin/pip install -q --disable-pip-version-check -e '.[dev]' 2> >(grep -v "is ignored: it is neither" >&2)
+  .venv/bin/python -c 'import ansible_runner, appliance_cli' # fail loudly if the install did not work
+  rm -f .venv/.installed-*; touch "$stamp"
+fi
