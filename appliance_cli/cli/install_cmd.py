@@ -1,7 +1,81 @@
-"""(being written)"""
+"""`appliance install` and `appliance hosts trust`."""
+
+from __future__ import annotations
 
 import argparse
+import sys
+
+from appliance_cli.cli import ui
+from appliance_cli.cli.progress import Progress, print_recap
+from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
+from appliance_cli.core import knownhosts
+from appliance_cli.core.install import RunOptions, install
+from appliance_cli.core.siteconfig import load_site
+from appliance_cli.errors import UsageError
+
+
+def add_run_args(p: argparse.ArgumentParser) -> None:
+    add_site_arg(p)
+    p.add_argument("--check", action="store_true", help="dry run: report what would change")
+    p.add_argument("--diff", action="store_true", help="show file differences")
+    p.add_argument("--limit", metavar="HOSTS", help="only these nodes (ansible host pattern)")
+    p.add_argument("--tags", metavar="TAGS", help="only tasks with these tags")
+    p.add_argument("--skip-tags", metavar="TAGS", help="skip tasks with these tags")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more ansible output in the artifacts")
+
+
+def run_options(args: argparse.Namespace) -> RunOptions:
+    return RunOptions(check=args.check, diff=args.diff, limit=args.limit, tags=args.tags,
+                      skip_tags=args.skip_tags, verbosity=args.verbose)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    return None
+    p = sub.add_parser("install", help="install the appliance on the site's nodes (playbooks/site.yml)")
+    add_run_args(p)
+    p.set_defaults(handler=cmd_install)
+
+    h = sub.add_parser("hosts", help="manage the nodes' SSH host keys")
+    hsub = h.add_subparsers(dest="hosts_command", metavar="ACTION", required=True)
+    t = hsub.add_parser("trust", help="show each node's host key fingerprint and record it in known_hosts")
+    add_site_arg(t)
+    t.add_argument("--yes", action="store_true", help="record without asking (only after checking fingerprints)")
+    t.set_defaults(handler=cmd_trust)
+
+
+def _runner():
+    from appliance_cli.runner.adapter import AnsibleRunner  # keeps ansible_runner out of the CLI's imports
+
+    return AnsibleRunner()
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    cfg = load_site(resolve_site_arg(args.site))
+    with Progress(f"install {cfg.site.name}") as progress:
+        result = install(_runner(), cfg, run_options(args), progress)
+    print_recap(result)
+    mode = " (check mode: nothing was changed)" if args.check else ""
+    ui.info(f"install finished on {len(result.stats)} nodes in {result.elapsed:.1f}s, "
+            f"changed={result.changed_total}{mode}")
+    return 0
+
+
+def cmd_trust(args: argparse.Namespace) -> int:
+    cfg = load_site(resolve_site_arg(args.site))
+    missing = knownhosts.missing_nodes(cfg)
+    if not missing:
+        ui.info(f"all {len(cfg.nodes)} nodes already have a recorded host key")
+        return 0
+    for node in missing:
+        keys = knownhosts.scan(cfg, node)
+        for k in keys:
+            ui.info(f"{node.name} ({node.address}): {k.keytype} {k.fingerprint}")
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise UsageError("not recording host keys without confirmation",
+                                 hint="compare the fingerprints with the node's console, then pass --yes")
+            answer = input(f"Does this match the key shown on {node.name}'s console? [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                raise UsageError(f"host key of {node.name} not trusted; nothing recorded")
+        path = knownhosts.record(cfg, keys)
+        ui.info(f"recorded {node.name} in {path}")
+    return 0

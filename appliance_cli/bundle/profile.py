@@ -1,0 +1,160 @@
+"""Bundle profiles (bundles/profiles/*.yml): what goes into a bundle, every entry pinned.
+
+A value of `TO-BE-PINNED` marks a checksum/digest nobody has verified yet; `bundle build` refuses
+such a profile before downloading anything, naming the entry."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from appliance_cli.content import profiles_dir
+from appliance_cli.errors import BundleError
+
+PLACEHOLDER = "TO-BE-PINNED"
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FileSpec(_Spec):
+    """A file from an upstream URL (pinned sha256) or, for test stand-ins only, a local path."""
+
+    name: str = Field(pattern=_NAME)
+    version: str | None = None
+    url: str | None = None
+    source: str | None = None  # path relative to the repository root
+    sha256: str | None = None
+    filename: str | None = None  # file name inside the artifact (default: last part of url/source)
+    mode: str | None = None
+    install_path: str | None = None
+    test_only: bool = False
+
+    @model_validator(mode="after")
+    def _one_origin(self) -> FileSpec:
+        if bool(self.url) == bool(self.source):
+            raise ValueError("give exactly one of url or source")
+        if self.url and not self.sha256:
+            raise ValueError("a url needs its sha256")
+        if self.source and not self.test_only and not self.sha256:
+            raise ValueError("a local source needs a sha256 unless test_only: true")
+        return self
+
+
+class ChartSpec(FileSpec):
+    images: list[str] = []  # every image reference the chart (with our values) pulls
+
+
+class ImageSpec(_Spec):
+    name: str = Field(pattern=_NAME)
+    reference: str  # e.g. registry.k8s.io/pause:3.6
+    digest: str | None = None  # pinned manifest (or index) digest: sha256:<hex>
+    build: Literal["busybox"] | None = None  # build locally instead of pulling (lab)
+    cmd: list[str] | None = None
+    test_only: bool = False
+
+    @model_validator(mode="after")
+    def _origin(self) -> ImageSpec:
+        if not self.build and not self.digest:
+            raise ValueError("a pulled image needs its digest")
+        if self.build and not self.test_only:
+            raise ValueError("a locally built image is a test stand-in: set test_only: true")
+        return self
+
+
+class AptSpec(_Spec):
+    name: str = Field(pattern=_NAME)
+    distro: str
+    codename: str
+    arch: str = "amd64"
+    sources: str  # one-line-style apt sources for the target
+    packages: list[str]
+
+
+class WheelSpec(_Spec):
+    name: str = Field(pattern=_NAME)
+    project: bool = False  # the toolkit itself (+ its dependencies)
+    requirements: list[str] = []  # extra pinned requirements, e.g. "ansible-core==2.18.6"
+
+
+class Profile(_Spec):
+    name: str = Field(pattern=_NAME)
+    description: str = ""
+    production: bool = False
+    apt: list[AptSpec] = []
+    files: list[FileSpec] = []
+    images: list[ImageSpec] = []
+    charts: list[ChartSpec] = []
+    wheels: list[WheelSpec] = []
+    source_path: Path | None = Field(default=None, exclude=True)
+
+    def entries(self) -> list[tuple[str, _Spec]]:
+        out: list[tuple[str, _Spec]] = []
+        for section in ("apt", "files", "images", "charts", "wheels"):
+            out += [(f"{section}/{e.name}", e) for e in getattr(self, section)]
+        return out
+
+
+def resolve_profile(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yml", ".yaml") or p.exists():
+        return p
+    return profiles_dir() / f"{name_or_path}.yml"
+
+
+def load_profile(name_or_path: str | Path) -> Profile:
+    path = resolve_profile(str(name_or_path))
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        avail = ", ".join(sorted(p.stem for p in profiles_dir().glob("*.yml"))) or "none"
+        raise BundleError(f"profile {path} not found", hint=f"available profiles: {avail}") from None
+    except yaml.YAMLError as exc:
+        raise BundleError(f"profile {path}: invalid YAML: {exc}".splitlines()[0]) from None
+    try:
+        prof = Profile.model_validate(data)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        loc = _loc(data, e["loc"])
+        raise BundleError(f"profile {path}: {loc}: {e['msg']}") from None
+    prof.source_path = path
+    seen: set[str] = set()
+    for label, _ in prof.entries():
+        if label in seen:
+            raise BundleError(f"profile {path}: duplicate entry {label}")
+        seen.add(label)
+    return prof
+
+
+def _loc(data: object, loc: tuple) -> str:
+    """Turn ('files', 3, 'sha256') into 'files/kubeadm.sha256' so the message names the entry."""
+    parts = [str(x) for x in loc]
+    try:
+        entry = data[loc[0]][loc[1]]  # type: ignore[index]
+        return f"{loc[0]}/{entry.get('name', loc[1])}" + "".join(f".{x}" for x in parts[2:])
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return ".".join(parts)
+
+
+def pin_problems(prof: Profile) -> list[str]:
+    """Every entry that is not buildable as pinned: placeholders and malformed checksums."""
+    problems = []
+    for label, e in prof.entries():
+        for attr in ("sha256", "digest"):
+            value = getattr(e, attr, None)
+            if value is None:
+                continue
+            if value == PLACEHOLDER:
+                problems.append(f"{label}: {attr} is {PLACEHOLDER}")
+            elif attr == "sha256" and not _HEX64.match(value):
+                problems.append(f"{label}: sha256 {value!r} is not 64 hex digits")
+            elif attr == "digest" and not (value.startswith("sha256:") and _HEX64.match(value[7:])):
+                problems.append(f"{label}: digest {value!r} is not sha256:<64 hex>")
+    return problems

@@ -1,0 +1,79 @@
+"""The install service: site config → inventory → playbooks/site.yml through the runner port."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from appliance_cli.content import playbooks_dir
+from appliance_cli.core.inventory import render_inventory
+from appliance_cli.core.knownhosts import missing_nodes
+from appliance_cli.core.ports import RunnerPort
+from appliance_cli.core.siteconfig import SiteConfig
+from appliance_cli.errors import ConfigError, RunFailed
+from appliance_cli.runner.events import Event, RunRequest, RunResult
+
+
+@dataclass
+class RunOptions:
+    check: bool = False
+    diff: bool = False
+    limit: str | None = None
+    tags: str | None = None
+    skip_tags: str | None = None
+    verbosity: int = 0
+
+
+def runs_dir(cfg: SiteConfig) -> Path:
+    return cfg.site_dir / "runs"
+
+
+def run_playbook(
+    runner: RunnerPort,
+    cfg: SiteConfig,
+    playbook: str,
+    opts: RunOptions,
+    on_event: Callable[[Event], None],
+    extravars: dict | None = None,
+) -> RunResult:
+    missing = missing_nodes(cfg)
+    if missing:
+        names = ", ".join(n.name for n in missing)
+        raise ConfigError(
+            [f"{cfg.resolve(cfg.ssh.known_hosts)}: no SSH host key recorded for {names}"],
+            hint=f"run `appliance hosts trust --site {cfg.site_dir}` and compare the fingerprints",
+        )
+    inv = render_inventory(cfg)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    req = RunRequest(
+        playbook=playbooks_dir() / playbook,
+        inventory=inv.hosts_file,
+        private_data_dir=runs_dir(cfg) / f"{stamp}-{Path(playbook).stem}",
+        extravars=extravars or {},
+        limit=opts.limit,
+        tags=opts.tags,
+        skip_tags=opts.skip_tags,
+        check=opts.check,
+        diff=opts.diff,
+        verbosity=opts.verbosity,
+    )
+    result = runner.run(req, on_event)
+    if not result.ok:
+        raise RunFailed(_failure_line(result), hint=f"artifacts and full log: {result.artifact_dir}")
+    return result
+
+
+def _failure_line(result: RunResult) -> str:
+    if result.failures:
+        f = result.failures[0]
+        more = f" (+{len(result.failures) - 1} more)" if len(result.failures) > 1 else ""
+        what = "unreachable" if f.status == "unreachable" else "failed"
+        return f"{f.host}: task '{f.task}' {what}: {f.message or 'no message'}{more}"
+    return f"ansible-playbook ended with status {result.status} (rc={result.rc})"
+
+
+def install(runner: RunnerPort, cfg: SiteConfig, opts: RunOptions,
+            on_event: Callable[[Event], None]) -> RunResult:
+    return run_playbook(runner, cfg, "site.yml", opts, on_event)

@@ -1,0 +1,88 @@
+"""SSH host keys of the site's nodes: which are recorded, and recording new ones."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from appliance_cli.core.siteconfig import Node, SiteConfig
+from appliance_cli.errors import ApplianceError
+
+
+@dataclass(frozen=True)
+class ScannedKey:
+    node: str
+    address: str
+    keytype: str
+    key: str
+
+    @property
+    def fingerprint(self) -> str:
+        digest = hashlib.sha256(base64.b64decode(self.key)).digest()
+        return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+    def line(self) -> str:
+        return f"{self.node},{self.address} {self.keytype} {self.key}"
+
+
+def recorded_hosts(path: Path) -> set[str]:
+    names: set[str] = set()
+    if not path.is_file():
+        return names
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        for name in line.split()[0].split(","):
+            names.add(name.strip("[]").split("]:")[0])
+    return names
+
+
+def missing_nodes(cfg: SiteConfig) -> list[Node]:
+    known = recorded_hosts(cfg.resolve(cfg.ssh.known_hosts))
+    return [n for n in cfg.nodes if n.address not in known and n.name not in known]
+
+
+def scan(cfg: SiteConfig, node: Node, timeout: int = 5) -> list[ScannedKey]:
+    """ssh-keyscan cannot use a ProxyCommand, so the key is read through ssh itself with
+    StrictHostKeyChecking=accept-new into a scratch file that is discarded after reading."""
+    scratch = cfg.site_dir / f".scan-{node.name}"
+    scratch.unlink(missing_ok=True)
+    cmd = ["ssh", "-o", f"UserKnownHostsFile={scratch}", "-o", "StrictHostKeyChecking=accept-new",
+           "-o", "BatchMode=yes", "-o", f"ConnectTimeout={timeout}", "-o", "HostKeyAlgorithms=ssh-ed25519",
+           "-p", str(cfg.ssh.port)]
+    if cfg.ssh.proxy_command:
+        cmd += ["-o", f"ProxyCommand={cfg.ssh.proxy_command}"]
+    if cfg.ssh.private_key:
+        cmd += ["-i", str(cfg.resolve(cfg.ssh.private_key))]
+    cmd += [f"{cfg.ssh.user}@{node.address}", "true"]
+    try:
+        subprocess.run(cmd, capture_output=True, timeout=timeout + 10)
+        lines = scratch.read_text().splitlines() if scratch.exists() else []
+    finally:
+        scratch.unlink(missing_ok=True)
+    keys = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 3:
+            keys.append(ScannedKey(node.name, node.address, parts[1], parts[2]))
+    if not keys:
+        raise ApplianceError(f"node {node.name} ({node.address}): could not read its SSH host key",
+                             hint="check that the node is up and sshd listens on port "
+                             f"{cfg.ssh.port}")
+    return keys
+
+
+def record(cfg: SiteConfig, keys: list[ScannedKey]) -> Path:
+    path = cfg.resolve(cfg.ssh.known_hosts)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    existing = path.read_text() if path.exists() else ""
+    with path.open("a") as fh:
+        if existing and not existing.endswith("\n"):
+            fh.write("\n")
+        for k in keys:
+            fh.write(k.line() + "\n")
+    return path

@@ -1,0 +1,87 @@
+"""Domain events a run produces. The runner adapter turns ansible-runner job events into these;
+renderers (rich progress, plain lines) and the core services only ever see these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+HostStatus = Literal["ok", "changed", "failed", "unreachable", "skipped"]
+
+# A task whose name ends with this reports, per host, something the node cannot do that is not
+# an error on this kind of node (e.g. read-only global sysctls in a container): its `msg`
+# becomes a HostWarning, so limits are shown to the user instead of silently skipped.
+WARNING_TASK_SUFFIX = "| Report limits"
+
+
+@dataclass(frozen=True)
+class PlayStarted:
+    name: str
+
+
+@dataclass(frozen=True)
+class TaskStarted:
+    name: str
+    role: str | None = None
+
+
+@dataclass(frozen=True)
+class HostResult:
+    host: str
+    task: str
+    status: HostStatus
+    message: str = ""
+    ignored: bool = False
+
+
+@dataclass(frozen=True)
+class HostWarning:
+    host: str
+    message: str
+
+
+@dataclass
+class HostStats:
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+
+
+Event = PlayStarted | TaskStarted | HostResult | HostWarning
+
+
+@dataclass
+class RunRequest:
+    playbook: Path
+    inventory: Path
+    private_data_dir: Path
+    extravars: dict = field(default_factory=dict)
+    limit: str | None = None
+    tags: str | None = None
+    skip_tags: str | None = None
+    check: bool = False
+    diff: bool = False
+    verbosity: int = 0
+    envvars: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RunResult:
+    status: str  # successful | failed | canceled | timeout
+    rc: int
+    stats: dict[str, HostStats]
+    artifact_dir: Path
+    failures: list[HostResult] = field(default_factory=list)
+    warnings: list[HostWarning] = field(default_factory=list)
+    elapsed: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "successful" and self.rc == 0
+
+    @property
+    def changed_total(self) -> int:
+        return sum(s.changed for s in self.stats.values())

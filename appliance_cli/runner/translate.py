@@ -1,0 +1,74 @@
+"""Pure translation of ansible-runner job events (dicts) into domain events. No I/O, so it is
+tested with recorded events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from appliance_cli.runner.events import (
+    WARNING_TASK_SUFFIX,
+    Event,
+    HostResult,
+    HostStats,
+    HostWarning,
+    PlayStarted,
+    TaskStarted,
+)
+
+_RESULT_EVENTS = {
+    "runner_on_ok": "ok",
+    "runner_on_failed": "failed",
+    "runner_on_unreachable": "unreachable",
+    "runner_on_skipped": "skipped",
+}
+
+
+def _message(res: dict[str, Any]) -> str:
+    """The most useful one-line reason a module gives for failing."""
+    for key in ("msg", "stderr", "reason", "stdout"):
+        value = res.get(key)
+        if value:
+            text = str(value).strip()
+            return text.splitlines()[-1] if key in ("stderr", "stdout") else " ".join(text.split())
+    return ""
+
+
+def translate(raw: dict[str, Any]) -> list[Event]:
+    kind = raw.get("event")
+    data = raw.get("event_data") or {}
+    if kind == "playbook_on_play_start":
+        return [PlayStarted(name=data.get("play", "") or data.get("name", ""))]
+    if kind == "playbook_on_task_start":
+        return [TaskStarted(name=data.get("task", ""), role=data.get("role"))]
+    status = _RESULT_EVENTS.get(kind or "")
+    if status is None:
+        return []
+    res = data.get("res") or {}
+    task = data.get("task", "")
+    host = data.get("host", "?")
+    if status == "ok" and res.get("changed"):
+        status = "changed"
+    events: list[Event] = [
+        HostResult(host=host, task=task, status=status, message=_message(res),
+                   ignored=bool(data.get("ignore_errors")))
+    ]
+    if status == "ok" and task.endswith(WARNING_TASK_SUFFIX):
+        msgs = res.get("msg")
+        for m in msgs if isinstance(msgs, list) else [msgs]:
+            if m:
+                events.append(HostWarning(host=host, message=str(m)))
+    return events
+
+
+def stats_from_event(raw: dict[str, Any]) -> dict[str, HostStats] | None:
+    """The playbook_on_stats event carries the final per-host recap."""
+    if raw.get("event") != "playbook_on_stats":
+        return None
+    data = raw.get("event_data") or {}
+    hosts: dict[str, HostStats] = {}
+    for field_name, attr in (("ok", "ok"), ("changed", "changed"), ("failures", "failed"),
+                             ("dark", "unreachable"), ("skipped", "skipped")):
+        for host, n in (data.get(field_name) or {}).items():
+            hosts.setdefault(host, HostStats())
+            setattr(hosts[host], attr, int(n))
+    return hosts

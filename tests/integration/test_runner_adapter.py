@@ -1,0 +1,75 @@
+"""The runner adapter with real ansible-runner and ansible-core, against localhost."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from appliance_cli.runner.adapter import AnsibleRunner
+from appliance_cli.runner.events import HostResult, HostWarning, RunRequest, TaskStarted
+
+pytestmark = pytest.mark.integration
+
+PLAYBOOK = """---
+- name: Probe
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Probe | Write a file
+      ansible.builtin.copy:
+        dest: "{{ target }}"
+        content: "hello\\n"
+        mode: "0644"
+    - name: Probe | Secret stays out of events
+      ansible.builtin.command: echo s3cr3t-token
+      no_log: true
+      changed_when: false
+    - name: Probe | Report limits
+      ansible.builtin.debug:
+        msg: ["cannot do X here"]
+    - name: Probe | Fail on demand
+      ansible.builtin.fail:
+        msg: "asked to fail"
+      when: fail | default(false) | bool
+"""
+
+
+def _request(tmp_path: Path, **kw) -> RunRequest:
+    pb = tmp_path / "probe.yml"
+    pb.write_text(PLAYBOOK)
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+    extravars = {"target": str(tmp_path / "out.txt")} | kw.pop("extravars", {})
+    return RunRequest(playbook=pb, inventory=inv, private_data_dir=tmp_path / "runs" / "r1",
+                      extravars=extravars, **kw)
+
+
+def test_events_stats_and_idempotence(tmp_path):
+    events: list = []
+    first = AnsibleRunner().run(_request(tmp_path), events.append)
+    assert first.ok and first.stats["localhost"].changed == 1
+    assert TaskStarted("Probe | Write a file", None) in events or any(
+        isinstance(e, TaskStarted) and e.name == "Probe | Write a file" for e in events)
+    assert [w for w in events if isinstance(w, HostWarning)] == [HostWarning("localhost", "cannot do X here")]
+    assert first.artifact_dir.is_dir()
+    # no_log output never reaches the artifacts
+    blob = "".join(p.read_text() for p in first.artifact_dir.rglob("*") if p.is_file())
+    assert "s3cr3t-token" not in blob
+
+    second = AnsibleRunner().run(_request(tmp_path), lambda e: None)
+    assert second.ok and second.changed_total == 0
+
+
+def test_check_mode_changes_nothing(tmp_path):
+    result = AnsibleRunner().run(_request(tmp_path, check=True, diff=True), lambda e: None)
+    assert result.ok and not (tmp_path / "out.txt").exists()
+
+
+def test_failure_names_host_and_task(tmp_path):
+    events: list = []
+    result = AnsibleRunner().run(_request(tmp_path, extravars={"fail": True}), events.append)
+    assert not result.ok and result.status == "failed"
+    assert result.failures == [HostResult("localhost", "Probe | Fail on demand", "failed", "asked to fail")]
+    assert any(isinstance(e, HostResult) and e.status == "failed" for e in events)

@@ -1,0 +1,70 @@
+"""The install service against a fake runner port: inventory rendered, host keys required,
+failures turned into one line naming host and task, with the artifact directory as hint."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from appliance_cli.core.install import RunOptions, install
+from appliance_cli.core.siteconfig import load_site
+from appliance_cli.errors import ConfigError, RunFailed
+from appliance_cli.runner.events import HostResult, HostStats, RunRequest, RunResult
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class FakeRunner:
+    def __init__(self, result: RunResult | None = None):
+        self.requests: list[RunRequest] = []
+        self.result = result
+
+    def run(self, req, on_event):
+        self.requests.append(req)
+        on_event(HostResult("master1", "t", "ok"))
+        return self.result or RunResult("successful", 0, {"master1": HostStats(ok=1)}, req.private_data_dir)
+
+
+@pytest.fixture
+def site(tmp_path: Path):
+    shutil.copy(REPO / "inventories" / "example" / "appliance.yml", tmp_path / "appliance.yml")
+    cfg = load_site(tmp_path)
+    (tmp_path / "known_hosts").write_text(
+        "".join(f"{n.name},{n.address} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFake\n" for n in cfg.nodes))
+    return cfg
+
+
+def test_install_renders_inventory_and_runs_site_playbook(site):
+    runner = FakeRunner()
+    events = []
+    result = install(runner, site, RunOptions(check=True, limit="gpu1"), events.append)
+    assert result.ok and events
+    [req] = runner.requests
+    assert req.playbook.name == "site.yml" and req.check and req.limit == "gpu1"
+    hosts = yaml.safe_load(req.inventory.read_text())
+    assert hosts["all"]["hosts"]["gpu2"]["ansible_host"] == "192.168.10.22"
+    assert set(hosts["all"]["children"]["appliance"]["children"]["gpu_workers"]["hosts"]) == {"gpu1", "gpu2"}
+    gv = yaml.safe_load((site.site_dir / "group_vars" / "all" / "00-site.yml").read_text())
+    assert gv["appliance_pod_cidr"] == "10.244.0.0/16"
+    assert "StrictHostKeyChecking=yes" in gv["ansible_ssh_common_args"]
+    assert req.private_data_dir.parent == site.site_dir / "runs"
+
+
+def test_install_refuses_nodes_without_recorded_host_key(site):
+    (site.site_dir / "known_hosts").write_text("master1,192.168.10.11 ssh-ed25519 AAAA\n")
+    with pytest.raises(ConfigError) as exc:
+        install(FakeRunner(), site, RunOptions(), lambda e: None)
+    assert "no SSH host key recorded for gpu1, gpu2" in exc.value.message
+    assert "appliance hosts trust" in exc.value.hint
+
+
+def test_failed_run_names_host_task_and_artifacts(site, tmp_path):
+    failed = RunResult("failed", 2, {}, tmp_path / "artifacts",
+                       failures=[HostResult("gpu2", "Packages | Install", "failed", "No package matching 'socat'")])
+    with pytest.raises(RunFailed) as exc:
+        install(FakeRunner(failed), site, RunOptions(), lambda e: None)
+    assert exc.value.message == "gpu2: task 'Packages | Install' failed: No package matching 'socat'"
+    assert str(tmp_path / "artifacts") in exc.value.hint

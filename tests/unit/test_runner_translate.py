@@ -1,0 +1,62 @@
+"""The runner adapter's translation of recorded ansible-runner job events into domain events."""
+
+from __future__ import annotations
+
+from appliance_cli.runner.events import HostResult, HostWarning, PlayStarted, TaskStarted
+from appliance_cli.runner.translate import stats_from_event, translate
+
+
+def ev(kind: str, **data) -> dict:
+    return {"event": kind, "uuid": "x", "counter": 1, "stdout": "", "event_data": data}
+
+
+def test_play_and_task_start():
+    assert translate(ev("playbook_on_play_start", play="Operating-system prerequisites")) == [
+        PlayStarted("Operating-system prerequisites")
+    ]
+    assert translate(ev("playbook_on_task_start", task="Swap | Turn swap off now", role="os_prereqs")) == [
+        TaskStarted("Swap | Turn swap off now", "os_prereqs")
+    ]
+
+
+def test_ok_changed_failed_unreachable_skipped():
+    ok = translate(ev("runner_on_ok", host="w1", task="t", res={"changed": False}))
+    changed = translate(ev("runner_on_ok", host="w1", task="t", res={"changed": True}))
+    failed = translate(ev("runner_on_failed", host="w2", task="Packages | Install", res={
+        "msg": "No package matching 'socat' is available"}))
+    unreachable = translate(ev("runner_on_unreachable", host="w3", task="Gathering Facts", res={
+        "msg": "Failed to connect to the host via ssh: Host key verification failed."}))
+    skipped = translate(ev("runner_on_skipped", host="w1", task="t"))
+    assert [e.status for e in ok + changed + failed + unreachable + skipped] == [
+        "ok", "changed", "failed", "unreachable", "skipped"]
+    assert failed[0] == HostResult("w2", "Packages | Install", "failed", "No package matching 'socat' is available")
+    assert "Host key verification failed" in unreachable[0].message
+
+
+def test_failed_command_message_is_last_stderr_line():
+    [r] = translate(ev("runner_on_failed", host="m", task="kubeadm", res={
+        "stderr": "line one\n[ERROR Swap]: running with swap on is not supported. Please disable swap", "rc": 1}))
+    assert r.message == "[ERROR Swap]: running with swap on is not supported. Please disable swap"
+
+
+def test_ignored_failure_is_flagged():
+    [r] = translate(ev("runner_on_failed", host="m", task="t", ignore_errors=True, res={"msg": "x"}))
+    assert r.ignored
+
+
+def test_report_limits_task_becomes_warnings():
+    events = translate(ev("runner_on_ok", host="worker1", task="OS prereqs | Report limits", res={
+        "msg": ["sysctl fs.inotify.max_user_watches=524288 cannot be set", "kernel module x"]}))
+    assert events[1:] == [
+        HostWarning("worker1", "sysctl fs.inotify.max_user_watches=524288 cannot be set"),
+        HostWarning("worker1", "kernel module x"),
+    ]
+
+
+def test_unrelated_events_are_ignored_and_stats_are_read():
+    assert translate(ev("verbose")) == []
+    stats = stats_from_event(ev("playbook_on_stats", ok={"m": 10, "w": 9}, changed={"m": 2},
+                                failures={"w": 1}, dark={}, skipped={"w": 3}))
+    assert stats["m"].ok == 10 and stats["m"].changed == 2 and stats["m"].failed == 0
+    assert stats["w"].failed == 1 and stats["w"].skipped == 3
+    assert stats_from_event(ev("runner_on_ok")) is None

@@ -1,0 +1,146 @@
+"""Site config validation: the example passes; each malformed case is one line naming the field, exit 2."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from appliance_cli.cli.main import main
+from appliance_cli.core.siteconfig import load_site, parse_site
+from appliance_cli.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "inventories" / "example" / "appliance.yml"
+
+
+@pytest.fixture
+def example() -> dict:
+    return yaml.safe_load(EXAMPLE.read_text())
+
+
+def problems_of(data: dict) -> list[str]:
+    with pytest.raises(ConfigError) as exc:
+        parse_site(data)
+    return exc.value.problems
+
+
+def test_example_and_lab_sites_are_valid():
+    cfg = load_site(EXAMPLE)
+    assert cfg.master.name == "master1"
+    assert [n.hardware_class for n in cfg.nodes] == ["S5SP", "S5N-3U", "GZ2"]
+    lab = load_site(REPO / "inventories" / "lab")
+    assert len(lab.nodes) == 4 and lab.kubernetes.pod_cidr == "10.244.0.0/16"
+
+
+def _mutate(data: dict, fn) -> dict:
+    d = copy.deepcopy(data)
+    fn(d)
+    return d
+
+
+CASES = {
+    "no master": (
+        lambda d: d["nodes"][0].update(roles=["runai-system"]),
+        "nodes: no node has the 'master' role",
+    ),
+    "several masters": (
+        lambda d: d["nodes"][1].update(roles=["master", "gpu-worker"]),
+        "nodes[1].roles: several masters (master1, gpu1)",
+    ),
+    "duplicate hostname": (
+        lambda d: d["nodes"][2].update(name="gpu1"),
+        "nodes[2].name: duplicate hostname 'gpu1' (also nodes[1])",
+    ),
+    "duplicate address": (
+        lambda d: d["nodes"][2].update(address="192.168.10.21"),
+        "nodes[2].address: duplicate address 192.168.10.21 (also nodes[1])",
+    ),
+    "invalid hostname": (
+        lambda d: d["nodes"][1].update(name="GPU_1"),
+        "nodes[1].name: 'GPU_1' is not a valid RFC 1123 hostname",
+    ),
+    "pod cidr overlaps nodes": (
+        lambda d: d["kubernetes"].update(pod_cidr="192.168.0.0/16"),
+        "kubernetes.pod_cidr: 192.168.0.0/16 overlaps the node network 192.168.10.0/24",
+    ),
+    "service cidr overlaps nodes": (
+        lambda d: d["kubernetes"].update(service_cidr="192.168.10.0/28"),
+        "kubernetes.service_cidr: 192.168.10.0/28 overlaps the node network",
+    ),
+    "unknown hardware class": (
+        lambda d: d["nodes"][1].update(hardware_class="DGX"),
+        "nodes[1].hardware_class: unknown hardware class 'DGX'",
+    ),
+    "unknown role": (
+        lambda d: d["nodes"][1].update(roles=["gpu-worker", "storage"]),
+        "nodes[1].roles[1]: unknown role 'storage'",
+    ),
+    "gpus but no gpu-worker role": (
+        lambda d: d["nodes"][2].update(roles=["cpu-worker"]),
+        "nodes[2].roles: hardware class GZ2 has 8 GPU(s) but the node has no 'gpu-worker' role",
+    ),
+    "runai without nfs": (
+        lambda d: d.pop("nfs"),
+        "nfs: required when scheduler.stack is 'runai'",
+    ),
+    "runai without domain": (
+        lambda d: d["site"].pop("domain"),
+        "site.domain: required when scheduler.stack is 'runai'",
+    ),
+    "misspelled field": (
+        lambda d: d["kubernetes"].update(pod_cird="10.244.0.0/16"),
+        "kubernetes.pod_cird: unknown field (check spelling)",
+    ),
+    "missing section": (
+        lambda d: d.pop("registry"),
+        "registry: required field is missing",
+    ),
+    "bad cidr": (
+        lambda d: d["network"].update(node_cidr="192.168.10.1/24"),
+        "network.node_cidr: '192.168.10.1/24' is not a valid CIDR",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_malformed_case_names_the_field(example, case):
+    mutate, expected = CASES[case]
+    problems = problems_of(_mutate(example, mutate))
+    assert any(expected in p for p in problems), problems
+    assert all("\n" not in p for p in problems)
+
+
+def test_cli_validate_malformed_exits_2_with_one_line_and_no_traceback(example, tmp_path):
+    bad = _mutate(example, lambda d: d["nodes"][2].update(name="gpu1"))
+    (tmp_path / "appliance.yml").write_text(yaml.safe_dump(bad))
+    r = subprocess.run([sys.executable, "-m", "appliance_cli", "config", "validate", "--site", str(tmp_path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: {tmp_path}/appliance.yml: nodes[2].name: duplicate hostname 'gpu1' (also nodes[1])"]
+    assert "Traceback" not in r.stderr
+
+
+def test_cli_validate_example_passes(capsys):
+    assert main(["config", "validate", "--site", str(EXAMPLE.parent)]) == 0
+    assert "valid" in capsys.readouterr().out
+
+
+def test_missing_file_and_bad_yaml(tmp_path, capsys):
+    assert main(["config", "validate", "--site", str(tmp_path)]) == 2
+    assert "site config not found" in capsys.readouterr().err
+    (tmp_path / "appliance.yml").write_text("site: [unclosed\n")
+    assert main(["config", "validate", "--site", str(tmp_path)]) == 2
+    assert "not valid YAML" in capsys.readouterr().err
+
+
+def test_init_writes_a_skeleton_that_validates(tmp_path, capsys):
+    assert main(["init", str(tmp_path / "site")]) == 0
+    assert load_site(tmp_path / "site").site.name
+    assert main(["init", str(tmp_path / "site")]) == 2  # refuses to overwrite
+    assert "--force" in capsys.readouterr().err
