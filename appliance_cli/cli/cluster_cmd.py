@@ -1,7 +1,62 @@
-"""(being written)"""
+"""`appliance kubeconfig` and `appliance status`."""
+
+from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
+
+from rich.table import Table
+
+from appliance_cli.cli import ui
+from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
+from appliance_cli.core import cluster
+from appliance_cli.core.siteconfig import load_site
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    return None
+    k = sub.add_parser(
+        "kubeconfig", help="print the cluster's admin kubeconfig, or write it to a file (0600)"
+    )
+    add_site_arg(k)
+    k.add_argument("--out", metavar="FILE", help="write to FILE instead of printing")
+    k.set_defaults(handler=cmd_kubeconfig)
+    s = sub.add_parser("status", help="nodes, roles, versions and readiness as the cluster sees them")
+    add_site_arg(s)
+    s.set_defaults(handler=cmd_status)
+
+
+def cmd_kubeconfig(args: argparse.Namespace) -> int:
+    cfg = load_site(resolve_site_arg(args.site))
+    text = cluster.admin_kubeconfig(cfg)
+    if not args.out:
+        ui.out.out(text, end="", highlight=False)
+        return 0
+    out = Path(args.out)
+    tmp = out.with_name(out.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds the admin's client key
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    tmp.replace(out)
+    ui.info(f"wrote {out} (mode 0600); use: KUBECONFIG={out} kubectl get nodes")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    cfg = load_site(resolve_site_arg(args.site))
+    rows = cluster.nodes(cfg)
+    table = Table(title=f"{cfg.site.name}: {len(rows)} nodes", title_justify="left")
+    for col in ("node", "status", "roles", "node group", "kubelet", "runtime", "taints"):
+        table.add_column(col)
+    for r in rows:
+        status = r.ready + ("" if r.schedulable else ",SchedulingDisabled")
+        table.add_row(r.name, status, r.roles, r.node_group, r.version, r.runtime, r.taints)
+    ui.out.print(table)
+    expected = {n.name for n in cfg.nodes}
+    seen = {r.name for r in rows}
+    for missing in sorted(expected - seen):
+        ui.warn(f"{missing}: in appliance.yml but not in the cluster (not joined?)")
+    not_ready = [r.name for r in rows if r.ready != "Ready"]
+    for r in rows:
+        ui.info(f"NODE {r.name} {r.ready} roles={r.roles} version={r.version}")
+    return 1 if (expected - seen or not_ready) else 0

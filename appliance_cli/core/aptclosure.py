@@ -95,8 +95,19 @@ def download_closure(
         old_deb.unlink()
     _run(["chroot", str(root), "apt-get", "update", "-q"], "apt-get update in the closure chroot", log)
     _run(
-        ["chroot", str(root), "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q",
-         "--download-only", "--no-install-recommends", *packages],
+        [
+            "chroot",
+            str(root),
+            "env",
+            "DEBIAN_FRONTEND=noninteractive",
+            "apt-get",
+            "install",
+            "-y",
+            "-q",
+            "--download-only",
+            "--no-install-recommends",
+            *packages,
+        ],
         "apt-get install --download-only",
         log,
     )
@@ -108,8 +119,11 @@ def download_closure(
         target = dest / deb.name
         shutil.move(str(deb), target)
         files.append(target)
-    stamp.write_text(json.dumps({"key": key, "packages": sorted(set(packages)),
-                                 "files": [f.name for f in files]}, indent=1))
+    stamp.write_text(
+        json.dumps(
+            {"key": key, "packages": sorted(set(packages)), "files": [f.name for f in files]}, indent=1
+        )
+    )
     shutil.rmtree(root)
     return files
 
@@ -118,12 +132,17 @@ def index_flat_repo(repo_dir: Path) -> Path:
     """Write Packages + Packages.gz for every .deb below repo_dir (paths relative to it)."""
     res = subprocess.run(
         ["dpkg-scanpackages", "--multiversion", ".", "/dev/null"],
-        cwd=repo_dir, capture_output=True, text=True, check=False,
+        cwd=repo_dir,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if res.returncode != 0:
         last = (res.stderr.strip().splitlines() or [f"exit code {res.returncode}"])[-1]
-        raise AptClosureError(f"dpkg-scanpackages in {repo_dir} failed: {last}",
-                              hint="is dpkg-dev installed? (apt-get install dpkg-dev)")
+        raise AptClosureError(
+            f"dpkg-scanpackages in {repo_dir} failed: {last}",
+            hint="is dpkg-dev installed? (apt-get install dpkg-dev)",
+        )
     packages = repo_dir / "Packages"
     tmp = repo_dir / "Packages.tmp"
     tmp.write_text(res.stdout)

@@ -74,6 +74,7 @@ def _failure_line(result: RunResult) -> str:
     return f"ansible-playbook ended with status {result.status} (rc={result.rc})"
 
 
-def install(runner: RunnerPort, cfg: SiteConfig, opts: RunOptions,
-            on_event: Callable[[Event], None]) -> RunResult:
+def install(
+    runner: RunnerPort, cfg: SiteConfig, opts: RunOptions, on_event: Callable[[Event], None]
+) -> RunResult:
     return run_playbook(runner, cfg, "site.yml", opts, on_event)

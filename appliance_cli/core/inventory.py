@@ -16,8 +16,12 @@ from appliance_cli.content import templates_dir
 from appliance_cli.core.siteconfig import SiteConfig
 
 # Ansible group per node role (roles may contain '-', groups should not).
-ROLE_GROUPS = {"master": "masters", "runai-system": "runai_system", "gpu-worker": "gpu_workers",
-               "cpu-worker": "cpu_workers"}
+ROLE_GROUPS = {
+    "master": "masters",
+    "runai-system": "runai_system",
+    "gpu-worker": "gpu_workers",
+    "cpu-worker": "cpu_workers",
+}
 
 
 @dataclass(frozen=True)
@@ -42,9 +46,12 @@ def _env() -> Environment:
 def ssh_common_args(cfg: SiteConfig) -> str:
     """Host keys are always verified: against the site's known_hosts, never disabled."""
     args = [
-        "-o", f"UserKnownHostsFile={cfg.resolve(cfg.ssh.known_hosts)}",
-        "-o", "StrictHostKeyChecking=yes",
-        "-o", "LogLevel=ERROR",
+        "-o",
+        f"UserKnownHostsFile={cfg.resolve(cfg.ssh.known_hosts)}",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "LogLevel=ERROR",
     ]
     if cfg.ssh.proxy_command:
         args += ["-o", f"ProxyCommand={cfg.ssh.proxy_command}"]

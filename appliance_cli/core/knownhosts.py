@@ -8,6 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from appliance_cli.core.remote import ssh_argv
 from appliance_cli.core.siteconfig import Node, SiteConfig
 from appliance_cli.errors import ApplianceError
 
@@ -51,14 +52,9 @@ def scan(cfg: SiteConfig, node: Node, timeout: int = 5) -> list[ScannedKey]:
     StrictHostKeyChecking=accept-new into a scratch file that is discarded after reading."""
     scratch = cfg.site_dir / f".scan-{node.name}"
     scratch.unlink(missing_ok=True)
-    cmd = ["ssh", "-o", f"UserKnownHostsFile={scratch}", "-o", "StrictHostKeyChecking=accept-new",
-           "-o", "BatchMode=yes", "-o", f"ConnectTimeout={timeout}", "-o", "HostKeyAlgorithms=ssh-ed25519",
-           "-p", str(cfg.ssh.port)]
-    if cfg.ssh.proxy_command:
-        cmd += ["-o", f"ProxyCommand={cfg.ssh.proxy_command}"]
-    if cfg.ssh.private_key:
-        cmd += ["-i", str(cfg.resolve(cfg.ssh.private_key))]
-    cmd += [f"{cfg.ssh.user}@{node.address}", "true"]
+    # The node's answer lands in a scratch file; it is shown as a fingerprint before anything is trusted.
+    scratch_keys = ["-o", f"UserKnownHostsFile={scratch}", "-o", "StrictHostKeyChecking=accept-new"]
+    cmd = ssh_argv(cfg, node, "true", host_key_options=[*scratch_keys, "-o", "HostKeyAlgorithms=ssh-ed25519"])
     try:
         subprocess.run(cmd, capture_output=True, timeout=timeout + 10)
         lines = scratch.read_text().splitlines() if scratch.exists() else []
@@ -70,9 +66,10 @@ def scan(cfg: SiteConfig, node: Node, timeout: int = 5) -> list[ScannedKey]:
         if len(parts) >= 3:
             keys.append(ScannedKey(node.name, node.address, parts[1], parts[2]))
     if not keys:
-        raise ApplianceError(f"node {node.name} ({node.address}): could not read its SSH host key",
-                             hint="check that the node is up and sshd listens on port "
-                             f"{cfg.ssh.port}")
+        raise ApplianceError(
+            f"node {node.name} ({node.address}): could not read its SSH host key",
+            hint=f"check that the node is up and sshd listens on port {cfg.ssh.port}",
+        )
     return keys
 
 

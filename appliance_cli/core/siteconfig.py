@@ -51,7 +51,9 @@ class Node(_Model):
 
 class SiteInfo(_Model):
     name: str
-    domain: str | None = Field(default=None, description="DNS domain of the scheduler UI, e.g. runai.example.com")
+    domain: str | None = Field(
+        default=None, description="DNS domain of the scheduler UI, e.g. runai.example.com"
+    )
 
 
 class Kubernetes(_Model):
@@ -203,7 +205,9 @@ def _cross_checks(cfg: SiteConfig) -> list[str]:
                 "(lower-case letters, digits and '-', at most 63, not starting or ending with '-')"
             )
         if node.name in seen_names:
-            problems.append(f"{where}.name: duplicate hostname '{node.name}' (also nodes[{seen_names[node.name]}])")
+            problems.append(
+                f"{where}.name: duplicate hostname '{node.name}' (also nodes[{seen_names[node.name]}])"
+            )
         seen_names.setdefault(node.name, i)
 
         try:
@@ -226,7 +230,9 @@ def _cross_checks(cfg: SiteConfig) -> list[str]:
         hw = cfg.hardware_classes.get(node.hardware_class)
         if hw is None:
             known = ", ".join(sorted(cfg.hardware_classes))
-            problems.append(f"{where}.hardware_class: unknown hardware class '{node.hardware_class}' (known: {known})")
+            problems.append(
+                f"{where}.hardware_class: unknown hardware class '{node.hardware_class}' (known: {known})"
+            )
         elif hw.gpu_count > 0 and "gpu-worker" not in node.roles:
             problems.append(
                 f"{where}.roles: hardware class {node.hardware_class} has {hw.gpu_count} GPU(s) "
@@ -239,9 +245,13 @@ def _cross_checks(cfg: SiteConfig) -> list[str]:
 
     if cfg.scheduler.stack == "runai":
         if cfg.nfs is None:
-            problems.append("nfs: required when scheduler.stack is 'runai' (the Run:ai control plane needs an NFS share)")
+            problems.append(
+                "nfs: required when scheduler.stack is 'runai' (the Run:ai control plane needs an NFS share)"
+            )
         if not cfg.site.domain:
-            problems.append("site.domain: required when scheduler.stack is 'runai' (DNS name of the Run:ai UI)")
+            problems.append(
+                "site.domain: required when scheduler.stack is 'runai' (DNS name of the Run:ai UI)"
+            )
         if not any("runai-system" in n.roles for n in cfg.nodes):
             problems.append("nodes: scheduler.stack is 'runai' but no node has the 'runai-system' role")
 

@@ -1,0 +1,71 @@
+"""Read the cluster's state from the master: admin kubeconfig, nodes with roles and versions."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from appliance_cli.core.remote import run_on
+from appliance_cli.core.siteconfig import SiteConfig
+from appliance_cli.errors import ApplianceError
+
+ADMIN_CONF = "/etc/kubernetes/admin.conf"
+KUBECTL = f"kubectl --kubeconfig {ADMIN_CONF}"
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    name: str
+    ready: str
+    roles: str
+    version: str
+    runtime: str
+    node_group: str
+    schedulable: bool
+    taints: str
+
+
+def admin_kubeconfig(cfg: SiteConfig) -> str:
+    text = run_on(cfg, cfg.master, ["cat", ADMIN_CONF])
+    if "clusters:" not in text:
+        raise ApplianceError(
+            f"{cfg.master.name}: {ADMIN_CONF} is not a kubeconfig",
+            hint="has `appliance install` completed the control plane?",
+        )
+    return text
+
+
+def parse_nodes(doc: dict) -> list[NodeRow]:
+    rows = []
+    for item in doc.get("items", []):
+        meta, spec, status = item.get("metadata", {}), item.get("spec", {}), item.get("status", {})
+        labels = meta.get("labels", {}) or {}
+        ready = next(
+            (c.get("status") for c in status.get("conditions", []) if c.get("type") == "Ready"), "Unknown"
+        )
+        roles = sorted(k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/"))
+        info = status.get("nodeInfo", {})
+        taints = ", ".join(
+            f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}" for t in spec.get("taints", []) or []
+        )
+        rows.append(
+            NodeRow(
+                name=meta.get("name", "?"),
+                ready={"True": "Ready", "False": "NotReady"}.get(ready, "Unknown"),
+                roles=",".join(roles) or "<none>",
+                version=info.get("kubeletVersion", "?"),
+                runtime=info.get("containerRuntimeVersion", "?"),
+                node_group=labels.get("run.ai/type", ""),
+                schedulable=not spec.get("unschedulable", False),
+                taints=taints,
+            )
+        )
+    return rows
+
+
+def nodes(cfg: SiteConfig) -> list[NodeRow]:
+    out = run_on(cfg, cfg.master, f"{KUBECTL} get nodes -o json")
+    try:
+        return parse_nodes(json.loads(out))
+    except json.JSONDecodeError:
+        raise ApplianceError(f"{cfg.master.name}: kubectl returned no JSON") from None

@@ -1,0 +1,113 @@
+"""End-to-end fixtures. By default they bring up the rehearsal lab (needs root) and tear it down
+even when tests fail. Given APPLIANCE_E2E_SITE=DIR they run unchanged against a real appliance's
+site directory instead (nothing is brought up or torn down then)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import testinfra
+
+from appliance_cli.core.siteconfig import SiteConfig, load_site
+
+E2E_NODES = int(os.environ.get("APPLIANCE_E2E_NODES", "4"))
+RECAP = re.compile(r"^RECAP (\S+) ok=(\d+) changed=(\d+) failed=(\d+) unreachable=(\d+) skipped=(\d+)$", re.M)
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "/e2e/" in str(item.fspath):
+            item.add_marker(pytest.mark.e2e)
+
+
+@dataclass
+class CliRun:
+    rc: int
+    out: str
+    err: str
+    recap: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def appliance(*args: str, timeout: int = 900) -> CliRun:
+    """The real `appliance` command, as a user runs it."""
+    r = subprocess.run(
+        [sys.executable, "-m", "appliance_cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=os.environ | {"CI": "1"},
+    )
+    recap = {
+        m[0]: dict(zip(("ok", "changed", "failed", "unreachable", "skipped"), map(int, m[1:]), strict=True))
+        for m in RECAP.findall(r.stdout)
+    }
+    return CliRun(r.returncode, r.stdout, r.stderr, recap)
+
+
+@pytest.fixture(scope="session")
+def site() -> Iterator[SiteConfig]:
+    real = os.environ.get("APPLIANCE_E2E_SITE")
+    if real:
+        yield load_site(real)
+        return
+    if os.geteuid() != 0:
+        pytest.fail("the lab e2e tests need root (systemd-nspawn, network namespaces): run them with sudo")
+    os.environ.setdefault("APPLIANCE_LAB_NAME", "e2e")
+    from appliance_cli import lab
+
+    try:
+        info = lab.up(nodes=E2E_NODES)
+        yield load_site(info.site_dir if hasattr(info, "site_dir") else lab.LabLayout.default().site_dir)
+    finally:
+        lab.down(purge=True)
+
+
+@pytest.fixture(scope="session")
+def ssh_config(site: SiteConfig, tmp_path_factory) -> Path:
+    """An ssh_config derived from the site config alone, so the same tests reach a real site."""
+    lines = []
+    for n in site.nodes:
+        lines += [
+            f"Host {n.name}",
+            f"  HostName {n.address}",
+            f"  User {site.ssh.user}",
+            f"  Port {site.ssh.port}",
+            f"  UserKnownHostsFile {site.resolve(site.ssh.known_hosts)}",
+            "  StrictHostKeyChecking yes",
+            "  BatchMode yes",
+            "  LogLevel ERROR",
+        ]
+        if site.ssh.private_key:
+            lines.append(f"  IdentityFile {site.resolve(site.ssh.private_key)}")
+        if site.ssh.proxy_command:
+            lines.append(f"  ProxyCommand {site.ssh.proxy_command}")
+    path = tmp_path_factory.mktemp("ssh") / "config"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def hosts(site: SiteConfig, ssh_config: Path) -> dict[str, testinfra.host.Host]:
+    return {
+        n.name: testinfra.get_host(f"ssh://{n.name}", ssh_config=str(ssh_config), sudo=True)
+        for n in site.nodes
+    }
+
+
+@pytest.fixture(scope="session")
+def installs(site: SiteConfig) -> list[CliRun]:
+    """`appliance install` twice: the first run does the work, the second must change nothing."""
+    runs = []
+    for _ in range(2):
+        run = appliance("install", "--site", str(site.site_dir))
+        runs.append(run)
+        if run.rc != 0:
+            break
+    return runs
