@@ -19,11 +19,30 @@ from appliance_cli.lab.locks import file_lock
 from appliance_cli.lab.netns import tcp_banner
 from appliance_cli.lab.rootfs import host_sources_file
 
-LAB_APT_PACKAGES = (
-    "containerd runc docker-registry chrony nfs-common skopeo iptables conntrack socat ebtables ethtool curl "
-    "busybox-static jq python3-yaml apache2-utils containernetworking-plugins openssl nfs-ganesha "
-    "nfs-ganesha-vfs rpcbind libnfs-utils"
-).split()
+LAB_APT_PACKAGES = [
+    "containerd",
+    "runc",
+    "docker-registry",
+    "chrony",
+    "nfs-common",
+    "skopeo",
+    "iptables",
+    "conntrack",
+    "socat",
+    "ebtables",
+    "ethtool",
+    "curl",
+    "busybox-static",
+    "jq",
+    "python3-yaml",
+    "apache2-utils",
+    "containernetworking-plugins",
+    "openssl",
+    "nfs-ganesha",
+    "nfs-ganesha-vfs",
+    "rpcbind",
+    "libnfs-utils",
+]
 HTTP_PORT = 8080
 HTTP_MARKER = "http.server"
 
@@ -39,7 +58,11 @@ def ensure_repo(cache_dir: Path, base: Path, rebuild: bool = False) -> Path:
         if rebuild:
             (repo / "pool" / ".closure.json").unlink(missing_ok=True)
         download_closure(
-            base, host_sources_file().read_text(), LAB_APT_PACKAGES, repo / "pool", cache_dir / "work" / "lab-apt"
+            base,
+            host_sources_file().read_text(),
+            LAB_APT_PACKAGES,
+            repo / "pool",
+            cache_dir / "work" / "lab-apt",
         )
         stamp = repo / "pool" / ".closure.json"
         packages_gz = repo / "Packages.gz"
@@ -56,9 +79,24 @@ def start_server(layout: LabLayout, repo: Path) -> int:
     log = layout.logs_dir / "apt-http.log"
     with log.open("a") as out:
         p = subprocess.Popen(
-            ["ip", "netns", "exec", layout.netns, sys.executable, "-m", "http.server", str(HTTP_PORT),
-             "--bind", layout.bridge_address, "--directory", str(repo)],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                "ip",
+                "netns",
+                "exec",
+                layout.netns,
+                sys.executable,
+                "-m",
+                "http.server",
+                str(HTTP_PORT),
+                "--bind",
+                layout.bridge_address,
+                "--directory",
+                str(repo),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     layout.http_pidfile.write_text(f"{p.pid}\n")  # `ip netns exec` execs, so this is the server
     return p.pid

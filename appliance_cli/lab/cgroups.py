@@ -83,7 +83,9 @@ def remove(dirs: list[Path], timeout: float = 5.0) -> list[Path]:
         for d in dirs:
             if not d.is_dir():
                 continue
-            subdirs = sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True)
+            subdirs = sorted(
+                (p for p in d.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True
+            )
             for sub in [*subdirs, d]:
                 try:
                     sub.rmdir()

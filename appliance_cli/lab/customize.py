@@ -18,7 +18,9 @@ def customize(root: Path) -> None:
     (root / "etc/apt/sources.list").unlink(missing_ok=True)
 
     # The admin user the installer logs in as, with passwordless sudo.
-    subprocess.run(["chroot", str(root), "useradd", "-m", "-s", "/bin/bash", "-G", "sudo", "debian"], check=True)
+    subprocess.run(
+        ["chroot", str(root), "useradd", "-m", "-s", "/bin/bash", "-G", "sudo", "debian"], check=True
+    )
     sudoers = root / "etc/sudoers.d/90-debian"
     sudoers.write_text("debian ALL=(ALL) NOPASSWD:ALL\n")
     sudoers.chmod(0o440)

@@ -111,7 +111,10 @@ def tcp_banner(netns: str, host: str, port: int, send: bytes | None = None, time
 
     if not exists(netns):
         return b""
-    return in_netns(netns, probe)
+    try:
+        return in_netns(netns, probe)
+    except OSError:  # e.g. not root: cannot enter the namespace, so nothing is reachable
+        return b""
 
 
 def ssh_ready(netns: str, host: str, timeout: float = 1.0) -> bool:

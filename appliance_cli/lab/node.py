@@ -15,14 +15,22 @@ from appliance_cli.lab.proc import run
 
 # The host kernel has CONFIG_MODULES=n; these are built in. Declaring them in modules.builtin
 # lets `modprobe X` exit 0 as on a real host (ip_vs etc. still fail, correctly).
-BUILTIN_MODULES = (
-    "kernel/fs/overlayfs/overlay.ko kernel/net/bridge/br_netfilter.ko kernel/net/bridge/bridge.ko "
-    "kernel/drivers/net/vxlan/vxlan.ko kernel/drivers/net/veth.ko kernel/net/netfilter/nf_conntrack.ko "
-    "kernel/net/netfilter/nf_nat.ko kernel/net/netfilter/nf_tables.ko kernel/net/ipv4/netfilter/ip_tables.ko "
-    "kernel/net/ipv4/netfilter/iptable_filter.ko kernel/net/ipv4/netfilter/iptable_nat.ko "
-    "kernel/net/ipv6/netfilter/ip6_tables.ko kernel/net/netfilter/xt_conntrack.ko "
-    "kernel/net/netfilter/ipset/ip_set.ko"
-).split()
+BUILTIN_MODULES = [
+    "kernel/fs/overlayfs/overlay.ko",
+    "kernel/net/bridge/br_netfilter.ko",
+    "kernel/net/bridge/bridge.ko",
+    "kernel/drivers/net/vxlan/vxlan.ko",
+    "kernel/drivers/net/veth.ko",
+    "kernel/net/netfilter/nf_conntrack.ko",
+    "kernel/net/netfilter/nf_nat.ko",
+    "kernel/net/netfilter/nf_tables.ko",
+    "kernel/net/ipv4/netfilter/ip_tables.ko",
+    "kernel/net/ipv4/netfilter/iptable_filter.ko",
+    "kernel/net/ipv4/netfilter/iptable_nat.ko",
+    "kernel/net/ipv6/netfilter/ip6_tables.ko",
+    "kernel/net/netfilter/xt_conntrack.ko",
+    "kernel/net/netfilter/ipset/ip_set.ko",
+]
 # chronyd must not step the clock all nodes share with the host (and has no CAP_SYS_TIME here).
 CHRONY_DROPIN = "[Unit]\nConditionCapability=\n[Service]\nExecStart=\nExecStart=!/usr/sbin/chronyd -F 1 -x\n"
 HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
@@ -52,14 +60,44 @@ def create_rootfs(layout: LabLayout, node: LabNode, base: Path) -> None:
     root.mkdir(parents=True)
     log = layout.logs_dir / f"{node.name}.create.log"
     log.write_text("")
-    run(
-        ["tar", "--zstd", "--numeric-owner", "--xattrs", "--xattrs-include=*", "--acls",
-         "-C", str(root), "-xf", str(base)],
-        what=f"{node.name}: unpacking the base rootfs", log=log,
+    # Host keys (RSA is CPU-bound) are generated while tar waits on the disk.
+    keydir = layout.nodes_dir / f".{node.name}.keys"
+    shutil.rmtree(keydir, ignore_errors=True)
+    (keydir / "etc/ssh").mkdir(parents=True)
+    keygen = subprocess.Popen(
+        ["ssh-keygen", "-A", "-f", str(keydir)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
+    try:
+        run(
+            [
+                "tar",
+                "--zstd",
+                "--numeric-owner",
+                "--xattrs",
+                "--xattrs-include=*",
+                "--acls",
+                "-C",
+                str(root),
+                "-xf",
+                str(base),
+            ],
+            what=f"{node.name}: unpacking the base rootfs",
+            log=log,
+        )
+    finally:
+        _, err = keygen.communicate()
+    if keygen.returncode != 0:
+        raise LabError(
+            f"{node.name}: generating SSH host keys failed: {err.decode().strip()}", hint=f"see {log}"
+        )
+    for key in (keydir / "etc/ssh").glob("ssh_host_*"):
+        shutil.move(str(key), root / "etc/ssh" / key.name)
+    shutil.rmtree(keydir)
     (root / "etc/hostname").write_text(f"{node.name}\n")
     (root / "etc/machine-id").write_text(uuid.uuid4().hex + "\n")
-    run(["ssh-keygen", "-A", "-f", str(root)], what=f"{node.name}: generating SSH host keys", log=log)
     _install_shims(root, node, log)
     marker(layout, node.name).write_text("")
 
@@ -78,7 +116,11 @@ def _install_shims(root: Path, node: LabNode, log: Path) -> None:
 def refresh_identity(layout: LabLayout, node: LabNode, nodes: list[LabNode], pubkey: str) -> None:
     """What may change between two `up`s of the same rootfs: the node list and the lab key."""
     root = layout.node_root(node.name)
-    hosts = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback", f"{layout.bridge_address} labhost"]
+    hosts = [
+        "127.0.0.1 localhost",
+        "::1 localhost ip6-localhost ip6-loopback",
+        f"{layout.bridge_address} labhost",
+    ]
     hosts += [f"{n.address} {n.name}" for n in nodes]
     (root / "etc/hosts").write_text("\n".join(hosts) + "\n")
     for home, owner in ((root / "root", (0, 0)), (root / "home/debian", None)):
@@ -102,8 +144,10 @@ def host_keys(layout: LabLayout, node: str) -> list[str]:
         if pub.is_file():
             out.append(" ".join(pub.read_text().split()[:2]))
     if not out:
-        raise LabError(f"{node}: no SSH host keys in {layout.node_root(node)}",
-                       hint="recreate the node: `appliance lab down --purge` then `appliance lab up`")
+        raise LabError(
+            f"{node}: no SSH host keys in {layout.node_root(node)}",
+            hint="recreate the node: `appliance lab down --purge` then `appliance lab up`",
+        )
     return out
 
 
@@ -114,6 +158,9 @@ def ensure_keypair(site_dir: Path) -> str:
         site_dir.mkdir(parents=True, exist_ok=True)
         key.unlink(missing_ok=True)
         key.with_suffix(".pub").unlink(missing_ok=True)
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "appliance-lab", "-f", str(key)],
-                       check=True, stdin=subprocess.DEVNULL)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "appliance-lab", "-f", str(key)],
+            check=True,
+            stdin=subprocess.DEVNULL,
+        )
     return key.with_suffix(".pub").read_text()

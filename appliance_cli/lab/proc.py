@@ -3,6 +3,7 @@ never kills anything it cannot prove it started (PID files + command-line check)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -24,7 +25,12 @@ def run(
 ) -> str:
     """Run argv; on failure raise LabError naming `what` and the log (stderr goes there too)."""
     res = subprocess.run(
-        list(argv), capture_output=True, text=True, input=input, env=env, check=False,
+        list(argv),
+        capture_output=True,
+        text=True,
+        input=input,
+        env=env,
+        check=False,
         stdin=None if input is not None else subprocess.DEVNULL,
     )
     if log is not None:
@@ -79,8 +85,6 @@ def terminate(pid: int, timeout: float, sig: int = signal.SIGTERM) -> bool:
         if not alive(pid):
             return True
         time.sleep(0.05)
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     return False

@@ -18,12 +18,35 @@ from appliance_cli.lab.proc import run
 
 SUITE = "bookworm"
 BASE_NAME = "bookworm-node-base.tar.zst"
-BASE_PACKAGES = (
-    "openssh-server systemd systemd-sysv dbus libpam-systemd python3 python3-apt sudo iproute2 "
-    "iputils-ping procps kmod ca-certificates less netbase ifupdown"
-).split()
+BASE_PACKAGES = [
+    "openssh-server",
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+    "libpam-systemd",
+    "python3",
+    "python3-apt",
+    "sudo",
+    "iproute2",
+    "iputils-ping",
+    "procps",
+    "kmod",
+    "ca-certificates",
+    "less",
+    "netbase",
+    "ifupdown",
+]
+# No man pages, translations or docs (copyright kept): a third fewer files to unpack per node,
+# and the setting stays in the image (/etc/dpkg/dpkg.cfg.d) for what the installer adds later.
+DPKG_OPTS = (
+    "path-exclude=/usr/share/man/*",
+    "path-exclude=/usr/share/locale/*",
+    "path-include=/usr/share/locale/locale.alias",
+    "path-exclude=/usr/share/doc/*",
+    "path-include=/usr/share/doc/*/copyright",
+)
 # Bump when the customization changes, so cached images get rebuilt.
-RECIPE_VERSION = "1"
+RECIPE_VERSION = "2"
 
 
 def host_sources_file() -> Path:
@@ -38,7 +61,7 @@ def host_sources_file() -> Path:
 
 
 def _recipe_key() -> str:
-    return f"{RECIPE_VERSION} {SUITE} {' '.join(BASE_PACKAGES)}"
+    return f"{RECIPE_VERSION} {SUITE} {' '.join(BASE_PACKAGES)} {' '.join(DPKG_OPTS)}"
 
 
 def ensure_base_rootfs(cache_dir: Path, rebuild: bool = False) -> Path:
@@ -54,13 +77,19 @@ def ensure_base_rootfs(cache_dir: Path, rebuild: bool = False) -> Path:
         log.write_text("")
         tmp = cache_dir / (BASE_NAME + ".tmp.tar.zst")
         tmp.unlink(missing_ok=True)
-        hook = f"{shlex.quote(sys.executable)} -m appliance_cli.lab.customize \"$1\""
+        hook = f'{shlex.quote(sys.executable)} -m appliance_cli.lab.customize "$1"'
         run(
             [
-                "mmdebstrap", "--quiet", "--variant=minbase", "--components=main",
+                "mmdebstrap",
+                "--quiet",
+                "--variant=minbase",
+                "--components=main",
                 f"--include={','.join(BASE_PACKAGES)}",
+                *(f"--dpkgopt={o}" for o in DPKG_OPTS),
                 f"--customize-hook={hook}",
-                SUITE, str(tmp), str(host_sources_file()),
+                SUITE,
+                str(tmp),
+                str(host_sources_file()),
             ],
             what="building the base rootfs with mmdebstrap",
             log=log,
@@ -93,8 +122,18 @@ def base_digest(base: Path) -> str:
 def unpack(base: Path, dest: Path, log: Path | None = None) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     run(
-        ["tar", "--zstd", "--numeric-owner", "--xattrs", "--xattrs-include=*", "--acls",
-         "-C", str(dest), "-xf", str(base)],
+        [
+            "tar",
+            "--zstd",
+            "--numeric-owner",
+            "--xattrs",
+            "--xattrs-include=*",
+            "--acls",
+            "-C",
+            str(dest),
+            "-xf",
+            str(base),
+        ],
         what=f"unpacking {base.name} into {dest}",
         log=log,
     )

@@ -41,8 +41,12 @@ def site_data(layout: LabLayout, count: int, template: dict[str, Any] | None = N
         if i <= len(listed):
             node = listed[i - 1]
         else:
-            node = {"name": node_name(i), "address": layout.node_address(i),
-                    "hardware_class": EXTRA_WORKER_CLASS, "roles": ["cpu-worker"]}
+            node = {
+                "name": node_name(i),
+                "address": layout.node_address(i),
+                "hardware_class": EXTRA_WORKER_CLASS,
+                "roles": ["cpu-worker"],
+            }
         if node.get("name") != node_name(i) or node.get("address") != layout.node_address(i):
             raise LabError(
                 f"lab template node {i} is {node.get('name')}/{node.get('address')}, "
@@ -66,7 +70,7 @@ def write_site(layout: LabLayout, count: int) -> SiteConfig:
     target = layout.site_dir / SITE_FILE
     cfg = parse_site(data, source=target)  # raises ConfigError before anything is written
     layout.site_dir.mkdir(parents=True, exist_ok=True)
-    _write(target, HEADER + yaml.safe_dump(data, sort_keys=False, default_flow_style=None))
+    _write(target, HEADER + yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
     return cfg
 
 
@@ -102,5 +106,7 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
 
 
 def write_ssh_files(layout: LabLayout, nodes: list[LabNode], keys: dict[str, list[str]], user: str) -> None:
-    _write(layout.site_dir / KNOWN_HOSTS, render_known_hosts([(n.name, n.address, keys[n.name]) for n in nodes]))
+    _write(
+        layout.site_dir / KNOWN_HOSTS, render_known_hosts([(n.name, n.address, keys[n.name]) for n in nodes])
+    )
     _write(layout.site_dir / SSH_CONFIG, render_ssh_config(layout, nodes, user))

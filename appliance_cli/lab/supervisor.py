@@ -50,13 +50,22 @@ class NodeSpec:
 
 def nspawn_argv(spec: NodeSpec) -> list[str]:
     argv = [
-        "systemd-nspawn", "--quiet", "--boot",
-        f"--directory={spec.rootfs}", f"--machine={spec.machine}", f"--hostname={spec.name}",
-        f"--network-namespace-path=/run/netns/{spec.netns}", "--private-network",
+        "systemd-nspawn",
+        "--quiet",
+        "--boot",
+        f"--directory={spec.rootfs}",
+        f"--machine={spec.machine}",
+        f"--hostname={spec.name}",
+        f"--network-namespace-path=/run/netns/{spec.netns}",
+        "--private-network",
         "--capability=CAP_NET_ADMIN",
         "--system-call-filter=@keyring bpf",  # runc joins a session keyring and loads bpf programs
-        "--register=no", "--keep-unit",  # no systemd/machined on the host
-        "--console=read-only", "--resolv-conf=off", "--timezone=off", "--link-journal=no",
+        "--register=no",
+        "--keep-unit",  # no systemd/machined on the host
+        "--console=read-only",
+        "--resolv-conf=off",
+        "--timezone=off",
+        "--link-journal=no",
     ]
     if spec.extra_syscalls:
         argv.append(f"--system-call-filter={' '.join(spec.extra_syscalls)}")
@@ -103,7 +112,8 @@ def make_cgroups_writable(nspawn_pid: int, timeout: float = 30.0) -> bool:
                 for mnt in ro:
                     subprocess.run(
                         ["nsenter", "-t", str(inits[0]), "-m", "mount", "-o", "remount,bind,rw", mnt],
-                        check=False, stdin=subprocess.DEVNULL,
+                        check=False,
+                        stdin=subprocess.DEVNULL,
                     )
                 ro, total = _ro_cgroup_mounts(inits[0])
                 if total and not ro:

@@ -1,0 +1,284 @@
+"""`up`, `down`, `status`, `ssh_argv`: the lab's Python API (the CLI only renders it).
+
+Everything started is recorded (state file + PID files) and torn down by PID, after checking the
+PID still runs the command we started; namespaces and cgroups are removed by their recorded names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from appliance_cli.errors import ApplianceError, LabError, UsageError
+from appliance_cli.lab import aptrepo, cgroups, netns, proc, sitegen
+from appliance_cli.lab.layout import MAX_NODES, LabLayout
+from appliance_cli.lab.locks import file_lock
+from appliance_cli.lab.node import LabNode, create_rootfs, ensure_keypair, host_keys, marker, refresh_identity
+from appliance_cli.lab.prereq import check_prerequisites
+from appliance_cli.lab.rootfs import ensure_base_rootfs
+from appliance_cli.lab.state import LabState, NodeState
+from appliance_cli.lab.supervisor import MARKER, NodeSpec
+
+Progress = Callable[[str], None]
+BOOT_TIMEOUT = 90.0
+STOP_TIMEOUT = 20.0
+# master1 also runs userspace NFS (nfs-ganesha needs these two syscalls).
+MASTER_EXTRA_SYSCALLS = ["open_by_handle_at", "name_to_handle_at"]
+
+
+@dataclass(frozen=True)
+class LabInfo:
+    name: str
+    site_dir: Path
+    ssh_config: Path
+    nodes: list[LabNode]
+    apt_repo_url: str
+    already_up: bool = False
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    name: str
+    address: str
+    running: bool
+    pid: int | None
+    ssh: bool
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+def up(nodes: int = 4, rebuild: bool = False, progress: Progress | None = None) -> LabInfo:
+    say = progress or _quiet
+    if not 1 <= nodes <= MAX_NODES:
+        raise UsageError(f"--nodes must be between 1 and {MAX_NODES}, got {nodes}")
+    check_prerequisites()
+    layout = LabLayout.default()
+    for d in (layout.dir, layout.logs_dir, layout.run_dir, layout.nodes_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    with file_lock(layout.dir / ".lock"):
+        old = LabState.load(layout.state_file)
+        if old is not None:
+            current = _status(layout, old)
+            if not rebuild and current and all(s.running and s.ssh for s in current):
+                if old.count != nodes:
+                    raise LabError(
+                        f"lab '{layout.name}' is already up with {old.count} nodes",
+                        hint="`appliance lab down` first to change the node count",
+                    )
+                say(f"lab '{layout.name}' is already up ({old.count} nodes)")
+                return _info(layout, old, already_up=True)
+            say("lab partly up: stopping what is left before bringing it up again")
+            _teardown(layout, old, say)
+        try:
+            return _up(layout, nodes, rebuild, say)
+        except BaseException:
+            # Leave nothing running or half-wired behind; rootfs and logs stay for inspection.
+            state = LabState.load(layout.state_file)
+            if state is not None:
+                _teardown(layout, state, _quiet)
+            raise
+
+
+def _up(layout: LabLayout, count: int, rebuild: bool, say: Progress) -> LabInfo:
+    base = ensure_base_rootfs(layout.cache_dir, rebuild=rebuild)
+    say(f"base rootfs ready ({base})")
+    repo = aptrepo.ensure_repo(layout.cache_dir, base, rebuild=rebuild)
+    say(f"offline apt repo ready ({repo})")
+
+    cfg = sitegen.write_site(layout, count)
+    pubkey = ensure_keypair(layout.site_dir)
+    nodes = sitegen.lab_nodes(cfg)
+    state = LabState(
+        name=layout.name,
+        count=count,
+        nodes=[NodeState(name=n.name, index=n.index, address=n.address) for n in nodes],
+    )
+    state.save(layout.state_file)
+
+    state.netns = netns.lab_namespaces(layout, count)  # recorded first: a failure half-way is undone
+    state.save(layout.state_file)
+    netns.up(layout, count)
+    say(f"network up ({layout.netns}: br0 {layout.bridge_address}/24, {count} node namespaces)")
+
+    http_pid = aptrepo.start_server(layout, repo)
+    aptrepo.wait_server(layout, http_pid)
+    say(f"apt repo served at {layout.apt_repo_url} (pid {http_pid})")
+
+    fresh = [n for n in nodes if rebuild or not marker(layout, n.name).is_file()]
+    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+        list(pool.map(lambda n: create_rootfs(layout, n, base), fresh))
+        list(pool.map(lambda n: refresh_identity(layout, n, nodes, pubkey), nodes))
+    say(f"node rootfs ready ({len(fresh)} created, {len(nodes) - len(fresh)} reused)")
+
+    keys = {n.name: host_keys(layout, n.name) for n in nodes}
+    sitegen.write_ssh_files(layout, nodes, keys, cfg.ssh.user)
+
+    for n, ns in zip(nodes, state.nodes, strict=True):
+        ns.cgroups = [str(d) for d in cgroups.node_cgroup_dirs(layout.cgroup_name(n.name))]
+        ns.spec = str(layout.run_dir / f"{n.name}.json")
+    state.save(layout.state_file)
+    for n, ns in zip(nodes, state.nodes, strict=True):
+        _start_node(layout, n, ns)
+    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+        for took, n in pool.map(lambda n: _wait_node(layout, n), nodes):
+            say(f"{n.name} up ({n.address}, sshd answering after {took:.1f}s)")
+    return _info(layout, state)
+
+
+def _start_node(layout: LabLayout, n: LabNode, ns: NodeState) -> None:
+    dirs = [Path(d) for d in ns.cgroups]
+    cgroups.create(dirs)
+    spec = NodeSpec(
+        name=n.name,
+        index=n.index,
+        machine=layout.machine_name(n.name),
+        rootfs=str(layout.node_root(n.name)),
+        netns=layout.node_netns(n.index),
+        cgroup_dirs=ns.cgroups,
+        nspawn_pidfile=str(layout.nspawn_pidfile(n.name)),
+        ready_file=str(layout.ready_file(n.name)),
+        events_file=str(layout.logs_dir / f"{n.name}.events"),
+        extra_syscalls=MASTER_EXTRA_SYSCALLS if n.is_master else [],
+    )
+    spec.write(Path(ns.spec))
+    layout.ready_file(n.name).unlink(missing_ok=True)
+    with layout.console_log(n.name).open("a") as log:
+        p = subprocess.Popen(
+            [sys.executable, "-m", MARKER, ns.spec],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    layout.supervisor_pidfile(n.name).write_text(f"{p.pid}\n")
+
+
+def _wait_node(layout: LabLayout, n: LabNode) -> tuple[float, LabNode]:
+    t0 = time.monotonic()
+    pid = proc.read_pid(layout.supervisor_pidfile(n.name))
+    while time.monotonic() - t0 < BOOT_TIMEOUT:
+        if layout.ready_file(n.name).is_file() and netns.ssh_ready(layout.netns, n.address, timeout=0.5):
+            return time.monotonic() - t0, n
+        if not proc.alive(pid):
+            raise LabError(f"{n.name}: node stopped while booting", hint=f"see {layout.console_log(n.name)}")
+        time.sleep(0.1)
+    raise LabError(
+        f"{n.name}: sshd did not answer within {BOOT_TIMEOUT:.0f}s",
+        hint=f"see {layout.console_log(n.name)} and {layout.logs_dir / (n.name + '.events')}",
+    )
+
+
+def _info(layout: LabLayout, state: LabState, already_up: bool = False) -> LabInfo:
+    nodes = [LabNode(index=n.index, name=n.name, address=n.address) for n in state.nodes]
+    return LabInfo(
+        name=layout.name,
+        site_dir=layout.site_dir,
+        ssh_config=layout.site_dir / sitegen.SSH_CONFIG,
+        nodes=nodes,
+        apt_repo_url=layout.apt_repo_url,
+        already_up=already_up,
+    )
+
+
+def down(purge: bool = False, progress: Progress | None = None) -> None:
+    say = progress or _quiet
+    check_prerequisites()
+    layout = LabLayout.default()
+    if not layout.dir.exists():
+        say(f"lab '{layout.name}' does not exist")
+        return
+    with file_lock(layout.dir / ".lock"):
+        state = LabState.load(layout.state_file)
+        if state is None:
+            say(f"lab '{layout.name}' is not up")
+        else:
+            _teardown(layout, state, say)
+        if purge:
+            for d in (layout.nodes_dir, layout.site_dir, layout.run_dir):
+                shutil.rmtree(d, ignore_errors=True)
+            say(f"node rootfs and site removed (cache kept: {layout.cache_dir})")
+
+
+def _teardown(layout: LabLayout, state: LabState, say: Progress) -> None:
+    problems: list[str] = []
+    if state.nodes:
+        with ThreadPoolExecutor(max_workers=len(state.nodes)) as pool:
+            for msg in pool.map(lambda ns: _stop_node(layout, ns), state.nodes):
+                if msg:
+                    problems.append(msg)
+        say(f"{len(state.nodes)} nodes stopped")
+    aptrepo.stop_server(layout)
+    log = layout.logs_dir / "network.log"
+    for name in state.netns:
+        try:
+            netns.delete(name, log)
+        except ApplianceError as exc:
+            problems.append(exc.message)
+    say("network removed")
+    layout.state_file.unlink(missing_ok=True)
+    if problems:
+        raise LabError(f"teardown incomplete: {problems[0]}", hint=f"see {layout.logs_dir}")
+
+
+def _stop_node(layout: LabLayout, ns: NodeState) -> str | None:
+    pid = proc.read_pid(layout.supervisor_pidfile(ns.name))
+    nspawn = proc.read_pid(layout.nspawn_pidfile(ns.name))
+    if proc.owned(pid, MARKER):
+        # SIGTERM -> supervisor forwards it to nspawn -> the node's systemd powers off cleanly.
+        proc.terminate(pid or 0, STOP_TIMEOUT)
+    if proc.owned(nspawn, "systemd-nspawn"):
+        proc.terminate(nspawn or 0, 2, sig=signal.SIGKILL)
+    dirs = [Path(d) for d in ns.cgroups]
+    for left in cgroups.pids(dirs):  # whatever still runs in the node's own cgroups is the node's
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(left, signal.SIGKILL)
+    not_removed = cgroups.remove(dirs)
+    shutil.rmtree(f"/run/systemd/nspawn/propagate/{layout.machine_name(ns.name)}", ignore_errors=True)
+    for f in (layout.supervisor_pidfile(ns.name), layout.nspawn_pidfile(ns.name), layout.ready_file(ns.name)):
+        f.unlink(missing_ok=True)
+    if not_removed:
+        return f"{ns.name}: cgroup {not_removed[0]} could not be removed"
+    return None
+
+
+def _status(layout: LabLayout, state: LabState) -> list[NodeStatus]:
+    out = []
+    for n in state.nodes:
+        pid = proc.read_pid(layout.supervisor_pidfile(n.name))
+        running = proc.owned(pid, MARKER) and layout.ready_file(n.name).is_file()
+        ssh = running and netns.ssh_ready(layout.netns, n.address, timeout=1.0)
+        out.append(
+            NodeStatus(name=n.name, address=n.address, running=running, pid=pid if running else None, ssh=ssh)
+        )
+    return out
+
+
+def status() -> list[NodeStatus]:
+    layout = LabLayout.default()
+    state = LabState.load(layout.state_file)
+    return _status(layout, state) if state else []
+
+
+def ssh_argv(node: str, command: list[str] | None = None) -> list[str]:
+    """argv that runs `command` (or a login shell) on a lab node, host key verified."""
+    layout = LabLayout.default()
+    state = LabState.load(layout.state_file)
+    config = layout.site_dir / sitegen.SSH_CONFIG
+    if state is None or not config.is_file():
+        raise LabError(f"lab '{layout.name}' is not up", hint="run `appliance lab up` first")
+    names = [n.name for n in state.nodes]
+    if node not in names:
+        raise UsageError(f"no node '{node}' in lab '{layout.name}' (nodes: {', '.join(names)})")
+    return ["ssh", "-F", str(config), node, *(command or [])]
