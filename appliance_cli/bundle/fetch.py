@@ -61,14 +61,18 @@ def fetch(url: str, sha256: str, cache_dir: Path, label: str, progress: Progress
             except OSError as exc:
                 raise_os_error(exc, part)  # the .part stays: a re-run resumes it
             except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-                raise BundleError(f"{label}: download of {url} interrupted: {exc}", hint="re-run to resume") from None
+                raise BundleError(
+                    f"{label}: download of {url} interrupted: {exc}", hint="re-run to resume"
+                ) from None
             progress(ProgressEvent("end", label))
     else:
         _hash_existing(part, h)
     got = h.hexdigest()
     if got != sha256:
         part.unlink(missing_ok=True)
-        raise BundleError(f"{label}: sha256 of {url} is {got}, the profile pins {sha256}", hint="fix the pin or the URL")
+        raise BundleError(
+            f"{label}: sha256 of {url} is {got}, the profile pins {sha256}", hint="fix the pin or the URL"
+        )
     os.replace(part, final)
     return final
 

@@ -52,7 +52,14 @@ def check_digest(value: str) -> str:
 def check_rel_path(value: str) -> str:
     """Paths inside an artifact: relative, forward slashes, no '..', no ':' (FAT32/exFAT-safe)."""
     p = PurePosixPath(value)
-    if not value or p.is_absolute() or ".." in p.parts or "\\" in value or ":" in value or value.endswith("/"):
+    if (
+        not value
+        or p.is_absolute()
+        or ".." in p.parts
+        or "\\" in value
+        or ":" in value
+        or value.endswith("/")
+    ):
         raise ValueError(f"unsafe path {value!r}")
     return value
 
@@ -208,7 +215,9 @@ def load_manifest(root: Path) -> tuple[Manifest, bytes]:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise BundleError(f"{path}: no manifest.json — not a bundle", hint="build one with `appliance bundle build`")
+        raise BundleError(
+            f"{path}: no manifest.json — not a bundle", hint="build one with `appliance bundle build`"
+        ) from None
     except OSError as exc:
         raise BundleError(f"{path}: cannot read: {exc.strerror}") from None
     return parse_manifest(raw, str(path)), raw
@@ -234,6 +243,6 @@ def raise_os_error(exc: OSError, path: Path) -> None:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         raise BundleError(
             f"no space left on device while writing {path}",
-            hint="free space (or use a bigger stick) and re-run: finished blobs are kept, nothing half-written is",
+            hint="free space and re-run: finished blobs are kept, half-written ones are removed",
         ) from None
     raise BundleError(f"cannot write {path}: {exc.strerror or exc}") from None

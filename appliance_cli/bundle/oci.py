@@ -88,7 +88,9 @@ def busybox_base_layer(busybox: str) -> Layer:
         raise BundleError(f"busybox binary {bb} not found", hint="apt-get install busybox-static")
     data = bb.read_bytes()
     try:
-        applets = subprocess.run([str(bb), "--list"], capture_output=True, text=True, check=True).stdout.split()
+        applets = subprocess.run(
+            [str(bb), "--list"], capture_output=True, text=True, check=True
+        ).stdout.split()
     except (OSError, subprocess.CalledProcessError) as exc:
         raise BundleError(f"{bb} --list failed: {exc}") from None
 
@@ -128,7 +130,8 @@ def build_local_image(reference: str, busybox: str, cmd: list[str] | None = None
         "mediaType": MT_MANIFEST,
         "config": {"mediaType": MT_CONFIG, "digest": sha256_digest(config_b), "size": len(config_b)},
         "layers": [
-            {"mediaType": MT_LAYER_GZ, "digest": layer.digest, "size": len(layer.blob)} for layer in (base, ident)
+            {"mediaType": MT_LAYER_GZ, "digest": layer.digest, "size": len(layer.blob)}
+            for layer in (base, ident)
         ],
     }
     manifest_b = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
@@ -154,19 +157,27 @@ def store_local_image(
 # Ingest an OCI image layout directory (skopeo `oci:` output or a vendor's layout).
 # ---------------------------------------------------------------------------------------------
 def read_layout_manifest(layout: Path, ref_name: str | None = None) -> tuple[bytes, str]:
-    """Manifest bytes + media type of the image in `layout` (the one named ref_name, or the only one).
-    An index with one linux/amd64 entry is followed down to its image manifest."""
+    """Manifest bytes + media type of the image in `layout` (the one named ref_name, or the only one)."""
+    entries = layout_entries(layout)
+    if ref_name is not None:
+        key = "org.opencontainers.image.ref.name"
+        named = [e for e in entries if e.get("annotations", {}).get(key) == ref_name]
+        entries = named or entries
+    if len(entries) != 1:
+        raise BundleError(f"{layout}: expected exactly one image in index.json, found {len(entries)}")
+    return resolve_desc(layout, entries[0])
+
+
+def layout_entries(layout: Path) -> list[dict]:
     try:
         index = json.loads((layout / OCI_INDEX).read_bytes())
     except (OSError, ValueError) as exc:
         raise BundleError(f"{layout}: unreadable OCI index.json: {exc}") from None
-    entries = index.get("manifests", [])
-    if ref_name is not None:
-        named = [e for e in entries if e.get("annotations", {}).get("org.opencontainers.image.ref.name") == ref_name]
-        entries = named or entries
-    if len(entries) != 1:
-        raise BundleError(f"{layout}: expected exactly one image in index.json, found {len(entries)}")
-    desc = entries[0]
+    return list(index.get("manifests", []))
+
+
+def resolve_desc(layout: Path, desc: dict) -> tuple[bytes, str]:
+    """Follow an index entry down to a linux/amd64 image manifest."""
     while True:
         data = _read_layout_blob(layout, desc["digest"])
         mt = desc.get("mediaType") or json.loads(data).get("mediaType", MT_MANIFEST)
@@ -175,10 +186,11 @@ def read_layout_manifest(layout: Path, ref_name: str | None = None) -> tuple[byt
         subs = [
             m
             for m in json.loads(data).get("manifests", [])
-            if m.get("platform", {}).get("os") == "linux" and m.get("platform", {}).get("architecture") == "amd64"
+            if (m.get("platform") or {}).get("os") == "linux"
+            and (m.get("platform") or {}).get("architecture") == "amd64"
         ]
         if not subs:
-            raise BundleError(f"{layout}: image index has no linux/amd64 manifest")
+            raise BundleError(f"{layout}: image index {desc['digest']} has no linux/amd64 manifest")
         desc = subs[0]
 
 
@@ -194,10 +206,29 @@ def _read_layout_blob(layout: Path, digest: str) -> bytes:
 
 
 def ingest_layout_image(
-    store: BlobStore, layout: Path, name: str, reference: str, *, ref_name: str | None = None,
-    source_digest: str | None = None, test_only: bool = False,
+    store: BlobStore,
+    layout: Path,
+    name: str,
+    reference: str,
+    *,
+    ref_name: str | None = None,
+    source_digest: str | None = None,
+    test_only: bool = False,
 ) -> Artifact:
     manifest_b, mt = read_layout_manifest(layout, ref_name)
+    return ingest_manifest(store, layout, manifest_b, mt, name, reference, source_digest, test_only)
+
+
+def ingest_manifest(
+    store: BlobStore,
+    layout: Path,
+    manifest_b: bytes,
+    mt: str,
+    name: str,
+    reference: str,
+    source_digest: str | None = None,
+    test_only: bool = False,
+) -> Artifact:
     m = json.loads(manifest_b)
     files = [store.add_bytes(blob_path(sha256_digest(manifest_b)), manifest_b)]
     for desc in [m["config"], *m.get("layers", [])]:
@@ -207,12 +238,20 @@ def ingest_layout_image(
             blob_path(digest), src, expect_digest=digest
         )
         files.append(entry)
-    return image_artifact(name, reference, manifest_b, mt, files, source_digest=source_digest, test_only=test_only)
+    return image_artifact(
+        name, reference, manifest_b, mt, files, source_digest=source_digest, test_only=test_only
+    )
 
 
 def image_artifact(
-    name: str, reference: str, manifest_b: bytes, media_type: str, files: list[FileEntry], *,
-    source_digest: str | None = None, test_only: bool = False,
+    name: str,
+    reference: str,
+    manifest_b: bytes,
+    media_type: str,
+    files: list[FileEntry],
+    *,
+    source_digest: str | None = None,
+    test_only: bool = False,
 ) -> Artifact:
     m = json.loads(manifest_b)
     digest = sha256_digest(manifest_b)

@@ -50,6 +50,7 @@ class FileSpec(_Spec):
 
 class ChartSpec(FileSpec):
     images: list[str] = []  # every image reference the chart (with our values) pulls
+    values_file: str | None = None  # the values we install it with (repo-relative)
 
 
 class ImageSpec(_Spec):

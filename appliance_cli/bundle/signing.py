@@ -76,7 +76,9 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
     try:
         key = serialization.load_pem_public_key(data)
     except ValueError:
-        raise BundleError(f"{path}: not a PEM public key (did you pass the .key instead of the .pub?)") from None
+        raise BundleError(
+            f"{path}: not a PEM public key (did you pass the .key instead of the .pub?)"
+        ) from None
     if not isinstance(key, Ed25519PublicKey):
         raise BundleError(f"{path}: not an Ed25519 public key")
     return key
@@ -111,7 +113,9 @@ def check_signature(root: Path, raw_manifest: bytes, pub: Ed25519PublicKey | Non
     if not path.exists():
         if pub is None:
             return SignatureStatus(present=False)
-        return SignatureStatus(present=False, checked=True, problem=f"{SIGNATURE} missing: the bundle is unsigned")
+        return SignatureStatus(
+            present=False, checked=True, problem=f"{SIGNATURE} missing: the bundle is unsigned"
+        )
     try:
         sig = json.loads(path.read_bytes())
         signature = base64.b64decode(sig["signature"], validate=True)
@@ -126,7 +130,7 @@ def check_signature(root: Path, raw_manifest: bytes, pub: Ed25519PublicKey | Non
             present=True,
             checked=True,
             key_id=signer,
-            problem=f"wrong key: {SIGNATURE} was made by key {signer[:19]}…, not by the given key {want[:19]}…",
+            problem=f"wrong key: {SIGNATURE} was made by key {signer[:19]}…, not by the given {want[:19]}…",
         )
     try:
         pub.verify(signature, raw_manifest)

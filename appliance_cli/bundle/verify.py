@@ -130,7 +130,9 @@ def verify_bundle(
         if not _is_regular(st):
             problems.append(f"{who}: blob sha256:{hexd} is not a regular file")
         elif st.st_size != size:
-            problems.append(f"{who}: blob sha256:{hexd} is truncated or padded ({st.st_size} bytes, expected {size})")
+            problems.append(
+                f"{who}: blob sha256:{hexd} is truncated or padded ({st.st_size} bytes, expected {size})"
+            )
         else:
             todo.append((hexd, p, size))
 

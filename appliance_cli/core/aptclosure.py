@@ -148,7 +148,8 @@ def index_flat_repo(repo_dir: Path) -> Path:
     tmp.write_text(res.stdout)
     tmp.replace(packages)
     gz_tmp = repo_dir / "Packages.gz.tmp"
-    with gzip.open(gz_tmp, "wb", compresslevel=9) as fh:
+    # mtime=0: the same package set gives the same bytes, so a rebuilt bundle keeps its blob digests.
+    with open(gz_tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as fh:
         fh.write(res.stdout.encode())
     gz_tmp.replace(repo_dir / "Packages.gz")
     return packages

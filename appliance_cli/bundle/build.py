@@ -1,0 +1,410 @@
+"""`bundle build`: turn a profile into a bundle directory.
+
+Incremental: blobs already in the bundle are not rewritten, pinned downloads already in the cache
+are not fetched again, an image whose pinned digest the previous manifest already holds is not
+pulled again. Resumable: blobs are staged then renamed, manifest.json is written last (atomically),
+so an interrupted build leaves the previous manifest (or none) and a re-run picks up where it was."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from appliance_cli import __version__
+from appliance_cli.bundle import oci
+from appliance_cli.bundle.fetch import fetch
+from appliance_cli.bundle.model import (
+    BLOB_DIR,
+    DEFAULT_CHUNK_SIZE,
+    MANIFEST,
+    OCI_INDEX,
+    OCI_LAYOUT,
+    SIGNATURE,
+    STAGING,
+    AptInfo,
+    Artifact,
+    FileEntry,
+    Manifest,
+    Source,
+    atomic_write,
+    parse_manifest,
+    tree_digest,
+)
+from appliance_cli.bundle.profile import (
+    ChartSpec,
+    FileSpec,
+    ImageSpec,
+    Profile,
+    WheelSpec,
+    load_profile,
+    pin_problems,
+)
+from appliance_cli.bundle.progress import ProgressEvent, ProgressFn, no_progress
+from appliance_cli.bundle.store import BlobStore
+from appliance_cli.content import content_root
+from appliance_cli.errors import BundleError
+
+BUNDLE_ENTRIES = {MANIFEST, SIGNATURE, OCI_LAYOUT, OCI_INDEX, "blobs", STAGING}
+
+
+@dataclass
+class BuildOptions:
+    profile: str | Path
+    out: Path
+    cache: Path | None = None
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    repo_root: Path | None = None  # where profile `source:` paths are resolved
+    busybox: str | None = None
+    fsync: bool = True
+    progress: ProgressFn = no_progress
+
+
+@dataclass
+class BuildResult:
+    path: Path
+    manifest: Manifest
+    blobs_written: int
+    blobs_skipped: int
+    bytes_written: int
+    pruned: int
+    seconds: float
+    signature_kept: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def build_bundle(opts: BuildOptions) -> BuildResult:
+    started = time.perf_counter()
+    prof = load_profile(opts.profile)
+    problems = pin_problems(prof)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise BundleError(
+            f"profile {prof.name}: {problems[0]}{more}",
+            hint="pin every entry to a verified sha256 before building this profile",
+        )
+    repo_root = opts.repo_root or content_root()
+    _check_sources(prof, repo_root)
+    out = opts.out
+    _prepare_out(out)
+    cache = opts.cache or out.parent / f".{out.name}.cache"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BundleError(f"cannot create cache directory {cache}: {exc.strerror}") from None
+
+    lock = os.open(out, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BundleError(f"{out}: another `bundle build` is writing this bundle") from None
+        shutil.rmtree(out / STAGING, ignore_errors=True)  # leftovers of an interrupted run
+        store = BlobStore(out, chunk_size=opts.chunk_size, fsync=opts.fsync, progress=opts.progress)
+        previous = _previous_manifest(out)
+        b = _Builder(prof, store, cache, repo_root, opts, previous)
+        artifacts = b.run()
+        oci_ref = oci.write_root_layout(out, artifacts)
+        pruned = store.prune()
+        store.clean_staging()
+        manifest = Manifest(
+            profile=prof.name,
+            created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            tool_version=__version__,
+            chunk_size=opts.chunk_size,
+            oci_index=oci_ref,
+            artifacts=artifacts,
+        )
+        kept = _write_manifest(out, manifest, previous)
+    finally:
+        os.close(lock)
+    st = store.stats
+    return BuildResult(
+        out,
+        manifest,
+        st.written,
+        st.skipped,
+        st.bytes_written,
+        len(pruned),
+        time.perf_counter() - started,
+        kept,
+        b.notes,
+    )
+
+
+def _check_sources(prof: Profile, repo_root: Path) -> None:
+    for e in [*prof.files, *prof.charts]:
+        if e.source and not (repo_root / e.source).is_file():
+            raise BundleError(
+                f"profile {prof.name}: {e.name}: source file {repo_root / e.source} does not exist",
+                hint="test stand-ins live under tests/standin/; build them first or fix the path",
+            )
+
+
+def _prepare_out(out: Path) -> None:
+    if out.exists():
+        if not out.is_dir():
+            raise BundleError(f"{out} exists and is not a directory")
+        strangers = sorted(p.name for p in out.iterdir() if p.name not in BUNDLE_ENTRIES)
+        if strangers:
+            raise BundleError(
+                f"{out} is not a bundle directory (it holds {strangers[0]})",
+                hint="choose an empty or new --out directory",
+            )
+    try:
+        (out / BLOB_DIR).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BundleError(f"cannot create {out}: {exc.strerror}") from None
+
+
+def _previous_manifest(out: Path) -> Manifest | None:
+    try:
+        return parse_manifest((out / MANIFEST).read_bytes())
+    except (OSError, BundleError):
+        return None
+
+
+def _write_manifest(out: Path, manifest: Manifest, previous: Manifest | None) -> bool:
+    """Keep the old manifest (and its signature) when nothing but the timestamp would change."""
+    if previous is not None:
+        same = previous.model_copy(update={"created": manifest.created}).to_json() == manifest.to_json()
+        if same and (out / MANIFEST).exists():
+            return (out / SIGNATURE).exists()
+    (out / SIGNATURE).unlink(missing_ok=True)  # a signature over another manifest is worthless
+    atomic_write(out / MANIFEST, manifest.to_json())
+    return False
+
+
+class _Builder:
+    def __init__(
+        self,
+        prof: Profile,
+        store: BlobStore,
+        cache: Path,
+        repo_root: Path,
+        opts: BuildOptions,
+        previous: Manifest | None,
+    ):
+        self.prof, self.store, self.cache, self.repo_root = prof, store, cache, repo_root
+        self.opts, self.previous = opts, previous
+        self.progress = opts.progress
+        self.notes: list[str] = []
+
+    def note(self, item: str, message: str) -> None:
+        self.progress(ProgressEvent("note", item, message=message))
+
+    def run(self) -> list[Artifact]:
+        arts: list[Artifact] = []
+        for spec in self.prof.files:
+            arts.append(self.file_artifact(spec, "file"))
+        for spec in self.prof.charts:
+            arts.append(self.file_artifact(spec, "helm-chart"))
+        for spec in self.prof.images:
+            arts.append(self.image(spec))
+        for spec in self.prof.wheels:
+            arts += self.wheels(spec)
+        for spec in self.prof.apt:
+            arts.append(self.apt(spec))
+        return arts
+
+    # -- files and charts ---------------------------------------------------------------------
+    def file_artifact(self, spec: FileSpec, kind: str) -> Artifact:
+        label = f"{kind}/{spec.name}"
+        self.progress(ProgressEvent("start", label))
+        if spec.url:
+            assert spec.sha256
+            digest = "sha256:" + spec.sha256
+            fname = spec.filename or spec.url.rstrip("/").rsplit("/", 1)[-1]
+            entry = None
+            if (self.store.path(digest)).is_file():
+                size = self.store.path(digest).stat().st_size
+                entry = self.store.try_reuse(fname, digest, size, spec.mode)
+            if entry is None:
+                src = fetch(spec.url, spec.sha256, self.cache / "files", label, self.progress)
+                entry = self.store.add_file(fname, src, mode=spec.mode, expect_digest=digest)
+            source = Source(url=spec.url, sha256=spec.sha256)
+        else:
+            assert spec.source
+            src = self.repo_root / spec.source
+            fname = spec.filename or Path(spec.source).name
+            expect = "sha256:" + spec.sha256 if spec.sha256 else None
+            entry = self.store.add_file(fname, src, mode=spec.mode, expect_digest=expect)
+            source = Source(path=spec.source, sha256=spec.sha256)
+        self.progress(ProgressEvent("end", label))
+        extra = {"images": spec.images} if isinstance(spec, ChartSpec) else {}
+        return Artifact(
+            name=spec.name,
+            kind=kind,
+            version=spec.version,
+            size=entry.size,
+            digest=entry.digest,  # type: ignore[arg-type]
+            test_only=spec.test_only,
+            files=[entry],
+            source=source,
+            install_path=spec.install_path,
+            **extra,
+        )
+
+    # -- images -------------------------------------------------------------------------------
+    def image(self, spec: ImageSpec) -> Artifact:
+        label = f"oci-image/{spec.name}"
+        self.progress(ProgressEvent("start", label))
+        if spec.build == "busybox":
+            art = oci.store_local_image(
+                self.store, spec.name, spec.reference, self._busybox(), spec.cmd, True
+            )
+        else:
+            art = self._reuse_image(spec) or self._pull_image(spec, label)
+        self.progress(ProgressEvent("end", label))
+        return art
+
+    def _busybox(self) -> str:
+        bb = self.opts.busybox or shutil.which("busybox") or "/bin/busybox"
+        return bb
+
+    def _reuse_image(self, spec: ImageSpec) -> Artifact | None:
+        if not self.previous:
+            return None
+        for a in self.previous.artifacts:
+            if (
+                a.kind == "oci-image"
+                and a.name == spec.name
+                and a.image
+                and a.image.source_digest == spec.digest
+                and a.image.reference == spec.reference
+                and all(self.store.has(d, s) for f in a.files for d, s in f.blobs())
+            ):
+                for f in a.files:
+                    self.store.mark(f)
+                self.store.stats.skipped += len(a.files)
+                return a
+        return None
+
+    def _pull_image(self, spec: ImageSpec, label: str) -> Artifact:
+        if not shutil.which("skopeo"):
+            raise BundleError(f"{label}: skopeo is needed to pull images", hint="apt-get install skopeo")
+        layout = self.cache / "oci" / spec.name
+        repo = (
+            spec.reference.rsplit(":", 1)[0] if ":" in spec.reference.rsplit("/", 1)[-1] else spec.reference
+        )
+        src = f"docker://{repo}@{spec.digest}"  # pulling by digest makes skopeo enforce the pin
+        shutil.rmtree(layout, ignore_errors=True)
+        layout.mkdir(parents=True)
+        cmd = [
+            "skopeo",
+            "copy",
+            "--retry-times",
+            "3",
+            "--override-os",
+            "linux",
+            "--override-arch",
+            "amd64",
+            src,
+            f"oci:{layout}:{spec.name}",
+        ]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            last = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise BundleError(f"{label}: skopeo copy {src} failed: {last}")
+        return oci.ingest_layout_image(
+            self.store,
+            layout,
+            spec.name,
+            spec.reference,
+            ref_name=spec.name,
+            source_digest=spec.digest,
+        )
+
+    # -- wheels -------------------------------------------------------------------------------
+    def wheels(self, spec: WheelSpec) -> list[Artifact]:
+        label = f"wheel/{spec.name}"
+        self.progress(ProgressEvent("start", label))
+        wdir = self.cache / "wheels" / spec.name
+        args = list(spec.requirements)
+        project = content_root()  # the toolkit's own source tree, whatever repo_root says
+        if spec.project:
+            if not (project / "pyproject.toml").is_file():
+                raise BundleError(
+                    f"{label}: no pyproject.toml in {project}", hint="build from a source checkout"
+                )
+            args.insert(0, str(project))
+        key = _wheel_key(project if spec.project else None, args)
+        stamp = wdir / ".stamp"
+        if not (stamp.is_file() and stamp.read_text() == key):
+            shutil.rmtree(wdir, ignore_errors=True)
+            wdir.mkdir(parents=True)
+            cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(wdir), *args]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                last = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
+                raise BundleError(
+                    f"{label}: pip wheel failed: {last}", hint="PyPI (or a mirror) must be reachable"
+                )
+            stamp.write_text(key)
+        arts = []
+        for whl in sorted(wdir.glob("*.whl")):
+            dist, version = whl.name.split("-")[:2]
+            entry = self.store.add_file(whl.name, whl)
+            arts.append(
+                Artifact(
+                    name=dist,
+                    kind="wheel",
+                    version=version,
+                    size=entry.size,
+                    digest=entry.digest,
+                    files=[entry],
+                )
+            )
+        self.progress(ProgressEvent("end", label))
+        return arts
+
+    # -- apt ----------------------------------------------------------------------------------
+    def apt(self, spec) -> Artifact:
+        label = f"apt-repo/{spec.name}"
+        self.progress(ProgressEvent("start", label))
+        try:
+            from appliance_cli.core import aptclosure
+            from appliance_cli.lab import rootfs
+        except ImportError as exc:
+            raise BundleError(f"{label}: the apt closure resolver is not available ({exc})") from None
+        repo = self.cache / "apt" / spec.name
+        # download_closure is itself incremental (it stamps base digest + sources + packages)
+        self.note(label, "resolving the package closure (slow the first time, cached after)")
+        base = rootfs.ensure_base_rootfs(self.cache / "rootfs")
+        work = self.cache / "apt-work" / spec.name
+        aptclosure.download_closure(base, spec.sources, list(spec.packages), repo, work)
+        aptclosure.index_flat_repo(repo)
+        files: list[FileEntry] = []
+        for p in sorted(repo.rglob("*")):
+            if p.is_symlink():
+                raise BundleError(f"{label}: {p} is a symlink; a bundle holds plain files only")
+            if p.is_file() and not p.name.startswith("."):  # skip the resolver's own stamp
+                files.append(self.store.add_file(p.relative_to(repo).as_posix(), p))
+        self.progress(ProgressEvent("end", label))
+        return Artifact(
+            name=spec.name,
+            kind="apt-repo",
+            version=spec.codename,
+            size=sum(f.size for f in files),
+            digest=tree_digest(files),
+            files=files,
+            apt=AptInfo(distro=spec.distro, codename=spec.codename, arch=spec.arch, packages=spec.packages),
+        )
+
+
+def _wheel_key(project: Path | None, args: list[str]) -> str:
+    h = hashlib.sha256(json.dumps([sys.version, args]).encode())
+    if project is not None:
+        for rel in ("pyproject.toml",):
+            h.update((project / rel).read_bytes())
+        for p in sorted((project / "appliance_cli").rglob("*.py")):
+            h.update(p.read_bytes())
+    return h.hexdigest()

@@ -1,0 +1,253 @@
+"""`bundle import-runai`: add the vendor's air-gapped Run:ai tar to a bundle.
+
+The tar is checked member by member before anything is extracted: absolute paths, '..', symlinks,
+hard links and device files are refused (a vendor tar has no business writing outside its folder).
+Inside it, OCI layouts and image tarballs (OCI archive or `docker save`) become oci-image
+artifacts, helm chart .tgz files become helm-chart artifacts, everything else one `file` artifact."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import tarfile
+import uuid
+from pathlib import Path, PurePosixPath
+
+from appliance_cli.bundle import oci
+from appliance_cli.bundle.model import (
+    MANIFEST,
+    OCI_INDEX,
+    OCI_LAYOUT,
+    SIGNATURE,
+    STAGING,
+    Artifact,
+    FileEntry,
+    atomic_write,
+    load_manifest,
+    sha256_digest,
+    tree_digest,
+)
+from appliance_cli.bundle.progress import ProgressEvent, ProgressFn, no_progress
+from appliance_cli.bundle.store import BlobStore
+from appliance_cli.errors import BundleError
+
+_VERSION_RE = re.compile(r"(?i)^run[:_-]?ai[-_](.+?)\.(tar|tar\.gz|tgz)$")
+MT_LAYER_TAR = "application/vnd.oci.image.layer.v1.tar"
+
+
+def check_members(tar: tarfile.TarFile, label: str) -> list[tarfile.TarInfo]:
+    members = []
+    for m in tar.getmembers():
+        parts = PurePosixPath(m.name).parts
+        if m.name.startswith("/") or PurePosixPath(m.name).is_absolute():
+            raise BundleError(f"{label}: refusing member {m.name!r}: absolute path")
+        if ".." in parts:
+            raise BundleError(f"{label}: refusing member {m.name!r}: '..' in path")
+        if m.issym() or m.islnk():
+            raise BundleError(
+                f"{label}: refusing member {m.name!r}: {'symlink' if m.issym() else 'hard link'}"
+            )
+        if not (m.isfile() or m.isdir()):
+            raise BundleError(f"{label}: refusing member {m.name!r}: not a regular file or directory")
+        members.append(m)
+    return members
+
+
+def _open_tar(path: Path, label: str) -> tarfile.TarFile:
+    try:
+        return tarfile.open(path, "r:*")
+    except (tarfile.TarError, OSError) as exc:
+        raise BundleError(f"{label}: not a readable tar archive ({exc})") from None
+
+
+def _extract(path: Path, dest: Path, label: str) -> None:
+    with _open_tar(path, label) as tar:
+        members = check_members(tar, label)
+        try:
+            tar.extractall(dest, members=members, filter="data")
+        except (tarfile.TarError, OSError) as exc:
+            raise BundleError(f"{label}: extraction failed: {exc}") from None
+
+
+def _safe_name(ref: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9._+-]+", "_", ref).strip("_.")
+    return (name or "image")[:200]
+
+
+def import_runai(
+    tar_path: Path | str, into: Path | str, progress: ProgressFn = no_progress
+) -> list[Artifact]:
+    tar_path, root = Path(tar_path), Path(into)
+    label = tar_path.name
+    if not tar_path.is_file():
+        raise BundleError(f"{tar_path}: no such file")
+    m = _VERSION_RE.match(tar_path.name)
+    version = m.group(1) if m else "unknown"
+    manifest, _ = load_manifest(root)
+    # Check every member before extracting anything.
+    with _open_tar(tar_path, label) as tar:
+        check_members(tar, label)
+    store = BlobStore(root, chunk_size=manifest.chunk_size, progress=progress)
+    work = root / STAGING / f"runai-{uuid.uuid4().hex}"
+    progress(ProgressEvent("start", f"import {label}"))
+    try:
+        _extract(tar_path, work, label)
+        new = _collect(store, work, version, label)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    progress(ProgressEvent("end", f"import {label}"))
+    labels = {a.label for a in new}
+    artifacts = [a for a in manifest.artifacts if a.label not in labels] + new
+    manifest = manifest.model_copy(update={"artifacts": artifacts})
+    manifest = manifest.model_copy(update={"oci_index": oci.write_root_layout(root, artifacts)})
+    (root / SIGNATURE).unlink(missing_ok=True)  # the old signature covers the old manifest
+    atomic_write(root / MANIFEST, manifest.to_json())
+    store.clean_staging()
+    return new
+
+
+def _collect(store: BlobStore, work: Path, version: str, label: str) -> list[Artifact]:
+    arts: list[Artifact] = []
+    consumed: set[Path] = set()
+    # OCI layout directories shipped unpacked
+    for layout_file in sorted(work.rglob(OCI_LAYOUT)):
+        layout = layout_file.parent
+        arts += _layout_images(store, layout)
+        consumed |= {p for p in layout.rglob("*")} | {layout}
+    for p in sorted(work.rglob("*")):
+        if p in consumed or not p.is_file():
+            continue
+        if p.name.endswith(".tar"):
+            imgs = _image_tar(store, p, label)
+            if imgs:
+                arts += imgs
+                consumed.add(p)
+        elif p.name.endswith((".tgz", ".tar.gz")) and (chart := _chart(store, p)):
+            arts.append(chart)
+            consumed.add(p)
+    rest = [p for p in sorted(work.rglob("*")) if p.is_file() and p not in consumed]
+    if rest:
+        files = [store.add_file(p.relative_to(work).as_posix(), p) for p in rest]
+        arts.append(
+            Artifact(
+                name=f"runai-{_safe_name(version)}",
+                kind="file",
+                version=version,
+                size=sum(f.size for f in files),
+                digest=tree_digest(files),
+                files=files,
+            )
+        )
+    if not arts:
+        raise BundleError(f"{label}: no images, charts or files found in the archive")
+    seen: set[str] = set()
+    for a in arts:
+        if a.label in seen:
+            raise BundleError(f"{label}: two entries map to the same artifact {a.label}")
+        seen.add(a.label)
+    return arts
+
+
+def _layout_images(store: BlobStore, layout: Path) -> list[Artifact]:
+    arts = []
+    for desc in oci.layout_entries(layout):
+        ann = desc.get("annotations") or {}
+        ref = ann.get("io.containerd.image.name") or ann.get("org.opencontainers.image.ref.name")
+        if not ref:
+            ref = f"unnamed@{desc['digest']}"
+        manifest_b, mt = oci.resolve_desc(layout, desc)
+        arts.append(oci.ingest_manifest(store, layout, manifest_b, mt, _safe_name(ref), ref))
+    return arts
+
+
+def _image_tar(store: BlobStore, path: Path, label: str) -> list[Artifact]:
+    """An OCI archive or a `docker save` tarball nested in the vendor tar; [] if neither."""
+    try:
+        with tarfile.open(path, "r:*") as t:
+            names = set(t.getnames())
+    except (tarfile.TarError, OSError):
+        return []
+    if OCI_LAYOUT not in names and MANIFEST not in names:
+        return []
+    sub = path.with_name(path.name + ".d")
+    _extract(path, sub, f"{label}: {path.name}")
+    try:
+        if (sub / OCI_LAYOUT).is_file() and (sub / OCI_INDEX).is_file():
+            return _layout_images(store, sub)
+        return _docker_save(store, sub, f"{label}: {path.name}")
+    finally:
+        shutil.rmtree(sub, ignore_errors=True)
+
+
+def _docker_save(store: BlobStore, sub: Path, label: str) -> list[Artifact]:
+    """Re-describe a `docker save` image as an OCI manifest over the same (uncompressed) layers."""
+    try:
+        entries = json.loads((sub / MANIFEST).read_bytes())
+    except (OSError, ValueError):
+        raise BundleError(f"{label}: unreadable docker-save manifest.json") from None
+    arts = []
+    for e in entries:
+        cfg_path = sub / e["Config"]
+        config_b = cfg_path.read_bytes()
+        files = [store.add_bytes(oci.blob_path(sha256_digest(config_b)), config_b)]
+        layers = []
+        for rel in e["Layers"]:
+            digest = _file_digest(sub / rel)
+            f = store.add_file(oci.blob_path(digest), sub / rel, expect_digest=digest)
+            files.append(f)
+            layers.append({"mediaType": MT_LAYER_TAR, "digest": f.digest, "size": f.size})
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": oci.MT_MANIFEST,
+            "config": {"mediaType": oci.MT_CONFIG, "digest": sha256_digest(config_b), "size": len(config_b)},
+            "layers": layers,
+        }
+        manifest_b = json.dumps(manifest, separators=(",", ":")).encode()
+        files.insert(0, store.add_bytes(oci.blob_path(sha256_digest(manifest_b)), manifest_b))
+        for ref in e.get("RepoTags") or [f"unnamed@{sha256_digest(manifest_b)}"]:
+            arts.append(oci.image_artifact(_safe_name(ref), ref, manifest_b, oci.MT_MANIFEST, list(files)))
+    return arts
+
+
+def _chart(store: BlobStore, path: Path) -> Artifact | None:
+    try:
+        with tarfile.open(path, "r:gz") as t:
+            chart_yaml = next(
+                (
+                    m
+                    for m in t.getmembers()
+                    if m.name.count("/") == 1 and m.name.endswith("/Chart.yaml") and m.isfile()
+                ),
+                None,
+            )
+            if chart_yaml is None:
+                return None
+            fobj = t.extractfile(chart_yaml)
+            text = fobj.read().decode(errors="replace") if fobj else ""
+    except (tarfile.TarError, OSError):
+        return None
+    import yaml
+
+    try:
+        meta = yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        meta = {}
+    entry: FileEntry = store.add_file(path.name, path)
+    return Artifact(
+        name=_safe_name(str(meta.get("name") or path.stem)),
+        kind="helm-chart",
+        version=str(meta.get("version")) if meta.get("version") else None,
+        size=entry.size,
+        digest=entry.digest,
+        files=[entry],
+    )
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while b := f.read(1 << 22):
+            h.update(b)
+    return "sha256:" + h.hexdigest()

@@ -1,0 +1,159 @@
+"""Build: incremental, resumable, refuses placeholders and missing sources, survives ENOSPC."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from test_bundle_support import build, make_profile
+
+from appliance_cli.bundle import keygen, load_manifest, sign_bundle, verify_bundle
+from appliance_cli.bundle import store as store_mod
+from appliance_cli.bundle.build import build_bundle
+from appliance_cli.cli.main import main
+from appliance_cli.errors import BundleError
+
+
+def test_incremental_rebuild_skips_existing_blobs(tmp_path: Path) -> None:
+    prof = make_profile(tmp_path)
+    first = build(tmp_path, prof)
+    assert first.blobs_written > 0
+    mtimes = {p.name: p.stat().st_mtime_ns for p in (first.path / "blobs/sha256").iterdir()}
+    second = build(tmp_path, prof)
+    assert second.blobs_written == 0 and second.blobs_skipped > 0
+    assert mtimes == {p.name: p.stat().st_mtime_ns for p in (first.path / "blobs/sha256").iterdir()}
+
+
+def test_rebuild_keeps_signature_only_when_unchanged(tmp_path: Path) -> None:
+    prof = make_profile(tmp_path)
+    res = build(tmp_path, prof)
+    priv, _, _ = keygen(tmp_path / "k")
+    sign_bundle(res.path, priv)
+    assert build(tmp_path, prof).signature_kept
+    (tmp_path / "src" / "tool-a").write_bytes(b"changed")
+    again = build(tmp_path, prof)
+    assert not again.signature_kept and not (res.path / "manifest.sig").exists()
+    assert again.pruned == 1  # the old tool-a blob is gone
+    verify_bundle(res.path)
+
+
+def test_resume_after_interrupted_write(tmp_path: Path, monkeypatch) -> None:
+    """Kill the build in the middle of a blob: no half blob under blobs/, no manifest, re-run recovers."""
+    prof = make_profile(tmp_path, files={"tool-a": b"a" * 10, "tool-b": b"b" * 300_000})
+    calls = {"n": 0}
+    real = store_mod.BlobStore._commit
+
+    def dying_commit(self, staged, digest, size):
+        calls["n"] += 1
+        if calls["n"] == 2:  # second blob: written to staging, then the process "dies"
+            raise KeyboardInterrupt
+        return real(self, staged, digest, size)
+
+    monkeypatch.setattr(store_mod.BlobStore, "_commit", dying_commit)
+    with pytest.raises(KeyboardInterrupt):
+        build(tmp_path, prof)
+    out = tmp_path / "bundle"
+    assert not (out / "manifest.json").exists()
+    assert len(list((out / "blobs/sha256").iterdir())) == 1  # only the finished first blob
+    assert list((out / ".staging").glob("*.part"))  # the half one stayed in staging
+    monkeypatch.setattr(store_mod.BlobStore, "_commit", real)
+    res = build(tmp_path, prof)
+    assert res.blobs_skipped >= 1 and not (out / ".staging").exists()
+    verify_bundle(out)
+
+
+def test_enospc_one_line_error_nothing_half_written(tmp_path: Path, monkeypatch) -> None:
+    prof = make_profile(tmp_path, files={"tool-a": b"a" * 50_000}, images=[])
+    real_sync = store_mod.BlobStore._sync
+
+    def full(self, f):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store_mod.BlobStore, "_sync", full)
+    with pytest.raises(BundleError) as ei:
+        build(tmp_path, prof)
+    assert "no space left on device while writing" in ei.value.message and "\n" not in ei.value.message
+    out = tmp_path / "bundle"
+    assert not list((out / "blobs/sha256").iterdir())
+    assert not list((out / ".staging").iterdir())
+    monkeypatch.setattr(store_mod.BlobStore, "_sync", real_sync)
+    build(tmp_path, prof)
+    verify_bundle(out)
+
+
+def test_placeholder_pin_is_refused_naming_the_entry(tmp_path: Path) -> None:
+    prof = tmp_path / "p.yml"
+    prof.write_text(
+        yaml.safe_dump(
+            {
+                "name": "p",
+                "files": [{"name": "kubeadm", "url": "http://127.0.0.1:9/kubeadm", "sha256": "TO-BE-PINNED"}],
+            }
+        )
+    )
+    with pytest.raises(BundleError, match=r"files/kubeadm: sha256 is TO-BE-PINNED"):
+        build(tmp_path, prof)
+    assert not (tmp_path / "bundle").exists()
+
+
+def test_production_profile_build_is_refused(tmp_path: Path, capsys) -> None:
+    rc = main(["bundle", "build", "--profile", "appliance-k8s1.23", "--out", str(tmp_path / "b")])
+    err = capsys.readouterr().err
+    assert rc == 4 and "TO-BE-PINNED" in err and "Traceback" not in err
+
+
+def test_missing_standin_source_is_named(tmp_path: Path) -> None:
+    prof = make_profile(tmp_path)
+    (tmp_path / "src" / "tool-b").unlink()
+    with pytest.raises(BundleError, match=r"tool-b: source file .*src/tool-b does not exist"):
+        build(tmp_path, prof)
+
+
+def test_lab_profile_names_missing_standins(tmp_path: Path) -> None:
+    from appliance_cli.bundle import BuildOptions
+
+    with pytest.raises(BundleError, match=r"kubeadm: source file .*tests/standin/bin/kubeadm"):
+        build_bundle(BuildOptions(profile="lab", out=tmp_path / "b", repo_root=tmp_path))
+
+
+def test_refuses_foreign_out_dir(tmp_path: Path) -> None:
+    out = tmp_path / "home"
+    out.mkdir()
+    (out / "thesis.tex").write_text("x")
+    with pytest.raises(BundleError, match="not a bundle directory"):
+        build(tmp_path, make_profile(tmp_path), out=out)
+
+
+def test_bad_profile_messages(tmp_path: Path) -> None:
+    p = tmp_path / "p.yml"
+    p.write_text(yaml.safe_dump({"name": "p", "files": [{"name": "x", "url": "http://h/x"}]}))
+    with pytest.raises(BundleError, match=r"files/x: Value error, a url needs its sha256"):
+        build(tmp_path, p)
+    with pytest.raises(BundleError, match="not found"):
+        build(tmp_path, tmp_path / "nope.yml")
+
+
+def test_wheels_from_local_requirement(tmp_path: Path, monkeypatch) -> None:
+    """The wheel path, without network: pip builds a wheel of a tiny local project."""
+    proj = tmp_path / "tiny"
+    proj.mkdir()
+    (proj / "setup.py").write_text(
+        "from setuptools import setup\nsetup(name='tiny', version='1.0', py_modules=['tiny'])\n"
+    )
+    (proj / "tiny.py").write_text("X = 1\n")
+    prof = make_profile(
+        tmp_path, files={}, images=[], extra={"wheels": [{"name": "tiny", "requirements": [str(proj)]}]}
+    )
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_NO_BUILD_ISOLATION", "0")  # pip reads it inverted: use the venv's setuptools
+    try:
+        res = build(tmp_path, prof)
+    except BundleError as exc:
+        pytest.skip(f"pip cannot build offline here: {exc.message}")
+    m, _ = load_manifest(res.path)
+    (w,) = m.artifacts
+    assert w.kind == "wheel" and w.name == "tiny" and w.version == "1.0" and w.files[0].path.endswith(".whl")
+    assert os.path.getsize(res.path / "blobs/sha256" / w.digest[7:]) == w.size

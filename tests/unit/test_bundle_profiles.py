@@ -1,0 +1,110 @@
+"""Production profile completeness: every image the charts/values need is listed, every file is
+pinned by URL + checksum field, nothing test-only or stand-in. Lab profile: test-only stand-ins."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from appliance_cli.bundle.profile import PLACEHOLDER, load_profile, pin_problems
+from appliance_cli.content import content_root
+
+PROD = "appliance-k8s1.23"
+
+
+@pytest.fixture(scope="module")
+def prod():
+    return load_profile(PROD)
+
+
+def _values_images(values: dict) -> set[str]:
+    """Image references the GPU Operator deploys with our values (enabled components only)."""
+    refs = set()
+
+    def walk(node: dict) -> None:
+        if not isinstance(node, dict) or node.get("enabled") is False:
+            return
+        if {"repository", "image", "version"} <= node.keys():
+            tag = node["version"] + (f"-{node['osTag']}" if node.get("osTag") else "")
+            refs.add(f"{node['repository']}/{node['image']}:{tag}")
+        if "image" in node and isinstance(node["image"], dict) and "tag" in node["image"]:
+            refs.add(f"{node['image']['repository']}:{node['image']['tag']}")
+        for v in node.values():
+            walk(v)
+
+    walk(values)
+    return refs
+
+
+def test_profile_loads_and_is_production(prod) -> None:
+    assert prod.production and prod.name == PROD
+
+
+def test_every_chart_image_is_listed(prod) -> None:
+    listed = {i.reference for i in prod.images}
+    for chart in prod.charts:
+        missing = set(chart.images) - listed
+        assert not missing, f"chart {chart.name} needs images not in the profile: {sorted(missing)}"
+
+
+def test_gpu_operator_values_images_all_listed(prod) -> None:
+    chart = next(c for c in prod.charts if c.name == "gpu-operator")
+    values = yaml.safe_load((content_root() / chart.values_file).read_text())
+    needed = _values_images(values)
+    assert len(needed) >= 10
+    assert needed <= set(chart.images), sorted(needed - set(chart.images))
+    assert values["operator"]["defaultRuntime"] == "containerd"
+
+
+def test_required_components_present(prod) -> None:
+    refs = {i.reference for i in prod.images}
+    for ref in [
+        "registry.k8s.io/kube-apiserver:v1.23.17",
+        "registry.k8s.io/kube-controller-manager:v1.23.17",
+        "registry.k8s.io/kube-scheduler:v1.23.17",
+        "registry.k8s.io/kube-proxy:v1.23.17",
+        "registry.k8s.io/pause:3.6",
+        "registry.k8s.io/etcd:3.5.6-0",
+        "registry.k8s.io/coredns/coredns:v1.8.6",
+        "docker.io/flannel/flannel:v0.22.3",
+        "docker.io/flannel/flannel-cni-plugin:v1.1.2",
+    ]:
+        assert ref in refs
+    assert any(r.startswith("docker.io/library/registry:") for r in refs)
+    assert any("nfs-subdir-external-provisioner" in r for r in refs)
+    assert any("projecthami/hami" in r for r in refs) and any("volcanosh/vc-scheduler" in r for r in refs)
+    files = {f.name: f for f in prod.files}
+    for name in ("kubeadm", "kubelet", "kubectl"):
+        assert files[name].url == f"https://dl.k8s.io/release/v1.23.17/bin/linux/amd64/{name}"
+    assert {"kubelet-service", "kubeadm-dropin", "crictl", "cni-plugins"} <= files.keys()
+    assert "v1.23.0" in files["crictl"].url and "v1.1.1" in files["cni-plugins"].url
+    assert {c.name for c in prod.charts} >= {
+        "gpu-operator",
+        "nfs-subdir-external-provisioner",
+        "hami",
+        "volcano",
+    }
+    assert prod.apt[0].codename == "focal"
+
+
+def test_every_entry_pinned_no_standins(prod) -> None:
+    for label, e in prod.entries():
+        assert not getattr(e, "test_only", False), label
+        assert getattr(e, "source", None) is None, f"{label} points at a local file"
+        assert getattr(e, "build", None) is None, f"{label} is a locally built stand-in"
+    for f in [*prod.files, *prod.charts]:
+        assert f.url and f.url.startswith("https://") and f.sha256, f.name
+        assert "standin" not in f.url
+    for i in prod.images:
+        assert i.digest, i.name
+    # whatever is not a placeholder must be a well-formed pin
+    assert all(PLACEHOLDER in p for p in pin_problems(prod))
+
+
+def test_lab_profile_is_test_only() -> None:
+    lab = load_profile("lab")
+    assert not lab.production
+    assert all(f.test_only and f.source.startswith("tests/standin/bin/") for f in lab.files)
+    assert all(i.test_only and i.build == "busybox" for i in lab.images)
+    assert lab.apt[0].codename == "bookworm" and "containerd" in lab.apt[0].packages
+    assert not pin_problems(lab)

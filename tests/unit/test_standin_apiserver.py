@@ -1,0 +1,239 @@
+"""The stand-in API server on 127.0.0.1 (random port, real mutual TLS) driven by the stand-in kubectl/kubeadm code."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "standin" / "k8s_standin.py"
+
+
+def load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("k8s_standin_api", SRC)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["k8s_standin_api"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+S = load()
+TOKEN = "abcdef.0123456789abcdef"
+
+
+class Cluster:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        pki = root / "pki"
+        pki.mkdir()
+        S.make_ca(str(pki / "ca.crt"), str(pki / "ca.key"), "kubernetes")
+        S.make_cert(str(pki / "apiserver.crt"), str(pki / "apiserver.key"), str(pki / "ca.crt"), str(pki / "ca.key"),
+                    "kube-apiserver", server=True, client=False, sans=["IP:127.0.0.1"])  # fmt: skip
+        self.srv, self.api = S.serve_api(str(root / "state"), str(pki / "apiserver.crt"), str(pki / "apiserver.key"),
+                                         str(pki / "ca.crt"), str(pki / "ca.key"), "127.0.0.1", 0, "10.244.0.0/16")  # fmt: skip
+        self.endpoint = f"127.0.0.1:{self.srv.server_address[1]}"
+        self.ca = (pki / "ca.crt").read_text()
+        self.kubeconfig = root / "admin.conf"
+        self.kubeconfig.write_text(self.client_kubeconfig("kubernetes-admin", ["system:masters"]))
+        admin = self.admin()
+        admin.call("POST", "/api/v1/namespaces/kube-system/secrets", S.token_secret_object(TOKEN, 3600))
+        admin.call("POST", "/api/v1/namespaces/kube-public/configmaps", {
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cluster-info", "namespace": "kube-public"},
+            "data": {"kubeconfig": S.cluster_info_kubeconfig(f"https://{self.endpoint}", self.ca)}})  # fmt: skip
+
+    def client_kubeconfig(self, user: str, orgs: list[str]) -> str:
+        pki = self.root / "pki"
+        crt, key = self.root / f"{user}.crt", self.root / f"{user}.key"
+        S.make_cert(str(crt), str(key), str(pki / "ca.crt"), str(pki / "ca.key"), user, orgs)
+        cred = {"client-certificate-data": S.b64(crt.read_text()), "client-key-data": S.b64(key.read_text())}
+        return S.kubeconfig(f"https://{self.endpoint}", self.ca, user, cred)
+
+    def admin(self) -> Any:
+        return S.ApiClient(S.Credentials.from_kubeconfig(S.load_kubeconfig(str(self.kubeconfig))))
+
+    def kubectl(self, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+        rc = S.main(["/usr/bin/kubectl", f"--kubeconfig={self.kubeconfig}", *args])
+        cap = capsys.readouterr()
+        return rc, cap.out, cap.err
+
+    def add_node(self, name: str, ready: bool = True) -> None:
+        conds = [{"type": "Ready", "status": "True" if ready else "False", "reason": "KubeletReady",
+                  "lastHeartbeatTime": S.rfc3339(), "lastTransitionTime": S.rfc3339()}]  # fmt: skip
+        self.admin().call("POST", "/api/v1/nodes", {
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"conditions": conds, "nodeInfo": {"kubeletVersion": "v1.23.17"},
+                       "addresses": [{"type": "InternalIP", "address": "10.77.0.11"}]}})  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("standin"))
+    yield c
+    c.srv.shutdown()
+
+
+def test_health_and_auth(cluster: Cluster) -> None:
+    anon = S.ApiClient(S.Credentials(f"https://{cluster.endpoint}", ca_pem=cluster.ca))
+    assert anon.raw("GET", "/healthz") == (200, b"ok")
+    with pytest.raises(S.ApiError) as e:
+        anon.get("/api/v1/nodes")
+    assert e.value.code == 401 and e.value.message == "Unauthorized"
+    bad = S.ApiClient(
+        S.Credentials(f"https://{cluster.endpoint}", ca_pem=cluster.ca, token="zzzzzz.zzzzzzzzzzzzzzzz")
+    )
+    with pytest.raises(S.ApiError, match="Unauthorized"):
+        bad.get("/api/v1/namespaces/kube-public/configmaps/cluster-info")
+    other_ca = S.ApiClient(S.Credentials(f"https://{cluster.endpoint}"))
+    with pytest.raises(S.Unreachable, match="x509: certificate signed by unknown authority"):
+        other_ca.get("/version")
+
+
+def test_kubectl_nodes_label_taint_cordon(cluster: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster.add_node("w1")
+    rc, out, _ = cluster.kubectl(capsys, "get", "nodes", "-o", "name")
+    assert (rc, out) == (0, "node/w1\n")
+    node = json.loads(cluster.kubectl(capsys, "get", "node", "w1", "-o", "json")[1])
+    assert node["spec"]["podCIDR"] == "10.244.0.0/24"
+    assert cluster.kubectl(capsys, "label", "node", "w1", "gpu=yes")[1] == "node/w1 labeled\n"
+    rc, _, err = cluster.kubectl(capsys, "label", "node", "w1", "gpu=no")
+    assert rc == 1 and err == "error: 'gpu' already has a value (yes), and --overwrite is false\n"
+    assert cluster.kubectl(capsys, "label", "node", "w1", "gpu=no", "--overwrite")[1] == "node/w1 labeled\n"
+    assert cluster.kubectl(capsys, "get", "node", "w1", "-o", "jsonpath={.metadata.labels.gpu}")[1] == "no"
+    assert cluster.kubectl(capsys, "label", "node", "w1", "gpu-")[1] == "node/w1 unlabeled\n"
+    assert cluster.kubectl(capsys, "taint", "nodes", "w1", "runai=drain:NoExecute")[1] == "node/w1 tainted\n"
+    rc, _, err = cluster.kubectl(capsys, "taint", "nodes", "w1", "runai=drain:NoExecute")
+    assert rc == 1 and "already has runai taint(s) with same effect(s) and --overwrite is false" in err
+    assert (
+        cluster.kubectl(capsys, "taint", "nodes", "w1", "runai=drain:NoExecute-")[1] == "node/w1 untainted\n"
+    )
+    rc, _, err = cluster.kubectl(capsys, "taint", "nodes", "w1", "runai-")
+    assert rc == 1 and err == 'error: taint "runai" not found\n'
+    assert cluster.kubectl(capsys, "cordon", "w1")[1] == "node/w1 cordoned\n"
+    table = cluster.kubectl(capsys, "get", "nodes")[1].splitlines()
+    assert table[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    assert table[1].split()[:3] == ["w1", "Ready,SchedulingDisabled", "<none>"]
+    taints = json.loads(cluster.kubectl(capsys, "get", "node", "w1", "-o", "jsonpath={.spec.taints}")[1])
+    assert {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"} in taints
+    assert cluster.kubectl(capsys, "uncordon", "w1")[1] == "node/w1 uncordoned\n"
+    rc, out, _ = cluster.kubectl(capsys, "wait", "--for=condition=Ready", "node", "--all", "--timeout=5s")
+    assert (rc, out) == (0, "node/w1 condition met\n")
+    rc, _, err = cluster.kubectl(capsys, "get", "node", "nope")
+    assert (rc, err) == (1, 'Error from server (NotFound): nodes "nope" not found\n')
+
+
+def test_kubectl_apply_and_drain(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text("""\
+apiVersion: v1
+kind: Namespace
+metadata: {name: gpu-operator}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: flannel}
+rules: []
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: kube-flannel-ds, namespace: gpu-operator}
+spec: {selector: {matchLabels: {app: flannel}}}
+---
+apiVersion: policy/v1beta1
+kind: PodSecurityPolicy
+metadata: {name: psp.flannel.unprivileged}
+spec: {}
+""")
+    rc, out, err = cluster.kubectl(capsys, "apply", "-f", str(manifest))
+    assert rc == 0, err
+    assert out == ("namespace/gpu-operator created\nclusterrole.rbac.authorization.k8s.io/flannel created\n"
+                   "daemonset.apps/kube-flannel-ds created\npodsecuritypolicy.policy/psp.flannel.unprivileged created\n")  # fmt: skip
+    assert "Warning: policy/v1beta1 PodSecurityPolicy is deprecated in v1.21+, unavailable in v1.25+" in err
+    assert cluster.kubectl(capsys, "apply", "-f", str(manifest))[1].count("unchanged") == 4
+    manifest.write_text(manifest.read_text().replace("rules: []", "rules: [{verbs: [get]}]"))
+    assert (
+        "clusterrole.rbac.authorization.k8s.io/flannel configured"
+        in cluster.kubectl(capsys, "apply", "-f", str(manifest))[1]
+    )
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: extensions/v1beta1\nkind: Deployment\nmetadata: {name: x}\n---\nkind: ConfigMap\n"
+    )
+    rc, _, err = cluster.kubectl(capsys, "apply", "-f", str(bad))
+    assert rc == 1
+    assert (
+        f'error: unable to recognize "{bad}": no matches for kind "Deployment" in version "extensions/v1beta1"'
+        in err
+    )
+    assert "error validating data: [apiVersion not set]" in err
+    rc, out, _ = cluster.kubectl(capsys, "get", "ds", "-A", "-o", "name")
+    assert out == "daemonset.apps/kube-flannel-ds\n"
+    rc, _, err = cluster.kubectl(capsys, "drain", "w1")
+    assert rc == 1 and "cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore)" in err
+    rc, out, _ = cluster.kubectl(capsys, "drain", "w1", "--ignore-daemonsets", "--delete-emptydir-data")
+    assert rc == 0 and out.endswith("node/w1 drained\n")
+    assert cluster.kubectl(capsys, "create", "namespace", "runai")[1] == "namespace/runai created\n"
+    rc, _, err = cluster.kubectl(capsys, "create", "namespace", "runai")
+    assert err == 'Error from server (AlreadyExists): namespaces "runai" already exists\n'
+
+
+def test_discovery_token_and_pins(cluster: Cluster) -> None:
+    good = S.ca_cert_hash(cluster.ca)
+    kc, ca = S.discover(cluster.endpoint, TOKEN, [good], timeout=1, interval=0.2)
+    assert ca == cluster.ca and "certificate-authority-data" in kc
+    with pytest.raises(
+        S.Fail, match='could not find a JWS signature in the cluster-info ConfigMap for token ID "zzzzzz"'
+    ):
+        S.discover(cluster.endpoint, "zzzzzz.0123456789abcdef", [good], timeout=0.5, interval=0.2)
+    wrong = "sha256:" + "0" * 64
+    with pytest.raises(S.Fail, match=f'none of the public keys "{good}" are pinned'):
+        S.discover(cluster.endpoint, TOKEN, [wrong], timeout=1, interval=0.2)
+    with pytest.raises(S.Fail, match="connect: connection refused"):
+        S.discover("127.0.0.1:1", TOKEN, [good], timeout=0.3, interval=0.1)
+
+
+def test_expired_token_loses_its_signature(cluster: Cluster) -> None:
+    admin = cluster.admin()
+    admin.call(
+        "POST", "/api/v1/namespaces/kube-system/secrets", S.token_secret_object("shortt.0123456789abcdef", 3)
+    )
+    S.discover(cluster.endpoint, "shortt.0123456789abcdef", [], timeout=1, interval=0.2)
+    time.sleep(3.1)
+    with pytest.raises(S.Fail, match='for token ID "shortt"'):
+        S.discover(cluster.endpoint, "shortt.0123456789abcdef", [], timeout=0.3, interval=0.1)
+
+
+def test_kubelet_tls_bootstrap_and_node_authz(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(S, "ROOT", str(tmp_path))
+    boot = tmp_path / "etc/kubernetes/bootstrap-kubelet.conf"
+    boot.parent.mkdir(parents=True)
+    boot.write_text(
+        S.kubeconfig(f"https://{cluster.endpoint}", cluster.ca, "tls-bootstrap-token-user", {"token": TOKEN})
+    )
+    kl = S.Kubelet({"bootstrap-kubeconfig": "/etc/kubernetes/bootstrap-kubelet.conf", "hostname-override": "w2"},
+                   {"cgroupDriver": "systemd"})  # fmt: skip
+    kl.tls_bootstrap()
+    assert (tmp_path / "etc/kubernetes/kubelet.conf").exists()
+    creds = S.Credentials.from_kubeconfig(S.load_kubeconfig(str(tmp_path / "etc/kubernetes/kubelet.conf")))
+    kl.client = S.ApiClient(creds)
+    monkeypatch.setattr(S, "ctr", lambda *a, **k: (1, "ctr: failed to dial"))
+    kl.register()
+    node = cluster.admin().get("/api/v1/nodes/w2")
+    ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "False" and "container runtime is down" in ready["message"]
+    assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.23.17"
+    kl.heartbeat()
+    with pytest.raises(S.ApiError) as e:  # a node may not touch another node
+        kl.client.call("PUT", "/api/v1/nodes/w1", cluster.admin().get("/api/v1/nodes/w1"))
+    assert e.value.code == 403

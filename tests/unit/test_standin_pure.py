@@ -1,0 +1,429 @@
+"""Unit tests for the pure parts of the kubeadm/kubelet/kubectl/crictl stand-in (tests/standin)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.util
+import io
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "standin" / "k8s_standin.py"
+
+
+def load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("k8s_standin", SRC)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["k8s_standin"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+S = load()
+
+
+@pytest.fixture
+def fake_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fake node tree: STANDIN_ROOT is the test-only relocation of /proc, /etc/kubernetes ..."""
+    monkeypatch.setattr(S, "ROOT", str(tmp_path))
+    return tmp_path
+
+
+def put(root: Path, path: str, text: str) -> None:
+    p = root / path.lstrip("/")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+
+
+# ---------------------------------------------------------------- versions, durations, tables
+
+
+def test_durations_and_age() -> None:
+    assert S.parse_duration("24h0m0s") == 86400
+    assert S.parse_duration("1h30m") == 5400
+    assert S.parse_duration("0") == 0
+    with pytest.raises(ValueError, match="invalid duration"):
+        S.parse_duration("1d")
+    assert S.format_duration(240) == "4m0s"
+    assert S.format_duration(86400) == "24h0m0s"
+    assert [S.human_duration(x) for x in (5, 119, 125, 600, 3 * 3600 + 60, 9 * 3600, 3 * 86400)] == [
+        "5s",
+        "119s",
+        "2m5s",
+        "10m",
+        "3h1m",
+        "9h",
+        "3d",
+    ]
+
+
+def test_tabwriter_matches_kubectl_padding() -> None:
+    out = S.tabwrite([["NAME", "STATUS"], ["master", "Ready"]])
+    assert out == "NAME     STATUS\nmaster   Ready\n"
+
+
+def test_version_outputs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert S.main(["/usr/bin/kubeadm", "version", "-o", "short"]) == 0
+    assert S.main(["/usr/bin/kubelet", "--version"]) == 0
+    assert S.main(["/usr/bin/crictl", "--version"]) == 0
+    assert capsys.readouterr().out == "v1.23.17\nKubernetes v1.23.17\ncrictl version v1.23.0\n"
+
+
+# ---------------------------------------------------------------- kubeadm configuration
+
+
+INIT_CFG = """\
+apiVersion: kubeadm.k8s.io/v1beta3
+kind: InitConfiguration
+localAPIEndpoint:
+  advertiseAddress: 10.77.0.10
+nodeRegistration:
+  name: master
+  criSocket: unix:///run/containerd/containerd.sock
+---
+apiVersion: kubeadm.k8s.io/v1beta3
+kind: ClusterConfiguration
+kubernetesVersion: v1.23.17
+imageRepository: 10.77.0.10:5000
+networking:
+  podSubnet: 10.244.0.0/16
+  serviceSubnet: 10.96.0.0/12
+---
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: systemd
+"""
+
+
+def cfg_file(tmp_path: Path, text: str) -> str:
+    p = tmp_path / "kubeadm-config.yaml"
+    p.write_text(text)
+    return str(p)
+
+
+def test_config_loads_and_defaults(tmp_path: Path) -> None:
+    cfg = S.load_init_config(cfg_file(tmp_path, INIT_CFG), {}, resolve_host=False)
+    assert cfg.endpoint == "10.77.0.10:6443"
+    assert cfg.node_name == "master"
+    assert cfg.cluster["networking"]["dnsDomain"] == "cluster.local"
+    assert cfg.kubelet == {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+                           "cgroupDriver": "systemd"}  # fmt: skip
+    assert S.TOKEN_RE.match(cfg.init["bootstrapTokens"][0]["token"])
+    assert cfg.init["nodeRegistration"]["taints"] == [
+        {"effect": "NoSchedule", "key": "node-role.kubernetes.io/master"}
+    ]
+
+
+def test_image_list_custom_repo_and_default_coredns_rule(tmp_path: Path) -> None:
+    cfg = S.load_init_config(cfg_file(tmp_path, INIT_CFG), {}, resolve_host=False)
+    assert S.control_plane_images(cfg) == [
+        "10.77.0.10:5000/kube-apiserver:v1.23.17",
+        "10.77.0.10:5000/kube-controller-manager:v1.23.17",
+        "10.77.0.10:5000/kube-scheduler:v1.23.17",
+        "10.77.0.10:5000/kube-proxy:v1.23.17",
+        "10.77.0.10:5000/pause:3.6",
+        "10.77.0.10:5000/etcd:3.5.6-0",
+        "10.77.0.10:5000/coredns:v1.8.6",
+    ]
+    default = S.load_init_config(None, {"kubernetes-version": "v1.23.17"}, resolve_host=False)
+    assert S.control_plane_images(default)[-1] == "registry.k8s.io/coredns/coredns:v1.8.6"
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("10.244.0.0/16", "10.244.0.0/33"), 'networking.podSubnet: Invalid value: "10.244.0.0/33": couldn\'t parse subnet'),
+        (("advertiseAddress: 10.77.0.10", "advertiseAddress: master"),
+         'localAPIEndpoint.advertiseAddress: Invalid value: "master": ip address is not valid'),
+        (("name: master", "name: Master_1"), 'nodeRegistration.name: Invalid value: "Master_1": a lowercase RFC 1123'),
+        (("criSocket: unix:///run", "criSocket: tcp:///run"), 'URL scheme "tcp" is not supported'),
+        (("kubernetesVersion: v1.23.17", "kubernetesVersion: v1.21.0"),
+         "only supports deploying clusters with the control plane version >= 1.22.0. Current version: v1.21.0"),
+        (("kubernetesVersion: v1.23.17", "kubernetesVersion: banana"), 'version "banana" doesn\'t match patterns'),
+        (("kubeadm.k8s.io/v1beta3\nkind: Init", "kubeadm.k8s.io/v1beta1\nkind: Init"),
+         'your configuration file uses an old API spec: "kubeadm.k8s.io/v1beta1"'),
+        (("kind: InitConfiguration\n", "kind: InitConfiguration\nfoo: [\n"), "error converting YAML to JSON: yaml: line"),
+        (("kind: ClusterConfiguration\n", "\n"), "kind and apiVersion is mandatory information"),
+    ],
+)  # fmt: skip
+def test_config_validation_errors(tmp_path: Path, edit: tuple[str, str], message: str) -> None:
+    assert edit[0] in INIT_CFG
+    with pytest.raises(S.Fail) as e:
+        S.load_init_config(cfg_file(tmp_path, INIT_CFG.replace(edit[0], edit[1], 1)), {}, resolve_host=False)
+    assert message in e.value.message
+
+
+def test_unknown_kind_and_field_are_warnings_like_kubeadm(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = INIT_CFG + "---\napiVersion: kubeadm.k8s.io/v1beta3\nkind: Banana\n"
+    text = text.replace("imageRepository:", "bogusField: 1\nimageRepository:")
+    S.load_init_config(cfg_file(tmp_path, text), {}, resolve_host=False)
+    err = capsys.readouterr().err
+    assert "Ignored YAML document with GroupVersionKind kubeadm.k8s.io/v1beta3, Kind=Banana" in err
+    assert 'json: unknown field "bogusField"' in err
+
+
+def test_init_refuses_mixing_config_and_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = S.main(
+        [
+            "/usr/bin/kubeadm",
+            "init",
+            "--config",
+            cfg_file(tmp_path, INIT_CFG),
+            "--pod-network-cidr=10.0.0.0/8",
+        ]
+    )
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert err == "can not mix '--config' with arguments [pod-network-cidr]\n" + S.STACK_HINT + "\n"
+
+
+# ---------------------------------------------------------------- preflight against a fake node tree
+
+
+def test_preflight_wording(fake_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    put(fake_root, "/proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n/swapfile file 1024 0 -2\n")
+    put(fake_root, "/proc/sys/net/ipv4/ip_forward", "0\n")  # bridge-nf-call-iptables absent: no br_netfilter
+    put(fake_root, "/etc/kubernetes/kubelet.conf", "x")
+    monkeypatch.setattr(S.shutil, "which", lambda t: None if t in ("conntrack", "socat") else f"/usr/bin/{t}")
+    checks = [
+        S.check_file_content("/proc/sys/net/bridge/bridge-nf-call-iptables"),
+        S.check_file_content("/proc/sys/net/ipv4/ip_forward"),
+        S.check_swap(),
+        S.check_in_path("conntrack", True),
+        S.check_in_path("socat", False),
+        S.check_file_available("/etc/kubernetes/kubelet.conf"),
+        S.Check(
+            "CRI", lambda: ([], ["container runtime is not running: output: boom\n, error: exit status 1"])
+        ),
+    ]
+    warn = io.StringIO()
+    with pytest.raises(S.Fail) as e:
+        S.run_checks(checks, set(), warn)
+    assert warn.getvalue() == "\t[WARNING FileExisting-socat]: socat not found in system path\n"
+    assert e.value.message == (
+        "[preflight] Some fatal errors occurred:\n"
+        "\t[ERROR FileContent--proc-sys-net-bridge-bridge-nf-call-iptables]: "
+        "/proc/sys/net/bridge/bridge-nf-call-iptables does not exist\n"
+        "\t[ERROR FileContent--proc-sys-net-ipv4-ip_forward]: /proc/sys/net/ipv4/ip_forward contents are not set to 1\n"
+        "\t[ERROR Swap]: running with swap on is not supported. Please disable swap\n"
+        "\t[ERROR FileExisting-conntrack]: conntrack not found in system path\n"
+        "\t[ERROR FileAvailable--etc-kubernetes-kubelet.conf]: /etc/kubernetes/kubelet.conf already exists\n"
+        "\t[ERROR CRI]: container runtime is not running: output: boom\n, error: exit status 1\n"
+        "[preflight] If you know what you are doing, you can make a check non-fatal with "
+        "`--ignore-preflight-errors=...`"
+    )
+    # names are matched case-insensitively; "all" demotes everything to warnings
+    warn = io.StringIO()
+    S.run_checks(checks, S.parse_ignore(["Swap,FileContent--proc-sys-net-ipv4-ip_forward", "all"][1:]), warn)
+    assert "[WARNING Swap]" in warn.getvalue()
+    ignore = S.parse_ignore(["swap", "FileExisting-conntrack,CRI"])
+    assert ignore == {"swap", "fileexisting-conntrack", "cri"}
+    with pytest.raises(S.Fail, match="don't specify individual checks if 'all' is used"):
+        S.parse_ignore(["all,Swap"])
+
+
+def test_preflight_clean_node_passes(fake_root: Path) -> None:
+    put(fake_root, "/proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n")
+    put(fake_root, "/proc/sys/net/ipv4/ip_forward", "1\n")
+    put(fake_root, "/proc/sys/net/bridge/bridge-nf-call-iptables", "1\n")
+    (fake_root / "var/lib/etcd").mkdir(parents=True)
+    checks = [S.check_file_content("/proc/sys/net/ipv4/ip_forward"), S.check_swap(),
+              S.check_file_content("/proc/sys/net/bridge/bridge-nf-call-iptables"),
+              S.check_dir_available("/var/lib/etcd")]  # fmt: skip
+    S.run_checks(checks, set(), io.StringIO())
+    (fake_root / "var/lib/etcd/member").mkdir()
+    with pytest.raises(S.Fail, match=r"\[ERROR DirAvailable--var-lib-etcd\]: /var/lib/etcd is not empty"):
+        S.run_checks(checks, set(), io.StringIO())
+
+
+def test_port_check_detects_a_listener() -> None:
+    import socket
+
+    s = socket.socket()
+    s.bind(("0.0.0.0", 0))
+    s.listen(1)
+    try:
+        port = s.getsockname()[1]
+        assert S.check_port(port).fn() == ([], [f"Port {port} is in use"])
+    finally:
+        s.close()
+
+
+def test_cni_and_containerd_config(fake_root: Path) -> None:
+    put(fake_root, "/etc/containerd/config.toml", """version = 2
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "10.77.0.10:5000/pause:3.6"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+    SystemdCgroup = true
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "/etc/containerd/certs.d"
+""")  # fmt: skip
+    cfg = S.containerd_config()
+    assert cfg["systemd_cgroup"] is True and cfg["config_path"] == "/etc/containerd/certs.d"
+    assert S.cni_ready() == (False, "Network plugin returns error: cni plugin not initialized")
+    put(fake_root, "/etc/cni/net.d/10-flannel.conflist", '{"name": "cbr0", "plugins": [{"type": "flannel"}]}')
+    assert S.cni_ready() == (True, "")
+
+
+# ---------------------------------------------------------------- join command, CA hash, tokens
+
+
+def test_ca_hash_matches_openssl_pipeline(tmp_path: Path) -> None:
+    crt, key = tmp_path / "ca.crt", tmp_path / "ca.key"
+    S.make_ca(str(crt), str(key), "kubernetes")
+    pub = subprocess.run(
+        ["openssl", "x509", "-in", str(crt), "-pubkey", "-noout"], capture_output=True, check=True
+    )
+    der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "DER"], input=pub.stdout, capture_output=True,
+                         check=True)  # fmt: skip
+    want = "sha256:" + hashlib.sha256(der.stdout).hexdigest()
+    assert S.ca_cert_hash(crt.read_text()) == want
+    cmd = S.join_command("10.77.0.10:6443", "abcdef.0123456789abcdef", crt.read_text(), one_line=True)
+    assert (
+        cmd
+        == f"kubeadm join 10.77.0.10:6443 --token abcdef.0123456789abcdef --discovery-token-ca-cert-hash {want} "
+    )
+    multi = S.join_command("10.77.0.10:6443", "abcdef.0123456789abcdef", crt.read_text(), one_line=False)
+    assert (
+        multi
+        == f"kubeadm join 10.77.0.10:6443 --token abcdef.0123456789abcdef \\\n\t--discovery-token-ca-cert-hash {want} "
+    )
+
+
+def test_token_secret_ttl_and_jws() -> None:
+    sec = S.token_secret_object("abcdef.0123456789abcdef", 2.0)
+    assert sec["metadata"]["name"] == "bootstrap-token-abcdef"
+    assert S.secret_data(sec)["token-secret"] == "0123456789abcdef"
+    assert not S.token_expired(sec)
+    assert S.token_expired(sec, at=time.time() + 3)
+    assert not S.token_expired(S.token_secret_object("abcdef.0123456789abcdef", 0), at=time.time() + 1e9)
+    sig = S.jws_detached("content", "abcdef", "0123456789abcdef")
+    header, empty, _mac = sig.split(".")
+    assert empty == ""
+    assert base64.urlsafe_b64decode(header + "==") == b'{"alg":"HS256","kid":"abcdef"}'
+    assert sig != S.jws_detached("content", "abcdef", "0123456789abcdeX")
+
+
+@pytest.mark.parametrize(
+    ("pin", "message"),
+    [
+        ("sha256:abcd", "expected a 32 byte SHA-256 hash, found 2 bytes"),
+        ("md5:" + "a" * 64, 'unknown hash format "md5"'),
+        ("abc", 'invalid hash, expected "format:hex-value"'),
+        ("sha256:" + "z" * 64, "could not decode SHA-256 from hex"),
+    ],
+)
+def test_ca_pin_validation(pin: str, message: str) -> None:
+    with pytest.raises(S.Fail, match=message):
+        S.validate_pins([pin])
+
+
+def test_upgrade_version_skew_rules() -> None:
+    with pytest.raises(S.Fail, match="kubeadm can upgrade only 1 minor version at a time"):
+        S.version_policy("v1.22.5", "v1.24.0", force=True)
+    with pytest.raises(S.Fail, match="Can be bypassed if you pass the --force flag"):
+        S.version_policy("v1.23.17", "v1.24.0", force=False)
+    assert S.version_policy("v1.23.17", "v1.24.0", force=True)
+    assert S.version_policy("v1.22.17", "v1.23.17", force=False) == []
+
+
+# ---------------------------------------------------------------- kubectl output helpers
+
+
+NODES = {
+    "apiVersion": "v1",
+    "kind": "List",
+    "items": [
+        {"metadata": {"name": "master", "labels": {"node-role.kubernetes.io/master": "", "a": "b"}},
+         "status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+        {"metadata": {"name": "w1", "labels": {}}, "status": {"conditions": [{"type": "Ready", "status": "False"}]}},
+    ],
+}  # fmt: skip
+
+
+def test_jsonpath_subset() -> None:
+    assert S.jsonpath("{.items[*].metadata.name}", NODES) == "master w1"
+    assert S.jsonpath("{.items[0].metadata.labels}", NODES) == '{"a":"b","node-role.kubernetes.io/master":""}'
+    assert (
+        S.jsonpath("{.metadata.labels}", NODES["items"][0]) == '{"a":"b","node-role.kubernetes.io/master":""}'
+    )
+    assert S.jsonpath(r"{.metadata.labels.node-role\.kubernetes\.io/master}x", NODES["items"][0]) == "x"
+    tmpl = '{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}'
+    assert S.jsonpath(tmpl, NODES) == "master=True\nw1=False\n"
+    assert S.jsonpath("{.missing.key}", NODES) == ""  # allow-missing-template-keys=true
+
+
+def test_node_table() -> None:
+    header, rows = S.table_rows("Node", NODES["items"], wide=False)
+    assert header == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    assert rows[0][:3] == ["master", "Ready", "master"] and rows[1][:3] == ["w1", "NotReady", "<none>"]
+
+
+def test_lifecycle_marks_silent_node_unknown_and_taints() -> None:
+    old = S.rfc3339(time.time() - 60)
+    node = {"metadata": {"name": "w1"}, "spec": {"unschedulable": True},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": old}]}}  # fmt: skip
+    out = S.ApiServer.lifecycle(node)
+    assert out["status"]["conditions"][0]["status"] == "Unknown"
+    assert out["status"]["conditions"][0]["reason"] == "NodeStatusUnknown"
+    keys = {(t["key"], t["effect"]) for t in out["spec"]["taints"]}
+    assert ("node.kubernetes.io/unreachable", "NoExecute") in keys
+    assert ("node.kubernetes.io/unschedulable", "NoSchedule") in keys
+
+
+def test_three_way_apply_merge_keeps_foreign_fields() -> None:
+    cur = {
+        "metadata": {"labels": {"mine": "1", "theirs": "x"}},
+        "data": {"a": "1", "b": "2"},
+        "status": {"s": 1},
+    }
+    last = {"metadata": {"labels": {"mine": "1"}}, "data": {"a": "1", "b": "2"}}
+    new = {"metadata": {"labels": {"mine": "2"}}, "data": {"a": "1"}}
+    out = S.three_way(cur, last, new)
+    assert out == {
+        "metadata": {"labels": {"mine": "2", "theirs": "x"}},
+        "data": {"a": "1"},
+        "status": {"s": 1},
+    }
+
+
+def test_kubelet_refuses_reserved_node_labels() -> None:
+    assert S.check_node_labels({"node-role.kubernetes.io/worker": ""}) is not None
+    assert S.check_node_labels({"node.kubernetes.io/worker": "", "nvidia.com/gpu": "1"}) is None
+
+
+def test_kubelet_without_config_crash_loops(fake_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = S.main(
+        [
+            "/usr/bin/kubelet",
+            "--config=/var/lib/kubelet/config.yaml",
+            "--kubeconfig=/etc/kubernetes/kubelet.conf",
+        ]
+    )
+    assert rc == 1
+    assert "failed to load kubelet config file" in capsys.readouterr().err
+
+
+def test_kubectl_without_kubeconfig_falls_back_to_localhost(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr(S.ApiClient, "raw", _refused)
+    assert S.main(["/usr/bin/kubectl", "get", "nodes"]) == 1
+    assert capsys.readouterr().err == (
+        "The connection to the server localhost:8080 was refused - did you specify the right host or port?\n"
+    )
+
+
+def _refused(self: object, *a: object, **k: object) -> None:
+    raise S.Unreachable("localhost:8080", "dial tcp localhost:8080: connect: connection refused", True)
