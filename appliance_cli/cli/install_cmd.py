@@ -25,8 +25,14 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
 
 
 def run_options(args: argparse.Namespace) -> RunOptions:
-    return RunOptions(check=args.check, diff=args.diff, limit=args.limit, tags=args.tags,
-                      skip_tags=args.skip_tags, verbosity=args.verbose)
+    return RunOptions(
+        check=args.check,
+        diff=args.diff,
+        limit=args.limit,
+        tags=args.tags,
+        skip_tags=args.skip_tags,
+        verbosity=args.verbose,
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,7 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     hsub = h.add_subparsers(dest="hosts_command", metavar="ACTION", required=True)
     t = hsub.add_parser("trust", help="show each node's host key fingerprint and record it in known_hosts")
     add_site_arg(t)
-    t.add_argument("--yes", action="store_true", help="record without asking (only after checking fingerprints)")
+    t.add_argument(
+        "--yes", action="store_true", help="record without asking (only after checking fingerprints)"
+    )
     t.set_defaults(handler=cmd_trust)
 
 
@@ -54,8 +62,10 @@ def cmd_install(args: argparse.Namespace) -> int:
         result = install(_runner(), cfg, run_options(args), progress)
     print_recap(result)
     mode = " (check mode: nothing was changed)" if args.check else ""
-    ui.info(f"install finished on {len(result.stats)} nodes in {result.elapsed:.1f}s, "
-            f"changed={result.changed_total}{mode}")
+    ui.info(
+        f"install finished on {len(result.stats)} nodes in {result.elapsed:.1f}s, "
+        f"changed={result.changed_total}{mode}"
+    )
     return 0
 
 
@@ -71,8 +81,10 @@ def cmd_trust(args: argparse.Namespace) -> int:
             ui.info(f"{node.name} ({node.address}): {k.keytype} {k.fingerprint}")
         if not args.yes:
             if not sys.stdin.isatty():
-                raise UsageError("not recording host keys without confirmation",
-                                 hint="compare the fingerprints with the node's console, then pass --yes")
+                raise UsageError(
+                    "not recording host keys without confirmation",
+                    hint="compare the fingerprints with the node's console, then pass --yes",
+                )
             answer = input(f"Does this match the key shown on {node.name}'s console? [y/N] ")
             if answer.strip().lower() not in ("y", "yes"):
                 raise UsageError(f"host key of {node.name} not trusted; nothing recorded")

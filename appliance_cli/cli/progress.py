@@ -12,7 +12,13 @@ from rich.text import Text
 from appliance_cli.cli import ui
 from appliance_cli.runner.events import Event, HostResult, HostWarning, PlayStarted, RunResult, TaskStarted
 
-_STYLE = {"ok": "green", "changed": "yellow", "failed": "bold red", "unreachable": "bold red", "skipped": "dim"}
+_STYLE = {
+    "ok": "green",
+    "changed": "yellow",
+    "failed": "bold red",
+    "unreachable": "bold red",
+    "skipped": "dim",
+}
 
 
 class Progress:
@@ -78,7 +84,9 @@ class Progress:
 
 
 def print_recap(result: RunResult) -> None:
-    table = Table(title=f"recap ({result.elapsed:.1f}s, artifacts: {result.artifact_dir})", title_justify="left")
+    table = Table(
+        title=f"recap ({result.elapsed:.1f}s, artifacts: {result.artifact_dir})", title_justify="left"
+    )
     for col in ("host", "ok", "changed", "failed", "unreachable", "skipped"):
         table.add_column(col, justify="left" if col == "host" else "right")
     for host, s in sorted(result.stats.items()):
@@ -86,7 +94,9 @@ def print_recap(result: RunResult) -> None:
     ui.out.print(table)
     # A stable, grep-able line for scripts and tests: one per host.
     for host, s in sorted(result.stats.items()):
-        ui.info(f"RECAP {host} ok={s.ok} changed={s.changed} failed={s.failed} "
-                f"unreachable={s.unreachable} skipped={s.skipped}")
+        ui.info(
+            f"RECAP {host} ok={s.ok} changed={s.changed} failed={s.failed} "
+            f"unreachable={s.unreachable} skipped={s.skipped}"
+        )
     for w in result.warnings:
         ui.warn(f"{w.host}: {w.message}")

@@ -107,7 +107,16 @@ class AnsibleRunner:
         elapsed = time.monotonic() - t0
         artifact_dir = Path(r.config.artifact_dir)
         if cancel.is_set() or r.status == "canceled":
-            raise Cancelled(f"run cancelled; artifacts kept in {artifact_dir}",
-                            hint="re-run the same command: every role is idempotent")
-        return RunResult(status=r.status, rc=int(r.rc or 0), stats=stats, artifact_dir=artifact_dir,
-                         failures=failures, warnings=warnings, elapsed=elapsed)
+            raise Cancelled(
+                f"run cancelled; artifacts kept in {artifact_dir}",
+                hint="re-run the same command: every role is idempotent",
+            )
+        return RunResult(
+            status=r.status,
+            rc=int(r.rc or 0),
+            stats=stats,
+            artifact_dir=artifact_dir,
+            failures=failures,
+            warnings=warnings,
+            elapsed=elapsed,
+        )

@@ -49,8 +49,13 @@ def translate(raw: dict[str, Any]) -> list[Event]:
     if status == "ok" and res.get("changed"):
         status = "changed"
     events: list[Event] = [
-        HostResult(host=host, task=task, status=status, message=_message(res),
-                   ignored=bool(data.get("ignore_errors")))
+        HostResult(
+            host=host,
+            task=task,
+            status=status,
+            message=_message(res),
+            ignored=bool(data.get("ignore_errors")),
+        )
     ]
     if status == "ok" and task.endswith(WARNING_TASK_SUFFIX):
         msgs = res.get("msg")
@@ -66,8 +71,13 @@ def stats_from_event(raw: dict[str, Any]) -> dict[str, HostStats] | None:
         return None
     data = raw.get("event_data") or {}
     hosts: dict[str, HostStats] = {}
-    for field_name, attr in (("ok", "ok"), ("changed", "changed"), ("failures", "failed"),
-                             ("dark", "unreachable"), ("skipped", "skipped")):
+    for field_name, attr in (
+        ("ok", "ok"),
+        ("changed", "changed"),
+        ("failures", "failed"),
+        ("dark", "unreachable"),
+        ("skipped", "skipped"),
+    ):
         for host, n in (data.get(field_name) or {}).items():
             hosts.setdefault(host, HostStats())
             setattr(hosts[host], attr, int(n))

@@ -42,8 +42,9 @@ def _request(tmp_path: Path, **kw) -> RunRequest:
     inv = tmp_path / "hosts.ini"
     inv.write_text(f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
     extravars = {"target": str(tmp_path / "out.txt")} | kw.pop("extravars", {})
-    return RunRequest(playbook=pb, inventory=inv, private_data_dir=tmp_path / "runs" / "r1",
-                      extravars=extravars, **kw)
+    return RunRequest(
+        playbook=pb, inventory=inv, private_data_dir=tmp_path / "runs" / "r1", extravars=extravars, **kw
+    )
 
 
 def test_events_stats_and_idempotence(tmp_path):
@@ -51,7 +52,8 @@ def test_events_stats_and_idempotence(tmp_path):
     first = AnsibleRunner().run(_request(tmp_path), events.append)
     assert first.ok and first.stats["localhost"].changed == 1
     assert TaskStarted("Probe | Write a file", None) in events or any(
-        isinstance(e, TaskStarted) and e.name == "Probe | Write a file" for e in events)
+        isinstance(e, TaskStarted) and e.name == "Probe | Write a file" for e in events
+    )
     assert [w for w in events if isinstance(w, HostWarning)] == [HostWarning("localhost", "cannot do X here")]
     assert first.artifact_dir.is_dir()
     # no_log output never reaches the artifacts

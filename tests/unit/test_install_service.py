@@ -33,7 +33,8 @@ def site(tmp_path: Path):
     shutil.copy(REPO / "inventories" / "example" / "appliance.yml", tmp_path / "appliance.yml")
     cfg = load_site(tmp_path)
     (tmp_path / "known_hosts").write_text(
-        "".join(f"{n.name},{n.address} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFake\n" for n in cfg.nodes))
+        "".join(f"{n.name},{n.address} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFake\n" for n in cfg.nodes)
+    )
     return cfg
 
 
@@ -62,8 +63,13 @@ def test_install_refuses_nodes_without_recorded_host_key(site):
 
 
 def test_failed_run_names_host_task_and_artifacts(site, tmp_path):
-    failed = RunResult("failed", 2, {}, tmp_path / "artifacts",
-                       failures=[HostResult("gpu2", "Packages | Install", "failed", "No package matching 'socat'")])
+    failed = RunResult(
+        "failed",
+        2,
+        {},
+        tmp_path / "artifacts",
+        failures=[HostResult("gpu2", "Packages | Install", "failed", "No package matching 'socat'")],
+    )
     with pytest.raises(RunFailed) as exc:
         install(FakeRunner(failed), site, RunOptions(), lambda e: None)
     assert exc.value.message == "gpu2: task 'Packages | Install' failed: No package matching 'socat'"

@@ -22,20 +22,48 @@ def test_play_and_task_start():
 def test_ok_changed_failed_unreachable_skipped():
     ok = translate(ev("runner_on_ok", host="w1", task="t", res={"changed": False}))
     changed = translate(ev("runner_on_ok", host="w1", task="t", res={"changed": True}))
-    failed = translate(ev("runner_on_failed", host="w2", task="Packages | Install", res={
-        "msg": "No package matching 'socat' is available"}))
-    unreachable = translate(ev("runner_on_unreachable", host="w3", task="Gathering Facts", res={
-        "msg": "Failed to connect to the host via ssh: Host key verification failed."}))
+    failed = translate(
+        ev(
+            "runner_on_failed",
+            host="w2",
+            task="Packages | Install",
+            res={"msg": "No package matching 'socat' is available"},
+        )
+    )
+    unreachable = translate(
+        ev(
+            "runner_on_unreachable",
+            host="w3",
+            task="Gathering Facts",
+            res={"msg": "Failed to connect to the host via ssh: Host key verification failed."},
+        )
+    )
     skipped = translate(ev("runner_on_skipped", host="w1", task="t"))
     assert [e.status for e in ok + changed + failed + unreachable + skipped] == [
-        "ok", "changed", "failed", "unreachable", "skipped"]
-    assert failed[0] == HostResult("w2", "Packages | Install", "failed", "No package matching 'socat' is available")
+        "ok",
+        "changed",
+        "failed",
+        "unreachable",
+        "skipped",
+    ]
+    assert failed[0] == HostResult(
+        "w2", "Packages | Install", "failed", "No package matching 'socat' is available"
+    )
     assert "Host key verification failed" in unreachable[0].message
 
 
 def test_failed_command_message_is_last_stderr_line():
-    [r] = translate(ev("runner_on_failed", host="m", task="kubeadm", res={
-        "stderr": "line one\n[ERROR Swap]: running with swap on is not supported. Please disable swap", "rc": 1}))
+    [r] = translate(
+        ev(
+            "runner_on_failed",
+            host="m",
+            task="kubeadm",
+            res={
+                "stderr": "line one\n[ERROR Swap]: running with swap on is not supported. Please disable swap",
+                "rc": 1,
+            },
+        )
+    )
     assert r.message == "[ERROR Swap]: running with swap on is not supported. Please disable swap"
 
 
@@ -45,8 +73,14 @@ def test_ignored_failure_is_flagged():
 
 
 def test_report_limits_task_becomes_warnings():
-    events = translate(ev("runner_on_ok", host="worker1", task="OS prereqs | Report limits", res={
-        "msg": ["sysctl fs.inotify.max_user_watches=524288 cannot be set", "kernel module x"]}))
+    events = translate(
+        ev(
+            "runner_on_ok",
+            host="worker1",
+            task="OS prereqs | Report limits",
+            res={"msg": ["sysctl fs.inotify.max_user_watches=524288 cannot be set", "kernel module x"]},
+        )
+    )
     assert events[1:] == [
         HostWarning("worker1", "sysctl fs.inotify.max_user_watches=524288 cannot be set"),
         HostWarning("worker1", "kernel module x"),
@@ -55,8 +89,16 @@ def test_report_limits_task_becomes_warnings():
 
 def test_unrelated_events_are_ignored_and_stats_are_read():
     assert translate(ev("verbose")) == []
-    stats = stats_from_event(ev("playbook_on_stats", ok={"m": 10, "w": 9}, changed={"m": 2},
-                                failures={"w": 1}, dark={}, skipped={"w": 3}))
+    stats = stats_from_event(
+        ev(
+            "playbook_on_stats",
+            ok={"m": 10, "w": 9},
+            changed={"m": 2},
+            failures={"w": 1},
+            dark={},
+            skipped={"w": 3},
+        )
+    )
     assert stats["m"].ok == 10 and stats["m"].changed == 2 and stats["m"].failed == 0
     assert stats["w"].failed == 1 and stats["w"].skipped == 3
     assert stats_from_event(ev("runner_on_ok")) is None

@@ -118,11 +118,16 @@ def test_each_malformed_case_names_the_field(example, case):
 def test_cli_validate_malformed_exits_2_with_one_line_and_no_traceback(example, tmp_path):
     bad = _mutate(example, lambda d: d["nodes"][2].update(name="gpu1"))
     (tmp_path / "appliance.yml").write_text(yaml.safe_dump(bad))
-    r = subprocess.run([sys.executable, "-m", "appliance_cli", "config", "validate", "--site", str(tmp_path)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "appliance_cli", "config", "validate", "--site", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2
     errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
-    assert errors == [f"error: {tmp_path}/appliance.yml: nodes[2].name: duplicate hostname 'gpu1' (also nodes[1])"]
+    assert errors == [
+        f"error: {tmp_path}/appliance.yml: nodes[2].name: duplicate hostname 'gpu1' (also nodes[1])"
+    ]
     assert "Traceback" not in r.stderr
 
 
