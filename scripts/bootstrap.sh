@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 HOST_PACKAGES=(
   mmdebstrap systemd-container zstd dpkg-dev iproute2 openssh-client netcat-openbsd
-  skopeo busybox-static apt-utils
+  skopeo busybox-static apt-utils docker-registry apache2-utils
 )
 missing=()
 for p in "${HOST_PACKAGES[@]}"; do
@@ -21,6 +21,13 @@ if ((${#missing[@]})); then
   fi
   echo "bootstrap: apt-get install ${missing[*]}"
   apt-get update -qq
+  # Tools only: packages like docker-registry must not start their daemons on this machine
+  # (Debian's default registry listens on every interface). policy-rc.d 101 = "do not start".
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 

@@ -104,7 +104,7 @@ def test_every_entry_pinned_no_standins(prod) -> None:
 def test_lab_profile_is_test_only() -> None:
     lab = load_profile("lab")
     assert not lab.production
-    assert all(f.test_only and f.source.startswith("tests/standin/bin/") for f in lab.files)
+    assert all(f.test_only and f.source == "tests/standin/k8s_standin.py" for f in lab.files)
     assert all(i.test_only and i.build == "busybox" for i in lab.images)
     assert lab.apt[0].codename == "bookworm" and "containerd" in lab.apt[0].packages
     assert not pin_problems(lab)

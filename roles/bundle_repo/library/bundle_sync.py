@@ -1,0 +1,300 @@
+#!/usr/bin/python3
+"""Copy the offline bundle (USB stick) to the master: verified, atomic, resumable.
+
+Stdlib only, Python >= 3.8. `sync()` is the core (used by the tests); `main()` the module."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+from typing import Any, BinaryIO
+
+DOCUMENTATION = r"""
+module: bundle_sync
+short_description: Copy an appliance bundle to the master, verifying every blob
+description:
+  - Reads C(manifest.json) on the source and copies every blob it lists (whole files and
+    chunks) to C(<dest>/blobs/sha256/<hex>), plus C(manifest.sig), C(oci-layout) and
+    C(index.json) when present, and C(manifest.json) last.
+  - Each blob is staged in C(<dest>/.staging/), hashed while it is copied, fsynced and
+    renamed into place only when its sha256 matches; a half-written blob is never left under
+    C(blobs/). Blobs already present with the right size are skipped (resumable, idempotent).
+  - Refuses to start when the destination has less free space than the copy needs.
+  - Corrupt or missing source blobs are all named (with the artifacts using them) and the
+    destination manifest is not written, so an incomplete copy is never taken for a bundle.
+options:
+  src:
+    description: The bundle as delivered (e.g. the mounted USB stick).
+    type: path
+    required: true
+  dest:
+    description: The bundle copy on the master.
+    type: path
+    required: true
+  fsync:
+    description: fsync each blob before renaming it into place.
+    type: bool
+    default: true
+  prune:
+    description: Remove blobs under dest that the new manifest no longer lists.
+    type: bool
+    default: false
+"""
+
+EXAMPLES = r"""
+- name: Bundle repo | Copy the bundle from the USB stick
+  bundle_sync:
+    src: /media/appliance-usb/bundle
+    dest: /srv/appliance/bundle
+"""
+
+RETURN = r"""
+copied:
+  description: Blobs copied.
+  type: int
+  returned: always
+skipped:
+  description: Blobs already present.
+  type: int
+  returned: always
+bytes_copied:
+  description: Bytes of blob data copied.
+  type: int
+  returned: always
+pruned:
+  description: Stale blobs removed (prune=true).
+  type: int
+  returned: always
+"""
+
+BUF = 4 * 1024 * 1024
+MANIFEST = "manifest.json"
+META_FILES = ("manifest.sig", "oci-layout", "index.json")  # copied before manifest.json
+STAGING = ".staging"
+BLOB_DIR = os.path.join("blobs", "sha256")
+_HEX_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+class SyncError(Exception):
+    """A one-line, user-facing failure."""
+
+
+def hex_of(digest: str) -> str:
+    algo, _, hexd = str(digest).partition(":")
+    if algo != "sha256" or not _HEX_RE.match(hexd):
+        raise SyncError(f"manifest lists an invalid digest {digest!r}")
+    return hexd
+
+
+def read_manifest(src: str) -> tuple[dict[str, Any], bytes]:
+    path = os.path.join(src, MANIFEST)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise SyncError(f"{path}: no manifest.json, not a bundle (is the USB stick mounted?)") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except ValueError as exc:
+        raise SyncError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or data.get("schema") != "appliance-bundle":
+        raise SyncError(f"{path} is not an appliance bundle manifest")
+    return data, raw
+
+
+def blob_owners(manifest: dict[str, Any]) -> dict[str, tuple[int, list[str]]]:
+    """hex digest -> (size, labels of the artifacts using it); chunks are their own blobs."""
+    owners: dict[str, tuple[int, list[str]]] = {}
+    for art in manifest.get("artifacts", []):
+        label = "{}/{}".format(art.get("kind"), art.get("name"))
+        for f in art.get("files", []):
+            parts = f.get("chunks") or [{"digest": f.get("digest"), "size": f.get("size")}]
+            for c in parts:
+                entry = owners.setdefault(hex_of(c["digest"]), (int(c["size"]), []))
+                if label not in entry[1]:
+                    entry[1].append(label)
+    return owners
+
+
+def free_bytes(path: str) -> int:
+    while not os.path.exists(path):
+        path = os.path.dirname(path) or "/"
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def _size(path: str) -> int | None:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return None
+
+
+def _same_bytes(a: str, b: str) -> bool:
+    try:
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            return fa.read() == fb.read()
+    except FileNotFoundError:
+        return False
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _open_or_none(path: str) -> BinaryIO | None:
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        return None
+
+
+def copy_verified(src: str, staged: str, dest: str, hexd: str, size: int, fsync: bool) -> str | None:
+    """Copy src to staged while hashing; rename to dest when it matches. Returns the problem
+    (str) when it does not, leaving nothing behind."""
+    h = hashlib.sha256()
+    n = 0
+    fin = _open_or_none(src)
+    if fin is None:
+        return "missing on the source"
+    try:
+        with fin, open(os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb") as out:
+            while True:
+                buf = fin.read(BUF)
+                if not buf:
+                    break
+                n += len(buf)
+                if n > size:
+                    break
+                h.update(buf)
+                out.write(buf)
+            out.flush()
+            if n == size and h.hexdigest() == hexd and fsync:
+                os.fsync(out.fileno())
+        if n != size:
+            return f"size differs from the manifest ({size} bytes expected)"
+        if h.hexdigest() != hexd:
+            return f"content hashes to sha256:{h.hexdigest()}"
+        os.chmod(staged, 0o644)
+        os.replace(staged, dest)
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise SyncError(f"no space left on device while writing {dest}") from None
+        raise SyncError(f"cannot copy {src} to {dest}: {exc.strerror or exc}") from None
+    finally:
+        if os.path.lexists(staged):
+            os.unlink(staged)
+
+
+def plan(src: str, dest: str) -> dict[str, Any]:
+    manifest, raw = read_manifest(src)
+    owners = blob_owners(manifest)
+    missing = {
+        h: v for h, v in owners.items() if _size(os.path.join(dest, BLOB_DIR, h)) != v[0]
+    }  # absent, or short from an interrupted copy of an older tool
+    meta = [m for m in (*META_FILES, MANIFEST) if os.path.isfile(os.path.join(src, m))]
+    meta_changed = [m for m in meta if not _same_bytes(os.path.join(src, m), os.path.join(dest, m))]
+    need = sum(v[0] for v in missing.values()) + sum(_size(os.path.join(src, m)) or 0 for m in meta_changed)
+    return {
+        "manifest": manifest,
+        "raw": raw,
+        "owners": owners,
+        "missing": missing,
+        "meta_changed": meta_changed,
+        "need": need,
+    }
+
+
+def sync(
+    src: str, dest: str, fsync: bool = True, prune: bool = False, check_mode: bool = False
+) -> dict[str, Any]:
+    p = plan(src, dest)
+    missing, owners = p["missing"], p["owners"]
+    if p["need"]:
+        have = free_bytes(dest)
+        if have < p["need"]:
+            raise SyncError(f"not enough free space on {dest}: {p['need']} bytes needed, {have} free")
+    blob_dir = os.path.join(dest, BLOB_DIR)
+    stale = []
+    if prune and os.path.isdir(blob_dir):
+        stale = sorted(n for n in os.listdir(blob_dir) if _HEX_RE.match(n) and n not in owners)
+    result = {
+        "changed": bool(missing or p["meta_changed"] or stale),
+        "copied": len(missing),
+        "skipped": len(owners) - len(missing),
+        "bytes_copied": sum(v[0] for v in missing.values()),
+        "pruned": len(stale),
+        "artifacts": len(p["manifest"].get("artifacts", [])),
+    }
+    if check_mode:
+        return result
+    staging = os.path.join(dest, STAGING)
+    for d in (dest, blob_dir, staging):
+        os.makedirs(d, mode=0o755, exist_ok=True)
+    for name in os.listdir(staging):  # leftovers of an interrupted run: ours, never finished
+        os.unlink(os.path.join(staging, name))
+    bad = []
+    for hexd, (size, labels) in sorted(missing.items()):
+        problem = copy_verified(
+            os.path.join(src, BLOB_DIR, hexd),
+            os.path.join(staging, f"{hexd}.{os.getpid()}"),
+            os.path.join(blob_dir, hexd),
+            hexd,
+            size,
+            fsync,
+        )
+        if problem:
+            bad.append(f"sha256:{hexd} ({', '.join(labels)}): {problem}")
+    if bad:
+        raise SyncError(
+            f"{len(bad)} bad blob(s) in {src}, bundle not copied: " + "; ".join(bad)
+            + " -- fix the bundle (appliance bundle verify) and re-run; finished blobs are kept"
+        )  # fmt: skip
+    if fsync and missing:
+        _fsync_dir(blob_dir)
+    for name in p["meta_changed"]:  # manifest.json is last in the list: the copy is complete
+        staged = os.path.join(staging, name)
+        with open(os.path.join(src, name), "rb") as fin, open(staged, "wb") as out:
+            out.write(fin.read())
+            out.flush()
+            if fsync:
+                os.fsync(out.fileno())
+        os.chmod(staged, 0o644)
+        os.replace(staged, os.path.join(dest, name))
+    if fsync and p["meta_changed"]:
+        _fsync_dir(dest)
+    for name in stale:
+        os.unlink(os.path.join(blob_dir, name))
+    return result
+
+
+def main() -> None:
+    from ansible.module_utils.basic import AnsibleModule
+
+    module = AnsibleModule(
+        argument_spec={
+            "src": {"type": "path", "required": True},
+            "dest": {"type": "path", "required": True},
+            "fsync": {"type": "bool", "default": True},
+            "prune": {"type": "bool", "default": False},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        result = sync(p["src"], p["dest"], p["fsync"], p["prune"], module.check_mode)
+    except SyncError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
