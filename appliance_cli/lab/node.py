@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from appliance_cli.errors import LabError
+from appliance_cli.lab import rootfs
 from appliance_cli.lab.layout import LabLayout
 from appliance_cli.lab.proc import run
 
@@ -71,22 +72,7 @@ def create_rootfs(layout: LabLayout, node: LabNode, base: Path) -> None:
         stderr=subprocess.PIPE,
     )
     try:
-        run(
-            [
-                "tar",
-                "--zstd",
-                "--numeric-owner",
-                "--xattrs",
-                "--xattrs-include=*",
-                "--acls",
-                "-C",
-                str(root),
-                "-xf",
-                str(base),
-            ],
-            what=f"{node.name}: unpacking the base rootfs",
-            log=log,
-        )
+        rootfs.unpack(base, root, log=log)
     finally:
         _, err = keygen.communicate()
     if keygen.returncode != 0:
