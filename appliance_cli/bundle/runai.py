@@ -7,7 +7,6 @@ artifacts, helm chart .tgz files become helm-chart artifacts, everything else on
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
@@ -194,7 +193,7 @@ def _docker_save(store: BlobStore, sub: Path, label: str) -> list[Artifact]:
         files = [store.add_bytes(oci.blob_path(sha256_digest(config_b)), config_b)]
         layers = []
         for rel in e["Layers"]:
-            digest = _file_digest(sub / rel)
+            digest = oci.digest_of_file(sub / rel)
             f = store.add_file(oci.blob_path(digest), sub / rel, expect_digest=digest)
             files.append(f)
             layers.append({"mediaType": MT_LAYER_TAR, "digest": f.digest, "size": f.size})
@@ -243,11 +242,3 @@ def _chart(store: BlobStore, path: Path) -> Artifact | None:
         digest=entry.digest,
         files=[entry],
     )
-
-
-def _file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while b := f.read(1 << 22):
-            h.update(b)
-    return "sha256:" + h.hexdigest()

@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "standin" / "k8s_standin.py"
+from tests.unit.standin_module import S
 
-
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("k8s_standin_api", SRC)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["k8s_standin_api"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-S = load()
 TOKEN = "abcdef.0123456789abcdef"
 
 

@@ -4,29 +4,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import importlib.util
 import io
 import subprocess
-import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "standin" / "k8s_standin.py"
-
-
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("k8s_standin", SRC)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["k8s_standin"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-S = load()
+from tests.unit.standin_module import S
 
 
 @pytest.fixture
