@@ -8,7 +8,7 @@ import sys
 from appliance_cli.cli import ui
 from appliance_cli.cli.progress import Progress, print_recap
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
-from appliance_cli.core import knownhosts
+from appliance_cli.core import bundlegate, knownhosts
 from appliance_cli.core.install import RunOptions, install
 from appliance_cli.core.siteconfig import load_site
 from appliance_cli.errors import UsageError
@@ -38,6 +38,21 @@ def run_options(args: argparse.Namespace) -> RunOptions:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("install", help="install the appliance on the site's nodes (playbooks/site.yml)")
     add_run_args(p)
+    p.add_argument(
+        "--bundle",
+        metavar="DIR",
+        help="the offline bundle to verify and install from (default: the site config's bundle.source)",
+    )
+    p.add_argument(
+        "--key",
+        metavar="PUB",
+        help="trusted public key of the bundle (default: $APPLIANCE_BUNDLE_PUBKEY, then bundle.public_key)",
+    )
+    p.add_argument(
+        "--no-verify-bundle",
+        action="store_true",
+        help="install without verifying the bundle (the master's existing copy is used as it is)",
+    )
     p.set_defaults(handler=cmd_install)
 
     h = sub.add_parser("hosts", help="manage the nodes' SSH host keys")
@@ -58,8 +73,12 @@ def _runner():
 
 def cmd_install(args: argparse.Namespace) -> int:
     cfg = load_site(resolve_site_arg(args.site))
+    gate = bundlegate.check(cfg, bundle=args.bundle, key=args.key, skip=args.no_verify_bundle)
+    ui.info(gate.summary)
+    if gate.warning:
+        ui.warn(gate.warning)
     with Progress(f"install {cfg.site.name}") as progress:
-        result = install(_runner(), cfg, run_options(args), progress)
+        result = install(_runner(), cfg, run_options(args), progress, extravars=gate.extravars)
     print_recap(result)
     mode = " (check mode: nothing was changed)" if args.check else ""
     ui.info(

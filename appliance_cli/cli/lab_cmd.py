@@ -6,6 +6,7 @@ import argparse
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from appliance_cli.cli import ui
 
@@ -20,6 +21,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--rebuild",
         action="store_true",
         help="rebuild the cached base image, apt repo and node root filesystems",
+    )
+    u.add_argument(
+        "--bundle",
+        metavar="DIR",
+        help="a built bundle to plug into master1 as its USB stick (read-only at /media/appliance-usb/bundle)",
+    )
+    u.add_argument(
+        "--bundle-key", metavar="PUB", help="the bundle's public key, recorded in the lab's site config"
     )
     u.set_defaults(handler=cmd_up)
 
@@ -48,7 +57,13 @@ def _stepper() -> Callable[[str], None]:
 def cmd_up(args: argparse.Namespace) -> int:
     from appliance_cli import lab
 
-    info = lab.up(nodes=args.nodes, rebuild=args.rebuild, progress=_stepper())
+    info = lab.up(
+        nodes=args.nodes,
+        rebuild=args.rebuild,
+        progress=_stepper(),
+        bundle=Path(args.bundle) if args.bundle else None,
+        bundle_key=Path(args.bundle_key) if args.bundle_key else None,
+    )
     if not info.already_up:
         ui.info(f"lab '{info.name}' up: {', '.join(f'{n.name} {n.address}' for n in info.nodes)}")
     ui.info(f"site: {info.site_dir}   ssh: appliance lab ssh master1  (or ssh -F {info.ssh_config} master1)")

@@ -75,6 +75,11 @@ def _failure_line(result: RunResult) -> str:
 
 
 def install(
-    runner: RunnerPort, cfg: SiteConfig, opts: RunOptions, on_event: Callable[[Event], None]
+    runner: RunnerPort,
+    cfg: SiteConfig,
+    opts: RunOptions,
+    on_event: Callable[[Event], None],
+    extravars: dict | None = None,
 ) -> RunResult:
-    return run_playbook(runner, cfg, "site.yml", opts, on_event)
+    """site.yml; `extravars` carries what the bundle gate verified (appliance_bundle_manifest_sha256)."""
+    return run_playbook(runner, cfg, "site.yml", opts, on_event, extravars=extravars)

@@ -75,8 +75,23 @@ class Registry(_Model):
     address: str = Field(description="HOST:PORT of the private registry, served from the master")
 
 
+DEFAULT_BUNDLE_SOURCE = "/media/appliance-usb/bundle"
+
+
 class Bundle(_Model):
     path: str = Field(description="where the offline bundle lives on the master")
+    source: str = Field(
+        default=DEFAULT_BUNDLE_SOURCE,
+        description="the bundle as the controller sees it (the mounted USB stick); verified before install",
+    )
+    master_source: str | None = Field(
+        default=None,
+        description="the stick as the master sees it, when the controller is not the master (default: source)",
+    )
+    public_key: str | None = Field(
+        default=None,
+        description="Ed25519 public key (PEM) the bundle must be signed with; relative to the site",
+    )
     apt_repo_url: str | None = Field(
         default=None, description="override of the apt repository URL the nodes use (lab only)"
     )
@@ -112,6 +127,9 @@ class SiteConfig(_Model):
     scheduler: Scheduler = Scheduler()
     hardware_classes: dict[str, HardwareClass] = Field(min_length=1)
     nodes: list[Node] = Field(min_length=1)
+    # Advanced: role variables for this site (e.g. `cni_flannel_iface: ens1f0`), passed to every
+    # node as group vars. Names must be role-prefixed variables documented in the roles' READMEs.
+    role_vars: dict[str, Any] = {}
 
     # Where the file was read from: relative paths (ssh key, known_hosts) resolve against it.
     source: Path | None = Field(default=None, exclude=True)
@@ -165,8 +183,27 @@ def _network(value: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None
         return None
 
 
+def known_role_vars() -> set[str]:
+    """Every variable a role documents in its defaults/main.yml (the only ones role_vars may set)."""
+    from appliance_cli.content import roles_dir
+
+    names: set[str] = set()
+    for f in sorted(roles_dir().glob("*/defaults/main.yml")):
+        data = yaml.safe_load(f.read_text()) or {}
+        names.update(data)
+    return names
+
+
 def _cross_checks(cfg: SiteConfig) -> list[str]:
     problems: list[str] = []
+
+    if cfg.role_vars:
+        known = known_role_vars()
+        for name in sorted(cfg.role_vars):
+            if name not in known:
+                problems.append(
+                    f"role_vars.{name}: not a variable of any role (see roles/*/defaults/main.yml)"
+                )
 
     # Networks parse, and the pod/service ranges do not collide with the nodes' own network.
     nets: dict[str, Any] = {}

@@ -58,10 +58,30 @@ def _quiet(_: str) -> None:
     return None
 
 
-def up(nodes: int = 4, rebuild: bool = False, progress: Progress | None = None) -> LabInfo:
+def up(
+    nodes: int = 4,
+    rebuild: bool = False,
+    progress: Progress | None = None,
+    bundle: Path | None = None,
+    bundle_key: Path | None = None,
+) -> LabInfo:
+    """Bring the lab up. `bundle`: a built bundle directory on the host, bound read-only into
+    master1 where a field engineer's USB stick would be mounted; `bundle_key`: its public key,
+    recorded in the lab's site config for `appliance install`."""
     say = progress or _quiet
     if not 1 <= nodes <= MAX_NODES:
         raise UsageError(f"--nodes must be between 1 and {MAX_NODES}, got {nodes}")
+    if bundle is not None:
+        bundle = bundle.expanduser().resolve()
+        if not (bundle / "manifest.json").is_file():
+            raise UsageError(
+                f"--bundle {bundle}: no manifest.json there",
+                hint="build one: appliance bundle build --profile lab",
+            )
+    if bundle_key is not None:
+        bundle_key = bundle_key.expanduser().resolve()
+        if not bundle_key.is_file():
+            raise UsageError(f"--bundle-key {bundle_key}: no such file")
     check_prerequisites()
     layout = LabLayout.default()
     for d in (layout.dir, layout.logs_dir, layout.run_dir, layout.nodes_dir):
@@ -76,12 +96,19 @@ def up(nodes: int = 4, rebuild: bool = False, progress: Progress | None = None) 
                         f"lab '{layout.name}' is already up with {old.count} nodes",
                         hint="`appliance lab down` first to change the node count",
                     )
+                if bundle is not None and old.bundle != str(bundle):
+                    raise LabError(
+                        f"lab '{layout.name}' is already up with "
+                        + (f"bundle {old.bundle}" if old.bundle else "no bundle")
+                        + " on master1's USB mount",
+                        hint=f"`appliance lab down` first to plug in {bundle}",
+                    )
                 say(f"lab '{layout.name}' is already up ({old.count} nodes)")
                 return _info(layout, old, already_up=True)
             say("lab partly up: stopping what is left before bringing it up again")
             _teardown(layout, old, say)
         try:
-            return _up(layout, nodes, rebuild, say)
+            return _up(layout, nodes, rebuild, say, bundle, bundle_key)
         except BaseException:
             # Leave nothing running or half-wired behind; rootfs and logs stay for inspection.
             state = LabState.load(layout.state_file)
@@ -90,19 +117,22 @@ def up(nodes: int = 4, rebuild: bool = False, progress: Progress | None = None) 
             raise
 
 
-def _up(layout: LabLayout, count: int, rebuild: bool, say: Progress) -> LabInfo:
+def _up(
+    layout: LabLayout, count: int, rebuild: bool, say: Progress, bundle: Path | None, bundle_key: Path | None
+) -> LabInfo:
     base = ensure_base_rootfs(layout.cache_dir, rebuild=rebuild)
     say(f"base rootfs ready ({base})")
     repo = aptrepo.ensure_repo(layout.cache_dir, base, rebuild=rebuild)
     say(f"offline apt repo ready ({repo})")
 
-    cfg = sitegen.write_site(layout, count)
+    cfg = sitegen.write_site(layout, count, bundle=bundle, bundle_key=bundle_key)
     pubkey = ensure_keypair(layout.site_dir)
     nodes = sitegen.lab_nodes(cfg)
     state = LabState(
         name=layout.name,
         count=count,
         nodes=[NodeState(name=n.name, index=n.index, address=n.address) for n in nodes],
+        bundle=str(bundle) if bundle else None,
     )
     state.save(layout.state_file)
 
@@ -129,14 +159,16 @@ def _up(layout: LabLayout, count: int, rebuild: bool, say: Progress) -> LabInfo:
         ns.spec = str(layout.run_dir / f"{n.name}.json")
     state.save(layout.state_file)
     for n, ns in zip(nodes, state.nodes, strict=True):
-        _start_node(layout, n, ns)
+        _start_node(layout, n, ns, state.bundle)
+    if state.bundle:
+        say(f"bundle {state.bundle} plugged into master1 at {sitegen.LAB_USB_MOUNT} (read-only)")
     with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
         for took, n in pool.map(lambda n: _wait_node(layout, n), nodes):
             say(f"{n.name} up ({n.address}, sshd answering after {took:.1f}s)")
     return _info(layout, state)
 
 
-def _start_node(layout: LabLayout, n: LabNode, ns: NodeState) -> None:
+def _start_node(layout: LabLayout, n: LabNode, ns: NodeState, bundle: str | None) -> None:
     dirs = [Path(d) for d in ns.cgroups]
     cgroups.create(dirs)
     spec = NodeSpec(
@@ -150,6 +182,7 @@ def _start_node(layout: LabLayout, n: LabNode, ns: NodeState) -> None:
         ready_file=str(layout.ready_file(n.name)),
         events_file=str(layout.logs_dir / f"{n.name}.events"),
         extra_syscalls=MASTER_EXTRA_SYSCALLS if n.is_master else [],
+        binds_ro=[f"{bundle}:{sitegen.LAB_USB_MOUNT}"] if bundle and n.is_master else [],
     )
     spec.write(Path(ns.spec))
     layout.ready_file(n.name).unlink(missing_ok=True)

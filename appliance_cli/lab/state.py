@@ -22,6 +22,7 @@ class LabState:
     count: int
     nodes: list[NodeState] = field(default_factory=list)
     netns: list[str] = field(default_factory=list)
+    bundle: str | None = None  # host directory bound read-only on master1 as its USB stick
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -39,6 +39,7 @@ class NodeSpec:
     ready_file: str
     events_file: str
     extra_syscalls: list[str] = field(default_factory=list)
+    binds_ro: list[str] = field(default_factory=list)  # "HOST_PATH:NODE_PATH", e.g. the bundle "stick"
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))
@@ -69,6 +70,7 @@ def nspawn_argv(spec: NodeSpec) -> list[str]:
     ]
     if spec.extra_syscalls:
         argv.append(f"--system-call-filter={' '.join(spec.extra_syscalls)}")
+    argv += [f"--bind-ro={b}" for b in spec.binds_ro]
     return argv
 
 

@@ -25,6 +25,12 @@ _RESULT_EVENTS = {
 
 def _message(res: dict[str, Any]) -> str:
     """The most useful one-line reason a module gives for failing."""
+    failed_items = [r for r in res.get("results") or [] if isinstance(r, dict) and r.get("failed")]
+    if failed_items:  # a loop: "One or more items failed" says nothing; name the first item that did
+        first = failed_items[0]
+        label = first.get("_ansible_item_label", first.get("item", "?"))
+        more = f" (+{len(failed_items) - 1} more items)" if len(failed_items) > 1 else ""
+        return f"item {label}: {_message(first) or 'failed'}{more}"
     for key in ("msg", "stderr", "reason", "stdout"):
         value = res.get(key)
         if value:

@@ -1940,7 +1940,8 @@ def crictl_info_probe(endpoint: str) -> tuple[int, str]:
 def containerd_config() -> dict:
     """The CRI plugin settings that matter here, from /etc/containerd/config.toml (containerd defaults otherwise)."""
     out: dict[str, Any] = {"systemd_cgroup": False, "conf_dir": "/etc/cni/net.d", "bin_dir": "/opt/cni/bin",
-                           "sandbox_image": "registry.k8s.io/pause:3.6", "config_path": ""}  # fmt: skip
+                           "sandbox_image": "registry.k8s.io/pause:3.6", "config_path": "",
+                           "auth": {}}  # fmt: skip
     text = read_text(hp("/etc/containerd/config.toml")) or ""
     try:
         import tomllib  # python 3.11+ (Debian 12)
@@ -1953,6 +1954,10 @@ def containerd_config() -> dict:
         out["bin_dir"] = (cri.get("cni") or {}).get("bin_dir", out["bin_dir"])
         out["sandbox_image"] = cri.get("sandbox_image", out["sandbox_image"])
         out["config_path"] = (cri.get("registry") or {}).get("config_path", "")
+        for host, conf in ((cri.get("registry") or {}).get("configs") or {}).items():
+            auth = (conf or {}).get("auth") or {}
+            if auth.get("username"):
+                out["auth"][host] = f"{auth['username']}:{auth.get('password', '')}"
     except ImportError:
         out["systemd_cgroup"] = bool(re.search(r"SystemdCgroup\s*=\s*true", text))
     except ValueError:
@@ -2009,9 +2014,12 @@ def image_exists(endpoint: str, image: str) -> bool:
 def pull_image(endpoint: str, image: str) -> tuple[int, str]:
     """What `crictl pull` makes containerd's CRI plugin do: pull into k8s.io using the registry hosts dir."""
     args = ["-n", "k8s.io", "images", "pull"]
-    hosts = containerd_config()["config_path"]
-    if hosts:
-        args += ["--hosts-dir", hosts]
+    cfg = containerd_config()
+    if cfg["config_path"]:
+        args += ["--hosts-dir", cfg["config_path"]]
+    host = image.split("/", 1)[0]
+    if host in cfg["auth"]:  # CRI registry.configs.<host>.auth, as containerd's CRI plugin uses it
+        args += ["--user", cfg["auth"][host]]
     rc, out = ctr(endpoint, *args, image, timeout=300)
     if rc != 0:
         last = out.strip().splitlines()[-1] if out.strip() else "unknown error"

@@ -67,6 +67,30 @@ def test_failed_command_message_is_last_stderr_line():
     assert r.message == "[ERROR Swap]: running with swap on is not supported. Please disable swap"
 
 
+def test_failed_loop_names_the_first_failed_item_and_its_reason():
+    [r] = translate(
+        ev(
+            "runner_on_failed",
+            host="m",
+            task="Ask the tools",
+            res={
+                "msg": "One or more items failed",
+                "results": [
+                    {"failed": False, "_ansible_item_label": "kubeadm", "rc": 0},
+                    {
+                        "failed": True,
+                        "_ansible_item_label": "kubelet",
+                        "rc": 1,
+                        "stderr": "x\nNo module named 'yaml'",
+                    },
+                    {"failed": True, "_ansible_item_label": "crictl", "rc": 1, "stderr": "boom"},
+                ],
+            },
+        )
+    )
+    assert r.message == "item kubelet: No module named 'yaml' (+1 more items)"
+
+
 def test_ignored_failure_is_flagged():
     [r] = translate(ev("runner_on_failed", host="m", task="t", ignore_errors=True, res={"msg": "x"}))
     assert r.ignored

@@ -42,6 +42,13 @@ options:
     description: Remove blobs under dest that the new manifest no longer lists.
     type: bool
     default: false
+  expect_manifest_sha256:
+    description:
+      - sha256 (hex) of the manifest.json the controller verified (signature and blobs).
+        When set, a source whose manifest differs (another stick, a tampered copy) is
+        refused before anything is copied.
+    type: str
+    default: ""
 """
 
 EXAMPLES = r"""
@@ -214,9 +221,22 @@ def plan(src: str, dest: str) -> dict[str, Any]:
 
 
 def sync(
-    src: str, dest: str, fsync: bool = True, prune: bool = False, check_mode: bool = False
+    src: str,
+    dest: str,
+    fsync: bool = True,
+    prune: bool = False,
+    check_mode: bool = False,
+    expect_manifest_sha256: str = "",
 ) -> dict[str, Any]:
     p = plan(src, dest)
+    if expect_manifest_sha256:
+        got = hashlib.sha256(p["raw"]).hexdigest()
+        if got != expect_manifest_sha256.lower():
+            raise SyncError(
+                f"{os.path.join(src, MANIFEST)} is not the bundle the controller verified "
+                f"(manifest sha256 {got[:12]}…, verified {expect_manifest_sha256[:12]}…): "
+                "verify the bundle on this stick, then install again"
+            )
     missing, owners = p["missing"], p["owners"]
     if p["need"]:
         have = free_bytes(dest)
@@ -285,12 +305,15 @@ def main() -> None:
             "dest": {"type": "path", "required": True},
             "fsync": {"type": "bool", "default": True},
             "prune": {"type": "bool", "default": False},
+            "expect_manifest_sha256": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
     p = module.params
     try:
-        result = sync(p["src"], p["dest"], p["fsync"], p["prune"], module.check_mode)
+        result = sync(
+            p["src"], p["dest"], p["fsync"], p["prune"], module.check_mode, p["expect_manifest_sha256"]
+        )
     except SyncError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)
