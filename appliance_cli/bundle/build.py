@@ -20,11 +20,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from appliance_cli import __version__
-from appliance_cli.bundle import oci
+from appliance_cli.bundle import oci, toolkit_script
 from appliance_cli.bundle.fetch import fetch
 from appliance_cli.bundle.model import (
     BLOB_DIR,
     DEFAULT_CHUNK_SIZE,
+    INSTALL_SCRIPT,
     MANIFEST,
     OCI_INDEX,
     OCI_LAYOUT,
@@ -34,9 +35,11 @@ from appliance_cli.bundle.model import (
     Artifact,
     FileEntry,
     Manifest,
+    RootFile,
     Source,
     atomic_write,
     parse_manifest,
+    sha256_digest,
     tree_digest,
 )
 from appliance_cli.bundle.profile import (
@@ -53,7 +56,7 @@ from appliance_cli.bundle.store import BlobStore
 from appliance_cli.content import content_root
 from appliance_cli.errors import BundleError
 
-BUNDLE_ENTRIES = {MANIFEST, SIGNATURE, OCI_LAYOUT, OCI_INDEX, "blobs", STAGING}
+BUNDLE_ENTRIES = {MANIFEST, SIGNATURE, OCI_LAYOUT, OCI_INDEX, INSTALL_SCRIPT, "blobs", STAGING}
 
 
 @dataclass
@@ -113,6 +116,7 @@ def build_bundle(opts: BuildOptions) -> BuildResult:
         b = _Builder(prof, store, cache, repo_root, opts, previous)
         artifacts = b.run()
         oci_ref = oci.write_root_layout(out, artifacts)
+        script = _write_install_script(out, artifacts)
         pruned = store.prune()
         store.clean_staging()
         manifest = Manifest(
@@ -121,6 +125,7 @@ def build_bundle(opts: BuildOptions) -> BuildResult:
             tool_version=__version__,
             chunk_size=opts.chunk_size,
             oci_index=oci_ref,
+            install_script=script,
             artifacts=artifacts,
         )
         kept = _write_manifest(out, manifest, previous)
@@ -170,6 +175,19 @@ def _previous_manifest(out: Path) -> Manifest | None:
         return parse_manifest((out / MANIFEST).read_bytes())
     except (OSError, BundleError):
         return None
+
+
+def _write_install_script(out: Path, artifacts: list[Artifact]) -> RootFile | None:
+    """install-toolkit.sh at the root when the bundle carries the toolkit's wheel; recorded in the
+    manifest (path, digest, size) so verify accounts for it and catches an edited copy."""
+    data = toolkit_script.render(artifacts)
+    path = out / INSTALL_SCRIPT
+    if data is None:
+        path.unlink(missing_ok=True)  # a script left from a build that had the toolkit
+        return None
+    if not (path.is_file() and not path.is_symlink() and path.read_bytes() == data):
+        atomic_write(path, data, mode=0o755)
+    return RootFile(path=INSTALL_SCRIPT, digest=sha256_digest(data), size=len(data))
 
 
 def _write_manifest(out: Path, manifest: Manifest, previous: Manifest | None) -> bool:
@@ -250,6 +268,7 @@ class _Builder:
             files=[entry],
             source=source,
             install_path=spec.install_path,
+            role=spec.role if kind == "file" else None,
             **extra,
         )
 
@@ -403,8 +422,13 @@ class _Builder:
 def _wheel_key(project: Path | None, args: list[str]) -> str:
     h = hashlib.sha256(json.dumps([sys.version, args]).encode())
     if project is not None:
-        for rel in ("pyproject.toml",):
-            h.update((project / rel).read_bytes())
-        for p in sorted((project / "appliance_cli").rglob("*.py")):
-            h.update(p.read_bytes())
+        # everything the wheel holds: the package (install-toolkit.sh included) and the content
+        # pyproject.toml force-includes (roles, playbooks, ...), so the stick's toolkit is current
+        for rel in ("pyproject.toml", "ansible.cfg"):
+            if (project / rel).is_file():
+                h.update(rel.encode() + b"\0" + (project / rel).read_bytes())
+        for top in ("appliance_cli", "playbooks", "roles", "templates", "inventories", "bundles"):
+            for p in sorted((project / top).rglob("*")):
+                if p.is_file() and "__pycache__" not in p.parts:
+                    h.update(p.relative_to(project).as_posix().encode() + b"\0" + p.read_bytes())
     return h.hexdigest()

@@ -22,6 +22,7 @@ MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"
 OCI_LAYOUT = "oci-layout"
 OCI_INDEX = "index.json"
+INSTALL_SCRIPT = "install-toolkit.sh"  # at the root, run from the stick to install the toolkit
 BLOB_DIR = "blobs/sha256"
 STAGING = ".staging"  # half-written blobs live here, never under blobs/
 OCI_LAYOUT_BYTES = b'{"imageLayoutVersion":"1.0.0"}'
@@ -30,6 +31,8 @@ FAT32_MAX = 4 * 1024**3 - 1
 DEFAULT_CHUNK_SIZE = 2 * 1024**3
 KINDS = ("apt-repo", "file", "oci-image", "helm-chart", "wheel")
 Kind = Literal["apt-repo", "file", "oci-image", "helm-chart", "wheel"]
+CONTROLLER_RUNTIME = "controller-runtime"  # role of the Python the toolkit runs on (a `file`)
+Role = Literal["controller-runtime"]
 
 _DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,199}$")
@@ -130,6 +133,7 @@ class Artifact(_Strict):
     image: ImageInfo | None = None
     apt: AptInfo | None = None
     images: list[str] | None = None  # helm-chart: image references the chart's values pull
+    role: Role | None = None  # file: "controller-runtime" = the Python install-toolkit.sh unpacks
 
     _d = field_validator("digest")(classmethod(lambda cls, v: check_digest(v)))
 
@@ -150,6 +154,16 @@ class OciIndexRef(_Strict):
     size: int
 
 
+class RootFile(_Strict):
+    """A plain file at the bundle's root, not a blob: install-toolkit.sh (the only one)."""
+
+    path: Literal["install-toolkit.sh"] = INSTALL_SCRIPT
+    digest: str
+    size: int = Field(ge=0)
+
+    _d = field_validator("digest")(classmethod(lambda cls, v: check_digest(v)))
+
+
 class Manifest(_Strict):
     schema_: Literal["appliance-bundle"] = Field(SCHEMA, alias="schema")
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -158,6 +172,7 @@ class Manifest(_Strict):
     tool_version: str
     chunk_size: int = Field(gt=0, le=FAT32_MAX)
     oci_index: OciIndexRef | None = None
+    install_script: RootFile | None = None  # absent when the bundle carries no toolkit wheel
     artifacts: list[Artifact]
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

@@ -36,6 +36,9 @@ class FileSpec(_Spec):
     mode: str | None = None
     install_path: str | None = None
     test_only: bool = False
+    # "controller-runtime": the relocatable CPython (a .tar.gz holding one top directory with
+    # bin/python3, e.g. python-build-standalone's install_only build) install-toolkit.sh runs on
+    role: Literal["controller-runtime"] | None = None
 
     @model_validator(mode="after")
     def _one_origin(self) -> FileSpec:
@@ -95,6 +98,14 @@ class Profile(_Spec):
     charts: list[ChartSpec] = []
     wheels: list[WheelSpec] = []
     source_path: Path | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _one_runtime(self) -> Profile:
+        if sum(1 for f in self.files if f.role) > 1:
+            raise ValueError("at most one files entry may have role: controller-runtime")
+        if any(c.role for c in self.charts):
+            raise ValueError("role: controller-runtime belongs to a files entry, not a chart")
+        return self
 
     def entries(self) -> list[tuple[str, _Spec]]:
         out: list[tuple[str, _Spec]] = []

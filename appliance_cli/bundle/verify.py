@@ -20,6 +20,7 @@ from appliance_cli.bundle.model import (
     OCI_LAYOUT_BYTES,
     SIGNATURE,
     Manifest,
+    RootFile,
     load_manifest,
     sha256_digest,
 )
@@ -191,7 +192,12 @@ def _check_layout(root: Path, manifest: Manifest, owners: dict) -> list[str]:
     """Everything on the stick must be accounted for: no extra files, no symlinks, OCI files intact."""
     problems: list[str] = []
     allowed_top = {MANIFEST, SIGNATURE, OCI_LAYOUT, OCI_INDEX, "blobs"}
+    script = manifest.install_script
+    if script:
+        problems += _check_root_file(root, script)
     for p in sorted(root.iterdir()):
+        if script and p.name == script.path:
+            continue  # checked above
         if p.is_symlink():
             problems.append(f"unexpected symlink {p.name}")
         elif p.name not in allowed_top:
@@ -224,3 +230,21 @@ def _check_layout(root: Path, manifest: Manifest, owners: dict) -> list[str]:
     elif images:
         problems.append(f"manifest lists {len(images)} images but no oci_index")
     return problems
+
+
+def _check_root_file(root: Path, entry: RootFile) -> list[str]:
+    """A file at the root the manifest records (install-toolkit.sh): present, plain, unchanged."""
+    p = root / entry.path
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        return [f"{entry.path} is missing (the manifest records it)"]
+    if not _is_regular(st):
+        return [f"{entry.path} is not a regular file"]
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        return [f"{entry.path} is unreadable: {exc.strerror}"]
+    if len(data) != entry.size or sha256_digest(data) != entry.digest:
+        return [f"{entry.path} does not match the digest recorded in the manifest (tampered)"]
+    return []

@@ -51,8 +51,31 @@ def appliance(*args: str, timeout: int = 900) -> CliRun:
     return CliRun(r.returncode, r.stdout, r.stderr, recap)
 
 
+@dataclass(frozen=True)
+class SignedBundle:
+    path: Path
+    public_key: Path
+
+
 @pytest.fixture(scope="session")
-def site() -> Iterator[SiteConfig]:
+def lab_bundle(tmp_path_factory) -> SignedBundle:
+    """The lab profile built on the spot (incremental: the build cache is kept between runs) and
+    signed with a key made for this session, as `appliance bundle build|keygen|sign` do."""
+    if os.geteuid() != 0:
+        pytest.fail("building the lab bundle needs root (the apt closure is resolved in a chroot)")
+    from appliance_cli.bundle import BuildOptions, build_bundle, keygen, sign_bundle
+    from appliance_cli.lab.layout import LabLayout
+
+    root = LabLayout.default().cache_dir / "e2e-bundle"
+    res = build_bundle(BuildOptions(profile="lab", out=root / "bundle", cache=root / "build-cache"))
+    keys = tmp_path_factory.mktemp("bundle-key")
+    priv, pub, _ = keygen(keys / "lab")
+    sign_bundle(res.path, priv)
+    return SignedBundle(res.path, pub)
+
+
+@pytest.fixture(scope="session")
+def site(request) -> Iterator[SiteConfig]:
     real = os.environ.get("APPLIANCE_E2E_SITE")
     if real:
         yield load_site(real)
@@ -60,11 +83,12 @@ def site() -> Iterator[SiteConfig]:
     if os.geteuid() != 0:
         pytest.fail("the lab e2e tests need root (systemd-nspawn, network namespaces): run them with sudo")
     os.environ.setdefault("APPLIANCE_LAB_NAME", "e2e")
+    bundle: SignedBundle = request.getfixturevalue("lab_bundle")
     from appliance_cli import lab
 
     try:
-        info = lab.up(nodes=E2E_NODES)
-        yield load_site(info.site_dir if hasattr(info, "site_dir") else lab.LabLayout.default().site_dir)
+        info = lab.up(nodes=E2E_NODES, bundle=bundle.path, bundle_key=bundle.public_key)
+        yield load_site(info.site_dir)
     finally:
         lab.down(purge=True)
 
@@ -111,3 +135,9 @@ def installs(site: SiteConfig) -> list[CliRun]:
         if run.rc != 0:
             break
     return runs
+
+
+@pytest.fixture(scope="session")
+def cli():
+    """`appliance ARGS...` as a user runs it -> CliRun (rc, out, err, recap)."""
+    return appliance

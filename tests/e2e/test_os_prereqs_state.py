@@ -19,7 +19,9 @@ def test_apt_uses_only_the_offline_repository(site, hosts):
     for name, host in hosts.items():
         uris = set(host.check_output("apt-get indextargets --format '$(URI)'").split())
         assert uris, name
-        expected = site.bundle.apt_repo_url or ""
+        expected = site.bundle.apt_repo_url or (
+            f"http://{site.master.address}:{site.role_vars.get('bundle_repo_http_port', 8081)}/apt/"
+        )  # the master's bundle repository (role bundle_repo's default port)
         assert all(u.startswith(expected) for u in uris), f"{name}: {uris}"
 
 

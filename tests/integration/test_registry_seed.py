@@ -309,3 +309,16 @@ def test_bundle_sync_refuses_without_space(tmp_path: Path, monkeypatch):
     with pytest.raises(syncmod.SyncError, match=r"not enough free space on .*srv.*: \d+ bytes needed"):
         syncmod.sync(str(src), str(tmp_path / "srv"))
     assert not (tmp_path / "srv/blobs").exists()
+
+
+def test_bundle_sync_refuses_a_manifest_other_than_the_verified_one(tmp_path: Path):
+    """`appliance install` verified one manifest on the controller; the master copies only that one."""
+    src = tmp_path / "usb"
+    small_image_set(src).write()
+    verified = hashlib.sha256((src / "manifest.json").read_bytes()).hexdigest()
+    other = "0" * 64
+    with pytest.raises(syncmod.SyncError, match=r"manifest\.json is not the bundle the controller verified"):
+        syncmod.sync(str(src), str(tmp_path / "srv"), expect_manifest_sha256=other)
+    assert not (tmp_path / "srv").exists()  # refused before anything was copied
+    res = syncmod.sync(str(src), str(tmp_path / "srv"), expect_manifest_sha256=verified)
+    assert res["copied"] > 0 and (tmp_path / "srv/manifest.json").is_file()

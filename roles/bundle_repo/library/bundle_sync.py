@@ -79,7 +79,7 @@ pruned:
 
 BUF = 4 * 1024 * 1024
 MANIFEST = "manifest.json"
-META_FILES = ("manifest.sig", "oci-layout", "index.json")  # copied before manifest.json
+META_FILES = ("manifest.sig", "oci-layout", "index.json", "install-toolkit.sh")  # copied before manifest.json
 STAGING = ".staging"
 BLOB_DIR = os.path.join("blobs", "sha256")
 _HEX_RE = re.compile(r"^[0-9a-f]{64}$")

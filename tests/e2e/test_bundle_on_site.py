@@ -1,0 +1,118 @@
+"""Issue 3 on site: the nodes install packages from the master's bundle repository, pull images by
+digest from the master's registry over TLS with auth, and anonymous pushes are refused; `appliance
+install` refuses a corrupted or unsigned bundle before touching any node. Runs unchanged against
+a real site (APPLIANCE_E2E_SITE) except the tests that need the lab's bundle on this host."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("installs")
+
+
+def _worker(site):
+    workers = [n for n in site.nodes if "master" not in n.roles]
+    return (workers or site.nodes)[-1].name
+
+
+def _busybox(site, hosts) -> tuple[str, str]:
+    """(repository in the private registry, manifest digest) of a seeded image, from the master's copy."""
+    raw = hosts[site.master.name].check_output(f"cat {shlex.quote(site.bundle.path)}/manifest.json")
+    images = [a for a in json.loads(raw)["artifacts"] if a["kind"] == "oci-image"]
+    img = next((a for a in images if a["name"] == "busybox"), images[0])["image"]
+    ref = img["reference"].rsplit("@", 1)[0]
+    host, _, rest = ref.partition("/")
+    repo = rest if ("." in host or ":" in host or host == "localhost") else ref
+    return repo.rsplit(":", 1)[0], img["manifest_digest"]
+
+
+def test_worker_installs_a_package_from_the_masters_bundle_repository(site, hosts):
+    w = hosts[_worker(site)]
+    w.run("apt-get remove -y -q jq")  # may not be installed; the install below must fetch it
+    r = w.run("apt-get update -q && apt-get install -y -q jq")
+    assert r.rc == 0, r.stderr[-2000:]
+    assert w.package("jq").is_installed
+    policy = w.check_output("apt-cache policy jq")
+    assert f"http://{site.master.address}:" in policy, policy
+
+
+def test_worker_pulls_by_digest_over_tls_with_auth_and_not_without(site, hosts):
+    name = _worker(site)
+    w = hosts[name]
+    repo, digest = _busybox(site, hosts)
+    ref = f"{site.registry.address}/{repo}@{digest}"
+    # the pull credentials the container runtime was given (read on the node, never printed)
+    creds = (
+        "$(python3 -c \"import tomllib; c=tomllib.load(open('/etc/containerd/config.toml','rb'));"
+        "a=c['plugins']['io.containerd.grpc.v1.cri']['registry']['configs']"
+        f"['{site.registry.address}']['auth']; print(a['username']+':'+a['password'])\")"
+    )
+    hostsdir = "--hosts-dir /etc/containerd/certs.d"
+    w.run("ctr -n e2e-pull images rm " + shlex.quote(ref))
+    anon = w.run(f"ctr -n e2e-pull images pull {hostsdir} {shlex.quote(ref)}")
+    assert anon.rc != 0 and "401" in (anon.stdout + anon.stderr), anon.stderr[-500:]
+    ok = w.run(f'ctr -n e2e-pull images pull {hostsdir} --user "{creds}" {shlex.quote(ref)}')
+    assert ok.rc == 0, ok.stderr[-1000:]
+    listed = w.check_output("ctr -n e2e-pull images ls -q")
+    assert ref in listed.split()
+    w.run("ctr -n e2e-pull images rm " + shlex.quote(ref))
+
+
+def test_registry_certificate_is_verified_with_the_site_ca(site, hosts):
+    w = hosts[_worker(site)]
+    url = f"https://{site.registry.address}/v2/"
+    trusted = w.run(f"curl -sS -o /dev/null -w '%{{http_code}}' {url}")
+    assert trusted.rc == 0 and trusted.stdout == "401", trusted.stderr  # TLS fine, auth required
+    untrusted = w.run(f"curl -sS --cacert /dev/null --capath /nonexistent -o /dev/null {url}")
+    assert untrusted.rc != 0  # not a publicly trusted certificate: only the site CA makes it valid
+
+
+def test_anonymous_push_is_refused(site, hosts):
+    w = hosts[_worker(site)]
+    url = f"https://{site.registry.address}/v2/e2e/anonymous/blobs/uploads/"
+    r = w.run(f"curl -sS -o /dev/null -w '%{{http_code}}' -X POST {url}")
+    assert r.rc == 0 and r.stdout == "401", (r.stdout, r.stderr)
+
+
+# -- the install gate (needs the lab bundle on this host) -------------------------------------------
+@pytest.fixture
+def bad_bundle(site, tmp_path) -> Path:
+    if os.environ.get("APPLIANCE_E2E_SITE"):
+        pytest.skip("copies the lab's bundle: lab only")
+    copy = tmp_path / "bundle"
+    shutil.copytree(site.resolve(site.bundle.source), copy, copy_function=os.link)
+    return copy
+
+
+def _runs(site) -> set[str]:
+    d = site.site_dir / "runs"
+    return {p.name for p in d.iterdir()} if d.is_dir() else set()
+
+
+def test_install_refuses_a_bundle_with_one_flipped_byte_naming_the_artifact(site, bad_bundle, cli):
+    manifest = json.loads((bad_bundle / "manifest.json").read_text())
+    art = next(a for a in manifest["artifacts"] if a["kind"] == "apt-repo")
+    blob = bad_bundle / "blobs/sha256" / art["files"][0]["digest"].removeprefix("sha256:")
+    data = bytearray(blob.read_bytes())
+    blob.unlink()  # a hard link to the real bundle: replace, never write through it
+    data[len(data) // 2] ^= 0x01
+    blob.write_bytes(bytes(data))
+    before = _runs(site)
+    r = cli("install", "--site", str(site.site_dir), "--bundle", str(bad_bundle))
+    assert r.rc == 4, r.err
+    assert f"apt-repo/{art['name']}" in r.err and "corrupt" in r.err
+    assert "Traceback" not in r.err
+    assert _runs(site) == before  # no playbook was started
+
+
+def test_install_refuses_an_unsigned_bundle(site, bad_bundle, cli):
+    (bad_bundle / "manifest.sig").unlink()
+    r = cli("install", "--site", str(site.site_dir), "--bundle", str(bad_bundle))
+    assert r.rc == 4, r.err
+    assert "sign" in r.err.splitlines()[0].lower(), r.err

@@ -1,0 +1,95 @@
+"""Issue 4: after `appliance install` every node is joined and Ready with the site's labels, and the
+container runtime is configured as specified. kubectl runs on the master with the admin kubeconfig,
+so the same tests run unchanged against a real appliance (APPLIANCE_E2E_SITE)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("installs")
+
+ROLE_LABELS = {
+    "runai-system": "node-role.kubernetes.io/runai-system",
+    "gpu-worker": "node-role.kubernetes.io/gpu-worker",
+    "cpu-worker": "node-role.kubernetes.io/cpu-worker",
+}
+
+
+@pytest.fixture(scope="module")
+def nodes(site, hosts) -> dict[str, dict]:
+    raw = hosts[site.master.name].check_output(
+        "kubectl --kubeconfig /etc/kubernetes/admin.conf get nodes -o json"
+    )
+    return {n["metadata"]["name"]: n for n in json.loads(raw)["items"]}
+
+
+def test_every_node_joined_and_ready_at_the_site_version(site, nodes):
+    assert set(nodes) == {n.name for n in site.nodes}
+    for name, node in nodes.items():
+        ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}.get("Ready")
+        assert ready == "True", f"{name}: Ready={ready}"
+        assert node["status"]["nodeInfo"]["kubeletVersion"] == site.kubernetes.version, name
+        assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://"), name
+
+
+def test_labels_and_taints_follow_the_site_config(site, nodes):
+    for n in site.nodes:
+        labels = nodes[n.name]["metadata"]["labels"]
+        for role, label in ROLE_LABELS.items():
+            assert (labels.get(label) == "true") == (role in n.roles), (
+                f"{n.name}: {label}={labels.get(label)}"
+            )
+        assert labels.get("run.ai/type") == n.hardware_class, n.name
+        assert ("node-role.kubernetes.io/control-plane" in labels) == ("master" in n.roles), n.name
+        taints = {t["key"] for t in nodes[n.name]["spec"].get("taints") or []}
+        if "master" in n.roles and "runai-system" in n.roles:
+            assert "node-role.kubernetes.io/master" not in taints, n.name  # a Run:ai system node takes pods
+
+
+def test_pod_network_is_the_site_pod_cidr(site, nodes):
+    import ipaddress
+
+    pods = ipaddress.ip_network(site.kubernetes.pod_cidr)
+    cidrs = [ipaddress.ip_network(n["spec"]["podCIDR"]) for n in nodes.values()]
+    assert all(c.subnet_of(pods) for c in cidrs) and len(set(cidrs)) == len(cidrs)
+
+
+def test_containerd_configured_as_specified(site, hosts):
+    reg = site.registry.address
+    for name, host in hosts.items():
+        assert host.service("containerd").is_running and host.service("containerd").is_enabled, name
+        conf = host.file("/etc/containerd/config.toml")
+        assert conf.mode == 0o600 and conf.user == "root", f"{name}: holds the pull password"
+        cfg = json.loads(
+            host.check_output(
+                "python3 -c \"import json,tomllib; print(json.dumps(tomllib.load(open('/etc/containerd/config.toml','rb'))))\""
+            )
+        )
+        assert cfg["version"] == 2, name
+        cri = cfg["plugins"]["io.containerd.grpc.v1.cri"]
+        assert cri["sandbox_image"] == f"{reg}/pause:3.6", name
+        assert cri["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is True, name
+        assert cri["registry"]["config_path"] == "/etc/containerd/certs.d", name
+        assert set(cri["registry"]["configs"][reg]["auth"]) == {"username", "password"}, name
+        hosts_toml = host.file(f"/etc/containerd/certs.d/{reg}/hosts.toml")
+        assert hosts_toml.contains(f'server = "https://{reg}"'), name
+        assert hosts_toml.contains('ca = "/usr/local/share/ca-certificates/appliance-registry-ca.crt"'), name
+        # the running daemon took this config (not only the file on disk)
+        info = json.loads(host.check_output("crictl info"))
+        assert info["config"]["sandboxImage"] == f"{reg}/pause:3.6", name
+
+
+def test_kubelet_uses_the_systemd_cgroup_driver_and_containerd(hosts):
+    for name, host in hosts.items():
+        assert host.service("kubelet").is_running and host.service("kubelet").is_enabled, name
+        kcfg = host.file("/var/lib/kubelet/config.yaml")
+        assert kcfg.contains("cgroupDriver: systemd"), name
+        assert host.file("/etc/kubernetes/kubelet.conf").exists, name
+
+
+def test_versions_recorded_for_upgrade_planning(site, hosts):
+    for name, host in hosts.items():
+        fact = json.loads(host.file("/etc/ansible/facts.d/appliance_kube.fact").content_string)
+        assert site.kubernetes.version in json.dumps(fact), f"{name}: {fact}"

@@ -1,0 +1,80 @@
+"""Take one preparation step away from a joined worker and kubeadm must refuse to join it, with the
+words the real kubeadm 1.23 prints; then `appliance install` puts the step back and rejoins it.
+Runs last (file name) because it resets a worker. Destructive: on a real site
+(APPLIANCE_E2E_SITE) only with APPLIANCE_E2E_DESTRUCTIVE=1."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("installs")
+
+KUBECTL = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
+
+
+@pytest.fixture(scope="module")
+def reset_worker(site, hosts):
+    if os.environ.get("APPLIANCE_E2E_SITE") and os.environ.get("APPLIANCE_E2E_DESTRUCTIVE") != "1":
+        pytest.skip("resets a worker: set APPLIANCE_E2E_DESTRUCTIVE=1 to run it on a real site")
+    name = [n for n in site.nodes if "master" not in n.roles][-1].name
+    master, worker = hosts[site.master.name], hosts[name]
+    assert master.run(f"{KUBECTL} delete node {name}").rc == 0
+    r = worker.run("kubeadm reset -f")
+    assert r.rc == 0, r.stderr[-1000:]
+    assert not worker.file("/etc/kubernetes/kubelet.conf").exists
+    # the join command holds a token: it stays inside this fixture, never in an assertion message
+    join = master.check_output("kubeadm token create --print-join-command --ttl 10m").strip()
+    assert join.startswith("kubeadm join ")
+    return name, worker, join
+
+
+def _join_fails(worker, join: str) -> str:
+    r = worker.run(join)
+    assert r.rc != 0, "kubeadm join succeeded although a preparation step is missing"
+    out = r.stdout + r.stderr
+    assert "[preflight] Some fatal errors occurred:" in out
+    assert "error execution phase preflight: [preflight] Some fatal errors occurred:" in out
+    assert "--ignore-preflight-errors=..." in out
+    return out
+
+
+def test_join_fails_with_kubeadms_words_when_containerd_is_stopped(reset_worker):
+    _, worker, join = reset_worker
+    worker.run("systemctl stop containerd")
+    try:
+        out = _join_fails(worker, join)
+    finally:
+        worker.run("systemctl start containerd")
+    assert "[ERROR CRI]: container runtime is not running: output: " in out
+    assert not worker.file("/etc/kubernetes/kubelet.conf").exists  # nothing half-done
+
+
+def test_join_fails_with_kubeadms_words_when_ip_forward_is_off(reset_worker):
+    _, worker, join = reset_worker
+    worker.run("sysctl -w net.ipv4.ip_forward=0")
+    try:
+        out = _join_fails(worker, join)
+    finally:
+        worker.run("sysctl -w net.ipv4.ip_forward=1")
+    assert (
+        "[ERROR FileContent--proc-sys-net-ipv4-ip_forward]: /proc/sys/net/ipv4/ip_forward contents are not set to 1"
+        in out
+    )
+
+
+def test_install_rejoins_the_reset_worker(site, hosts, reset_worker, cli):
+    name, worker, _ = reset_worker
+    assert not worker.file("/etc/kubernetes/kubelet.conf").exists  # still reset: the install must rejoin it
+    r = cli("install", "--site", str(site.site_dir))
+    assert r.rc == 0, r.err[-2000:]
+    assert r.recap[name]["changed"] > 0
+    labels = hosts[site.master.name].check_output(
+        f"{KUBECTL} get node {name} -o jsonpath='{{.metadata.labels}}'"
+    )
+    assert "run.ai/type" in labels
+    ready = hosts[site.master.name].check_output(
+        f"{KUBECTL} get node {name} -o jsonpath='{{.status.conditions[?(@.type==\"Ready\")].status}}'"
+    )
+    assert ready == "True"
