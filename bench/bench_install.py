@@ -1,0 +1,92 @@
+"""Wall times of a full lab install (bundle -> OS -> registry -> Kubernetes) for 1 and for 4 nodes,
+each with its no-op re-run, measured one after the other in the same run; prints the figures and the
+ratios against the goals of issue 4 (4 nodes < 240 s, re-run < 30 s, 1 -> 4 nodes < 1.5x).
+
+Prints figures; asserts nothing (benchmarks are not tests). Needs root. Uses its own lab name and
+its own bundle directory so it never touches a lab the user has up. The lab bundle is built (or
+brought up to date: incremental) and signed first; that time is printed but not part of the ratios.
+usage: python bench/bench_install.py [--sizes 1,4] [--fresh-rootfs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ["APPLIANCE_LAB_NAME"] = os.environ.get("APPLIANCE_BENCH_LAB", "bench")
+os.environ["CI"] = "1"
+BUNDLES = Path(os.environ.get("APPLIANCE_BENCH_BUNDLES", "/var/lib/appliance/cache/bench-bundle"))
+
+
+def timed(label: str, *args: str) -> tuple[float, int]:
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "appliance_cli", *args], capture_output=True, text=True)
+    dt = time.monotonic() - t0
+    if r.returncode != 0:
+        print(f"{label}: FAILED rc={r.returncode}\n{r.stderr[-2000:]}", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "appliance_cli", "lab", "down", "--purge"], capture_output=True)
+        sys.exit(1)
+    recaps = [ln for ln in r.stdout.splitlines() if ln.startswith("RECAP")]
+    changed = sum(int(ln.split("changed=")[1].split()[0]) for ln in recaps)
+    print(f"{label:<40} {dt:7.1f} s" + (f"   changed={changed}" if recaps else ""), flush=True)
+    return dt, changed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="1,4", help="node counts, comma-separated (default 1,4)")
+    ap.add_argument("--fresh-rootfs", action="store_true", help="also rebuild the cached base rootfs first")
+    a = ap.parse_args()
+    sizes = [int(s) for s in a.sizes.split(",")]
+    bundle, key = BUNDLES / "lab", BUNDLES / "bench-signing"
+    BUNDLES.mkdir(parents=True, exist_ok=True)
+    print(
+        f"bench_install: sizes {sizes}, lab '{os.environ['APPLIANCE_LAB_NAME']}', load {os.getloadavg()[0]:.1f}"
+    )
+    timed(
+        "bundle build --profile lab (incremental)",
+        "bundle",
+        "build",
+        "--profile",
+        "lab",
+        "--out",
+        str(bundle),
+    )
+    if not key.with_suffix(".key").is_file():
+        timed("bundle keygen", "bundle", "keygen", "--out", str(key))
+    timed("bundle sign", "bundle", "sign", str(bundle), "--key", str(key.with_suffix(".key")))
+    plug = ["--bundle", str(bundle), "--bundle-key", str(key.with_suffix(".pub"))]
+    results: dict[int, tuple[float, float]] = {}
+    for n in sizes:
+        timed("lab down --purge", "lab", "down", "--purge")
+        up = ["lab", "up", "--nodes", str(n), *plug]
+        timed(
+            f"lab up --nodes {n}" + (" (fresh rootfs)" if a.fresh_rootfs else ""),
+            *up,
+            *(["--rebuild"] if a.fresh_rootfs else []),
+        )
+        first, _ = timed(f"install, {n} node(s), first run", "install", "--site", "lab")
+        rerun, changed = timed(f"install, {n} node(s), no-op re-run", "install", "--site", "lab")
+        if changed:
+            print(
+                f"  note: the re-run changed {changed} things (not idempotent: its time is not a no-op figure)"
+            )
+        results[n] = (first, rerun)
+    timed("lab down --purge", "lab", "down", "--purge")
+    print()
+    for n, (first, rerun) in results.items():
+        print(f"{n} node(s): first {first:6.1f} s, re-run {rerun:6.1f} s ({rerun / first:.2f}x of first)")
+    if 1 in results and 4 in results:
+        print(f"4 nodes / 1 node, first run   {results[4][0] / results[1][0]:5.2f}x   (goal < 1.5x)")
+        print(f"4 nodes / 1 node, re-run      {results[4][1] / results[1][1]:5.2f}x")
+    if 4 in results:
+        print(f"4 nodes first run vs 240 s    {results[4][0] / 240:5.2f}x   (goal < 1.0)")
+        print(f"4 nodes re-run vs 30 s        {results[4][1] / 30:5.2f}x   (goal < 1.0)")
+
+
+if __name__ == "__main__":
+    main()
