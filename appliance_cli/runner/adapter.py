@@ -3,6 +3,7 @@ translated into domain events and handed to a callback; nothing parses stdout.""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import sys
@@ -29,6 +30,11 @@ def _cmdline(req: RunRequest) -> str:
     return " ".join(parts)
 
 
+def control_path_dir(site_dir: Path) -> str:
+    key = hashlib.sha256(str(site_dir.resolve()).encode()).hexdigest()[:12]
+    return f"/tmp/appliance-cp-{os.getuid()}-{key}"
+
+
 def _envvars(req: RunRequest) -> dict[str, str]:
     home = req.private_data_dir.parent / ".ansible-home"
     env = {
@@ -37,7 +43,10 @@ def _envvars(req: RunRequest) -> dict[str, str]:
         "ANSIBLE_HOME": str(home),
         "ANSIBLE_LOCAL_TEMP": str(home / "tmp"),
         # ControlPath sockets must stay short (108-byte limit): keep them out of deep state dirs.
-        "ANSIBLE_SSH_CONTROL_PATH_DIR": f"/tmp/appliance-cp-{os.getuid()}",
+        # One directory per site: ssh names the socket after user@host:port only, so two sites
+        # (or two labs) with the same node addresses would share a master connection: a run
+        # against one would silently act on the other's nodes, past its known_hosts.
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": control_path_dir(req.inventory.parent),
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_NOCOLOR": "1",
         # ansible-runner defaults this to False; host keys are always verified here.

@@ -75,3 +75,22 @@ def test_failure_names_host_and_task(tmp_path):
     assert not result.ok and result.status == "failed"
     assert result.failures == [HostResult("localhost", "Probe | Fail on demand", "failed", "asked to fail")]
     assert any(isinstance(e, HostResult) and e.status == "failed" for e in events)
+
+
+def test_each_site_gets_its_own_ssh_control_sockets(tmp_path):
+    """ssh names a ControlPersist socket after user@host:port only: two sites (or labs) reusing the
+    same node addresses must never share one, or a run would act on the other site's nodes."""
+    from appliance_cli.runner.adapter import _envvars
+
+    def env(site: Path) -> dict[str, str]:
+        site.mkdir(parents=True, exist_ok=True)
+        return _envvars(
+            RunRequest(
+                playbook=site / "p.yml", inventory=site / "hosts.yml", private_data_dir=site / "runs/x"
+            )
+        )
+
+    a, b = env(tmp_path / "lab-a/site"), env(tmp_path / "lab-b/site")
+    assert a["ANSIBLE_SSH_CONTROL_PATH_DIR"] != b["ANSIBLE_SSH_CONTROL_PATH_DIR"]
+    assert env(tmp_path / "lab-a/site")["ANSIBLE_SSH_CONTROL_PATH_DIR"] == a["ANSIBLE_SSH_CONTROL_PATH_DIR"]
+    assert len(a["ANSIBLE_SSH_CONTROL_PATH_DIR"]) + 1 + 40 < 108  # + %C (40 hex): unix socket limit
