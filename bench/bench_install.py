@@ -3,7 +3,7 @@ each with its no-op re-run, measured one after the other in the same run; prints
 ratios against the goals of issue 4 (4 nodes < 240 s, re-run < 30 s, 1 -> 4 nodes < 1.5x).
 
 Prints figures; asserts nothing (benchmarks are not tests). Needs root. Uses its own lab name and
-its own bundle directory so it never touches a lab the user has up. The lab bundle is built (or
+the demo's bundle directory; it never touches a lab the user has up. The lab bundle is built (or
 brought up to date: incremental) and signed first; that time is printed but not part of the ratios.
 usage: python bench/bench_install.py [--sizes 1,4] [--fresh-rootfs]
 """
@@ -19,7 +19,8 @@ from pathlib import Path
 
 os.environ["APPLIANCE_LAB_NAME"] = os.environ.get("APPLIANCE_BENCH_LAB", "bench")
 os.environ["CI"] = "1"
-BUNDLES = Path(os.environ.get("APPLIANCE_BENCH_BUNDLES", "/var/lib/appliance/cache/bench-bundle"))
+# the demo's bundle and key (scripts/demo.sh): built once, brought up to date incrementally
+BUNDLES = Path(os.environ.get("APPLIANCE_BENCH_BUNDLES", "/var/lib/appliance/bundles"))
 
 
 def timed(label: str, *args: str) -> tuple[float, int]:
@@ -42,7 +43,7 @@ def main() -> None:
     ap.add_argument("--fresh-rootfs", action="store_true", help="also rebuild the cached base rootfs first")
     a = ap.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]
-    bundle, key = BUNDLES / "lab", BUNDLES / "bench-signing"
+    bundle, key = BUNDLES / "lab", BUNDLES / "lab-signing"
     BUNDLES.mkdir(parents=True, exist_ok=True)
     print(
         f"bench_install: sizes {sizes}, lab '{os.environ['APPLIANCE_LAB_NAME']}', load {os.getloadavg()[0]:.1f}"
