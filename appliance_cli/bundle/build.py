@@ -355,18 +355,15 @@ class _Builder:
                     f"{label}: no pyproject.toml in {project}", hint="build from a source checkout"
                 )
             args.insert(0, str(project))
-        key = _wheel_key(project if spec.project else None, args)
+        key = _wheel_key(project if spec.project else None, [*args, *spec.platforms, spec.python_version])
         stamp = wdir / ".stamp"
         if not (stamp.is_file() and stamp.read_text() == key):
             shutil.rmtree(wdir, ignore_errors=True)
             wdir.mkdir(parents=True)
-            cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(wdir), *args]
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode != 0:
-                last = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
-                raise BundleError(
-                    f"{label}: pip wheel failed: {last}", hint="PyPI (or a mirror) must be reachable"
-                )
+            if spec.platforms:
+                _download_for_platform(spec, project, wdir, label)
+            else:
+                _pip(label, "wheel", "--quiet", "--wheel-dir", str(wdir), *args)
             stamp.write_text(key)
         arts = []
         for whl in sorted(wdir.glob("*.whl")):
@@ -417,6 +414,48 @@ class _Builder:
             files=files,
             apt=AptInfo(distro=spec.distro, codename=spec.codename, arch=spec.arch, packages=spec.packages),
         )
+
+
+def _pip(label: str, *args: str) -> None:
+    r = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise BundleError(
+            f"{label}: pip {args[0]} failed: {last}", hint="PyPI (or a mirror) must be reachable"
+        )
+
+
+def project_dependencies(project: Path) -> list[str]:
+    import tomllib
+
+    return list(tomllib.loads((project / "pyproject.toml").read_text())["project"].get("dependencies", []))
+
+
+def _download_for_platform(spec: WheelSpec, project: Path, wdir: Path, label: str) -> None:
+    """Wheels for a controller that is not this host: the toolkit itself is pure Python (built
+    here, --no-deps); every dependency must exist as a binary wheel for one of spec.platforms
+    and spec.python_version (--only-binary: nothing is compiled for the wrong glibc)."""
+    reqs = list(spec.requirements)
+    if spec.project:
+        _pip(label, "wheel", "--quiet", "--no-deps", "--wheel-dir", str(wdir), str(project))
+        reqs = project_dependencies(project) + reqs
+    if not reqs:
+        return
+    platforms = [arg for tag in spec.platforms for arg in ("--platform", tag)]
+    _pip(
+        label,
+        "download",
+        "--quiet",
+        "--only-binary=:all:",
+        "--dest",
+        str(wdir),
+        "--implementation",
+        "cp",
+        "--python-version",
+        spec.python_version,
+        *platforms,
+        *reqs,
+    )
 
 
 def _wheel_key(project: Path | None, args: list[str]) -> str:

@@ -86,6 +86,11 @@ class WheelSpec(_Spec):
     name: str = Field(pattern=_NAME)
     project: bool = False  # the toolkit itself (+ its dependencies)
     requirements: list[str] = []  # extra pinned requirements, e.g. "ansible-core==2.18.6"
+    # Binary wheels for another controller than this build host (e.g. Ubuntu 20.04, glibc 2.31):
+    # every acceptable platform tag, best first (pip does not expand manylinux tags itself), and
+    # the controller's Python. Empty: wheels for this build host (the lab).
+    platforms: list[str] = []
+    python_version: str = Field(default="3.11", pattern=r"^3\.\d+$")
 
 
 class Profile(_Spec):
@@ -130,6 +135,8 @@ def load_profile(name_or_path: str | Path) -> Profile:
         raise BundleError(f"profile {path} not found", hint=f"available profiles: {avail}") from None
     except yaml.YAMLError as exc:
         raise BundleError(f"profile {path}: invalid YAML: {exc}".splitlines()[0]) from None
+    if isinstance(data, dict):  # top-level x-* keys hold YAML anchors shared by entries
+        data = {k: v for k, v in data.items() if not str(k).startswith("x-")}
     try:
         prof = Profile.model_validate(data)
     except ValidationError as exc:

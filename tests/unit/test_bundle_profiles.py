@@ -108,3 +108,44 @@ def test_lab_profile_is_test_only() -> None:
     assert all(i.test_only and i.build == "busybox" for i in lab.images)
     assert lab.apt[0].codename == "bookworm" and "containerd" in lab.apt[0].packages
     assert not pin_problems(lab)
+
+
+def test_production_wheels_target_the_focal_controller_not_the_build_host(prod) -> None:
+    """Built on a newer host, pip would pick wheels for that host's glibc (cryptography's
+    manylinux_2_34 needs glibc 2.34; Ubuntu 20.04 has 2.31)."""
+    import re
+
+    for w in prod.wheels:
+        assert w.python_version == "3.11", w.name
+        assert w.platforms, w.name
+        for tag in w.platforms:
+            m = re.fullmatch(r"manylinux_2_(\d+)_x86_64", tag)
+            assert m is None or int(m.group(1)) <= 31, f"{w.name}: {tag} needs glibc > 2.31"
+
+
+def test_platform_wheels_are_downloaded_binary_only_for_the_target(monkeypatch, tmp_path) -> None:
+    import subprocess
+
+    from appliance_cli.bundle import build
+    from appliance_cli.bundle.profile import WheelSpec
+
+    calls: list[list[str]] = []
+
+    def fake_run(cmd, **kw):
+        calls.append(cmd[3:])  # after "python -m pip"
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(build.subprocess, "run", fake_run)
+    spec = WheelSpec(
+        name="appliance-toolkit", project=True, platforms=["manylinux_2_31_x86_64", "manylinux2014_x86_64"]
+    )
+    build._download_for_platform(spec, content_root(), tmp_path, "wheel/appliance-toolkit")
+    wheel, download = calls
+    assert wheel[:3] == ["wheel", "--quiet", "--no-deps"] and wheel[-1] == str(content_root())
+    assert download[0] == "download" and "--only-binary=:all:" in download
+    assert download[download.index("--python-version") + 1] == "3.11"
+    assert download.count("--platform") == 2 and "manylinux_2_31_x86_64" in download
+    deps = build.project_dependencies(content_root())
+    assert deps and all(
+        d in download for d in deps
+    )  # the toolkit's own dependencies, resolved for the target
