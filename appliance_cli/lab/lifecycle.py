@@ -165,7 +165,39 @@ def _up(
     with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
         for took, n in pool.map(lambda n: _wait_node(layout, n), nodes):
             say(f"{n.name} up ({n.address}, sshd answering after {took:.1f}s)")
+        t0 = time.monotonic()
+        list(pool.map(lambda n: _wait_booted(layout, n), nodes))
+    say(f"boot finished on every node ({time.monotonic() - t0:.1f}s more)")
     return _info(layout, state)
+
+
+def _wait_booted(layout: LabLayout, n: LabNode) -> None:
+    """sshd answers before the boot is over; a login then waits on logind and user@.service
+    (pam_systemd), long enough to hit ansible's become timeout. Wait for the boot to finish."""
+    argv = [
+        "ssh",
+        "-F",
+        str(layout.site_dir / sitegen.SSH_CONFIG),
+        n.name,
+        "systemctl",
+        "is-system-running",
+        "--wait",
+    ]
+    try:
+        r = subprocess.run(
+            argv, capture_output=True, text=True, timeout=BOOT_TIMEOUT, stdin=subprocess.DEVNULL
+        )
+    except subprocess.TimeoutExpired:
+        raise LabError(
+            f"{n.name}: boot did not finish within {BOOT_TIMEOUT:.0f}s",
+            hint=f"see {layout.console_log(n.name)}",
+        ) from None
+    state = r.stdout.strip()
+    if state not in ("running", "degraded"):  # degraded: a unit the lab cannot run (e.g. rpc_pipefs)
+        raise LabError(
+            f"{n.name}: boot ended in state '{state or r.stderr.strip()}'",
+            hint=f"see {layout.console_log(n.name)}",
+        )
 
 
 def _start_node(layout: LabLayout, n: LabNode, ns: NodeState, bundle: str | None) -> None:
