@@ -104,6 +104,10 @@ CASES = {
         lambda d: d["network"].update(node_cidr="192.168.10.1/24"),
         "network.node_cidr: '192.168.10.1/24' is not a valid CIDR",
     ),
+    "misspelled role variable": (
+        lambda d: d.update(role_vars={"cni_flannel_iface_name": "ens1f0"}),
+        "role_vars.cni_flannel_iface_name: not a variable of any role",
+    ),
 }
 
 
