@@ -4,6 +4,7 @@ site directory instead (nothing is brought up or torn down then)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 import testinfra
 
 from appliance_cli.core.siteconfig import SiteConfig, load_site
+from appliance_cli.lab.layout import LabLayout
 
 E2E_NODES = int(os.environ.get("APPLIANCE_E2E_NODES", "4"))
 RECAP = re.compile(r"^RECAP (\S+) ok=(\d+) changed=(\d+) failed=(\d+) unreachable=(\d+) skipped=(\d+)$", re.M)
@@ -141,3 +143,33 @@ def installs(site: SiteConfig) -> list[CliRun]:
 def cli():
     """`appliance ARGS...` as a user runs it -> CliRun (rc, out, err, recap)."""
     return appliance
+
+
+@contextlib.contextmanager
+def own_lab(name: str, nodes: int | None = None) -> Iterator[LabLayout]:
+    """A lab of its own for one test module (APPLIANCE_LAB_NAME=name while it runs), always torn
+    down and purged at the end, even when the test failed half-way; the caller's lab env is restored."""
+    from appliance_cli import lab
+
+    saved = {k: os.environ.get(k) for k in ("APPLIANCE_LAB_NAME", "APPLIANCE_LAB_DIR")}
+    os.environ["APPLIANCE_LAB_NAME"] = name
+    os.environ.pop("APPLIANCE_LAB_DIR", None)  # a private state dir for this lab
+    try:
+        if nodes is not None:
+            lab.up(nodes=nodes)
+        yield LabLayout.default()
+    finally:
+        try:
+            lab.down(purge=True)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def own_lab_cm():
+    """`with own_lab_cm(NAME[, nodes]) as layout:` — see own_lab()."""
+    return own_lab

@@ -21,23 +21,11 @@ NODES = 2
 
 
 @pytest.fixture(scope="module")
-def layout() -> Iterator[LabLayout]:
+def layout(own_lab_cm) -> Iterator[LabLayout]:
     if os.geteuid() != 0:
         pytest.skip("the rehearsal lab needs root")
-    saved = {k: os.environ.get(k) for k in ("APPLIANCE_LAB_NAME", "APPLIANCE_LAB_DIR")}
-    os.environ["APPLIANCE_LAB_NAME"] = LAB_NAME
-    os.environ.pop("APPLIANCE_LAB_DIR", None)  # a private state dir for this lab
-    try:
-        yield LabLayout.default()
-    finally:
-        try:
-            lab.down(purge=True)  # always, even when the test failed half-way
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+    with own_lab_cm(LAB_NAME) as layout:
+        yield layout
 
 
 def _ssh(layout: LabLayout, node: str, *cmd: str) -> str:

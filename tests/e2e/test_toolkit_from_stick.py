@@ -32,23 +32,10 @@ NODE = "master1"
 
 
 @pytest.fixture(scope="module")
-def layout(lab_bundle) -> Iterator[LabLayout]:
+def layout(lab_bundle, own_lab_cm) -> Iterator[LabLayout]:
     assert lab_bundle.path.joinpath(INSTALL_SCRIPT).is_file()
-    saved = {k: os.environ.get(k) for k in ("APPLIANCE_LAB_NAME", "APPLIANCE_LAB_DIR")}
-    os.environ["APPLIANCE_LAB_NAME"] = LAB_NAME
-    os.environ.pop("APPLIANCE_LAB_DIR", None)  # a private state dir for this lab
-    try:
-        lab.up(nodes=1)
-        yield LabLayout.default()
-    finally:
-        try:
-            lab.down(purge=True)  # always, even when a test failed half-way
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+    with own_lab_cm(LAB_NAME, nodes=1) as layout:
+        yield layout
 
 
 def ssh(command: str, timeout: int = 600) -> subprocess.CompletedProcess:

@@ -40,28 +40,32 @@ def _join_fails(worker, join: str) -> str:
     return out
 
 
-def test_join_fails_with_kubeadms_words_when_containerd_is_stopped(reset_worker):
+# (how to take the step away, how to put it back, the line kubeadm 1.23 prints)
+MISSING_STEPS = {
+    "containerd stopped": (
+        "systemctl stop containerd",
+        "systemctl start containerd",
+        "[ERROR CRI]: container runtime is not running: output: ",
+    ),
+    "ip_forward off": (
+        "sysctl -w net.ipv4.ip_forward=0",
+        "sysctl -w net.ipv4.ip_forward=1",
+        "[ERROR FileContent--proc-sys-net-ipv4-ip_forward]: /proc/sys/net/ipv4/ip_forward contents are not set to 1",
+    ),
+}
+
+
+@pytest.mark.parametrize("step", list(MISSING_STEPS))
+def test_join_fails_with_kubeadms_words_when_a_step_is_missing(reset_worker, step):
     _, worker, join = reset_worker
-    worker.run("systemctl stop containerd")
+    take_away, put_back, expected = MISSING_STEPS[step]
+    worker.run(take_away)
     try:
         out = _join_fails(worker, join)
     finally:
-        worker.run("systemctl start containerd")
-    assert "[ERROR CRI]: container runtime is not running: output: " in out
+        worker.run(put_back)
+    assert expected in out
     assert not worker.file("/etc/kubernetes/kubelet.conf").exists  # nothing half-done
-
-
-def test_join_fails_with_kubeadms_words_when_ip_forward_is_off(reset_worker):
-    _, worker, join = reset_worker
-    worker.run("sysctl -w net.ipv4.ip_forward=0")
-    try:
-        out = _join_fails(worker, join)
-    finally:
-        worker.run("sysctl -w net.ipv4.ip_forward=1")
-    assert (
-        "[ERROR FileContent--proc-sys-net-ipv4-ip_forward]: /proc/sys/net/ipv4/ip_forward contents are not set to 1"
-        in out
-    )
 
 
 def test_install_rejoins_the_reset_worker(site, hosts, reset_worker, cli):
