@@ -12,7 +12,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from appliance_cli.bundle.verify import KEY_ENV, verify_bundle
 from appliance_cli.core.siteconfig import SiteConfig
 from appliance_cli.errors import BundleError
 
@@ -30,6 +29,8 @@ def bundle_dir(cfg: SiteConfig, override: str | None) -> Path:
 
 def trusted_key(cfg: SiteConfig, override: str | None) -> Path | None:
     """--key, then $APPLIANCE_BUNDLE_PUBKEY, then the site config's bundle.public_key."""
+    from appliance_cli.bundle.verify import KEY_ENV  # the bundle package is heavy: not at CLI start-up
+
     if override:
         return Path(override).expanduser()
     if os.environ.get(KEY_ENV):
@@ -43,6 +44,8 @@ def check(
     cfg: SiteConfig, bundle: str | None = None, key: str | None = None, skip: bool = False
 ) -> GateResult:
     """Verify the site's bundle (BundleError naming the bad artifact otherwise)."""
+    from appliance_cli.bundle.verify import KEY_ENV, verify_bundle
+
     if skip:
         return GateResult(
             extravars={},

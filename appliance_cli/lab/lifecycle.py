@@ -174,15 +174,7 @@ def _up(
 def _wait_booted(layout: LabLayout, n: LabNode) -> None:
     """sshd answers before the boot is over; a login then waits on logind and user@.service
     (pam_systemd), long enough to hit ansible's become timeout. Wait for the boot to finish."""
-    argv = [
-        "ssh",
-        "-F",
-        str(layout.site_dir / sitegen.SSH_CONFIG),
-        n.name,
-        "systemctl",
-        "is-system-running",
-        "--wait",
-    ]
+    argv = _node_ssh_argv(layout, n.name, ["systemctl", "is-system-running", "--wait"])
     try:
         r = subprocess.run(
             argv, capture_output=True, text=True, timeout=BOOT_TIMEOUT, stdin=subprocess.DEVNULL
@@ -346,4 +338,9 @@ def ssh_argv(node: str, command: list[str] | None = None) -> list[str]:
     names = [n.name for n in state.nodes]
     if node not in names:
         raise UsageError(f"no node '{node}' in lab '{layout.name}' (nodes: {', '.join(names)})")
-    return ["ssh", "-F", str(config), node, *(command or [])]
+    return _node_ssh_argv(layout, node, command)
+
+
+def _node_ssh_argv(layout: LabLayout, node: str, command: list[str] | None = None) -> list[str]:
+    """Through the lab's ssh_config: its key, its known_hosts (host keys verified), its netns proxy."""
+    return ["ssh", "-F", str(layout.site_dir / sitegen.SSH_CONFIG), node, *(command or [])]

@@ -1407,6 +1407,21 @@ class InitConfig:
         return f"{host}:{self.port}"
 
 
+# `kubeadm init` flags -> (ClusterConfiguration | InitConfiguration, field path), as kubeadm maps them.
+INIT_FLAG_FIELDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "kubernetes-version": ("cluster", ("kubernetesVersion",)),
+    "image-repository": ("cluster", ("imageRepository",)),
+    "pod-network-cidr": ("cluster", ("networking", "podSubnet")),
+    "service-cidr": ("cluster", ("networking", "serviceSubnet")),
+    "service-dns-domain": ("cluster", ("networking", "dnsDomain")),
+    "control-plane-endpoint": ("cluster", ("controlPlaneEndpoint",)),
+    "apiserver-advertise-address": ("init", ("localAPIEndpoint", "advertiseAddress")),
+    "apiserver-bind-port": ("init", ("localAPIEndpoint", "bindPort")),
+    "node-name": ("init", ("nodeRegistration", "name")),
+    "cri-socket": ("init", ("nodeRegistration", "criSocket")),
+}
+
+
 def load_init_config(path: str | None, flags: dict[str, Any], resolve_host: bool = True) -> InitConfig:
     cfg = InitConfig()
     if path:
@@ -1420,26 +1435,12 @@ def load_init_config(path: str | None, flags: dict[str, Any], resolve_host: bool
         cfg.kube_proxy = copy.deepcopy(docs.get("KubeProxyConfiguration"))
     c, i = cfg.cluster, cfg.init
     # flags (only without --config; mixing is refused by the caller)
-    if flags.get("kubernetes-version"):
-        c["kubernetesVersion"] = flags["kubernetes-version"]
-    if flags.get("image-repository"):
-        c["imageRepository"] = flags["image-repository"]
-    if flags.get("pod-network-cidr"):
-        c.setdefault("networking", {})["podSubnet"] = flags["pod-network-cidr"]
-    if flags.get("service-cidr"):
-        c.setdefault("networking", {})["serviceSubnet"] = flags["service-cidr"]
-    if flags.get("service-dns-domain"):
-        c.setdefault("networking", {})["dnsDomain"] = flags["service-dns-domain"]
-    if flags.get("control-plane-endpoint"):
-        c["controlPlaneEndpoint"] = flags["control-plane-endpoint"]
-    if flags.get("apiserver-advertise-address"):
-        i.setdefault("localAPIEndpoint", {})["advertiseAddress"] = flags["apiserver-advertise-address"]
-    if flags.get("apiserver-bind-port"):
-        i.setdefault("localAPIEndpoint", {})["bindPort"] = flags["apiserver-bind-port"]
-    if flags.get("node-name"):
-        i.setdefault("nodeRegistration", {})["name"] = flags["node-name"]
-    if flags.get("cri-socket"):
-        i.setdefault("nodeRegistration", {})["criSocket"] = flags["cri-socket"]
+    for flag, (doc, fields) in INIT_FLAG_FIELDS.items():
+        if flags.get(flag):
+            target = c if doc == "cluster" else i
+            for key in fields[:-1]:
+                target = target.setdefault(key, {})
+            target[fields[-1]] = flags[flag]
     if flags.get("token") or flags.get("token-ttl"):
         bt = (i.get("bootstrapTokens") or [{}])[0]
         if flags.get("token"):
