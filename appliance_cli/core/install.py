@@ -58,6 +58,7 @@ def run_playbook(
         check=opts.check,
         diff=opts.diff,
         verbosity=opts.verbosity,
+        mitogen=cfg.ssh.mitogen,
     )
     result = runner.run(req, on_event)
     if not result.ok:

@@ -114,6 +114,11 @@ class Ssh(_Model):
     known_hosts: str = "known_hosts"
     proxy_command: str | None = Field(default=None, description="e.g. to reach nodes through a jump host")
     port: int = Field(default=22, ge=1, le=65535)
+    mitogen: bool = Field(
+        default=True,
+        description="run modules through Mitogen (one persistent Python per node, 2-3x faster runs); "
+        "false falls back to Ansible's plain ssh connection",
+    )
 
 
 class SiteConfig(_Model):

@@ -4,6 +4,7 @@ translated into domain events and handed to a callback; nothing parses stdout.""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import signal
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from appliance_cli.content import ansible_cfg, roles_dir
-from appliance_cli.errors import Cancelled
+from appliance_cli.errors import Cancelled, PrerequisiteError
 from appliance_cli.runner.events import Event, HostResult, HostStats, HostWarning, RunRequest, RunResult
 from appliance_cli.runner.translate import stats_from_event, translate
 
@@ -53,8 +54,25 @@ def _envvars(req: RunRequest) -> dict[str, str]:
         "ANSIBLE_HOST_KEY_CHECKING": "True",
         "PATH": _path_with_our_ansible(),
     }
+    if req.mitogen:
+        # Mitogen keeps one Python per node and runs each module in it: no interpreter start and
+        # no module_utils import per task, which is most of what a no-op run costs.
+        env["ANSIBLE_STRATEGY_PLUGINS"] = mitogen_strategy_dir()
+        env["ANSIBLE_STRATEGY"] = "mitogen_linear"
     env.update(req.envvars)
     return env
+
+
+def mitogen_strategy_dir() -> str:
+    """Mitogen's strategy plugins, found without importing it (that needs ansible loaded)."""
+    spec = importlib.util.find_spec("ansible_mitogen")
+    if spec is None or not spec.submodule_search_locations:
+        raise PrerequisiteError(
+            "mitogen is not installed next to this toolkit (python package ansible_mitogen)",
+            hint="reinstall the toolkit from the bundle (install-toolkit.sh), "
+            "or set ssh.mitogen: false in appliance.yml to run over plain ssh",
+        )
+    return str(Path(list(spec.submodule_search_locations)[0]) / "plugins" / "strategy")
 
 
 def _path_with_our_ansible() -> str:

@@ -66,6 +66,7 @@ class RunRequest:
     diff: bool = False
     verbosity: int = 0
     envvars: dict[str, str] = field(default_factory=dict)
+    mitogen: bool = False  # run through Mitogen's strategy (site config ssh.mitogen)
 
 
 @dataclass

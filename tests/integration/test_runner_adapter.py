@@ -94,3 +94,47 @@ def test_each_site_gets_its_own_ssh_control_sockets(tmp_path):
     assert a["ANSIBLE_SSH_CONTROL_PATH_DIR"] != b["ANSIBLE_SSH_CONTROL_PATH_DIR"]
     assert env(tmp_path / "lab-a/site")["ANSIBLE_SSH_CONTROL_PATH_DIR"] == a["ANSIBLE_SSH_CONTROL_PATH_DIR"]
     assert len(a["ANSIBLE_SSH_CONTROL_PATH_DIR"]) + 1 + 40 < 108  # + %C (40 hex): unix socket limit
+
+
+WHO_RUNS_MODULES = """---
+- name: Who runs the modules
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Probe | Command line of the process that ran this module
+      ansible.builtin.shell: tr '\\\\0' ' ' < /proc/$PPID/cmdline
+      register: parent
+      changed_when: false
+    - name: Probe | Report limits
+      ansible.builtin.debug:
+        msg: ["parent: {{ parent.stdout }}"]
+"""
+
+
+@pytest.mark.parametrize("mitogen", [True, False])
+def test_mitogen_runs_the_modules_when_asked(tmp_path, mitogen):
+    """With mitogen the module runs inside Mitogen's persistent interpreter (its process title says
+    so); without it, in a fresh AnsiballZ process."""
+    req = _request(tmp_path, mitogen=mitogen)
+    req.playbook.write_text(WHO_RUNS_MODULES)
+    events: list = []
+    result = AnsibleRunner().run(req, events.append)
+    assert result.ok
+    [parent] = [w.message for w in events if isinstance(w, HostWarning)]
+    assert ("(mitogen:" in parent) is mitogen, parent
+    assert ("AnsiballZ_command" in parent) is not mitogen, parent
+
+
+def test_missing_mitogen_is_a_prerequisite_error_with_the_way_out(tmp_path, monkeypatch):
+    import importlib.util
+
+    from appliance_cli.errors import PrerequisiteError
+    from appliance_cli.runner import adapter
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "ansible_mitogen" else real(name, *a)
+    )
+    with pytest.raises(PrerequisiteError) as err:
+        adapter._envvars(_request(tmp_path, mitogen=True))
+    assert "ansible_mitogen" in err.value.message and "ssh.mitogen: false" in err.value.hint
