@@ -72,7 +72,7 @@ def mitogen_strategy_dir() -> str:
             hint="reinstall the toolkit from the bundle (install-toolkit.sh), "
             "or set ssh.mitogen: false in appliance.yml to run over plain ssh",
         )
-    return str(Path(list(spec.submodule_search_locations)[0]) / "plugins" / "strategy")
+    return str(Path(next(iter(spec.submodule_search_locations))) / "plugins" / "strategy")
 
 
 def _path_with_our_ansible() -> str:
