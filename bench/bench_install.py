@@ -29,17 +29,28 @@ os.environ["CI"] = "1"
 BUNDLES = Path(os.environ.get("APPLIANCE_BENCH_BUNDLES", "/var/lib/appliance/bundles"))
 
 
+def busy_core_seconds() -> float:
+    """CPU time spent by the whole machine (controller, lab nodes, everything) since boot."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def timed(label: str, *args: str) -> tuple[float, int]:
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), busy_core_seconds()
     r = subprocess.run([sys.executable, "-m", "appliance_cli", *args], capture_output=True, text=True)
-    dt = time.monotonic() - t0
+    dt, cpu = time.monotonic() - t0, busy_core_seconds() - c0
     if r.returncode != 0:
         print(f"{label}: FAILED rc={r.returncode}\n{r.stderr[-2000:]}", file=sys.stderr)
         subprocess.run([sys.executable, "-m", "appliance_cli", "lab", "down", "--purge"], capture_output=True)
         sys.exit(1)
     recaps = [ln for ln in r.stdout.splitlines() if ln.startswith("RECAP")]
     changed = sum(int(ln.split("changed=")[1].split()[0]) for ln in recaps)
-    print(f"{label:<40} {dt:7.1f} s" + (f"   changed={changed}" if recaps else ""), flush=True)
+    # busy core-seconds / wall / cores: how close the run came to saturating this machine
+    load = f"   cpu {cpu:6.1f} core-s ({cpu / dt / os.cpu_count():4.0%} of {os.cpu_count()} cores)"
+    print(
+        f"{label:<40} {dt:7.1f} s" + (f"   changed={changed:<4}" if recaps else " " * 14) + load, flush=True
+    )
     return dt, changed
 
 

@@ -581,6 +581,10 @@ def _plan(tmp: Path, current: list[dict[str, Any]], extra: dict[str, Any]) -> li
             }
         )
     )
+    # what `kubectl get nodes -o json` prints: one NodeList holding every node
+    node_list = {
+        "stdout": json.dumps({"kind": "NodeList", "items": [json.loads(c["stdout"]) for c in current]})
+    }
     plays = [
         {
             "name": "Plan",
@@ -590,7 +594,7 @@ def _plan(tmp: Path, current: list[dict[str, Any]], extra: dict[str, Any]) -> li
             "tasks": [
                 {
                     "name": "Plan | Fake kubectl get node",
-                    "ansible.builtin.set_fact": {"node_roles_current": {"results": current}},
+                    "ansible.builtin.set_fact": {"node_roles_current": node_list},
                 },
                 {
                     "name": "Plan | Role task file",
@@ -607,7 +611,8 @@ def _plan(tmp: Path, current: list[dict[str, Any]], extra: dict[str, Any]) -> li
             ],
         }
     ]
-    run_playbook(tmp, plays, extra)
+    # the site's nodes (groups['appliance'] in a real inventory); nodes outside it are left alone
+    run_playbook(tmp, plays, {"node_roles_nodes": [c["item"] for c in current]} | extra)
     return json.loads((tmp / "plan.json").read_text())
 
 
