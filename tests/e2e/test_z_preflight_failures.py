@@ -71,13 +71,19 @@ def test_join_fails_with_kubeadms_words_when_a_step_is_missing(reset_worker, ste
 def test_install_rejoins_the_reset_worker(site, hosts, reset_worker, cli):
     name, worker, _ = reset_worker
     assert not worker.file("/etc/kubernetes/kubelet.conf").exists  # still reset: the install must rejoin it
-    r = cli("install", "--site", str(site.site_dir))
+    # the day-2 way: only that worker in the run; what it needs from the master (bundle index, CA,
+    # pull password, join command, its labels) is done from there by delegation
+    r = cli("install", "--site", str(site.site_dir), "--limit", name)
     assert r.rc == 0, r.err[-2000:]
+    assert set(r.recap) == {name}
     assert r.recap[name]["changed"] > 0
+    node = next(n for n in site.nodes if n.name == name)
     labels = hosts[site.master.name].check_output(
         f"{KUBECTL} get node {name} -o jsonpath='{{.metadata.labels}}'"
     )
-    assert "run.ai/type" in labels
+    assert f'"run.ai/type":"{node.hardware_class}"' in labels
+    for role in set(node.roles) & {"gpu-worker", "cpu-worker"}:
+        assert f'"node-role.kubernetes.io/{role}":"true"' in labels
     ready = hosts[site.master.name].check_output(
         f"{KUBECTL} get node {name} -o jsonpath='{{.status.conditions[?(@.type==\"Ready\")].status}}'"
     )
