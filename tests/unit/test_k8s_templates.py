@@ -608,6 +608,14 @@ def _plan(tmp: Path, current: list[dict[str, Any]], extra: dict[str, Any]) -> li
                         "mode": "0644",
                     },
                 },
+                {
+                    "name": "Plan | Save the kubectl calls",
+                    "ansible.builtin.copy": {
+                        "content": "{{ node_roles_calls | to_json }}",
+                        "dest": str(tmp / "calls.json"),
+                        "mode": "0644",
+                    },
+                },
             ],
         }
     ]
@@ -653,6 +661,34 @@ def test_node_roles_plan_only_what_differs(tmp_path: Path) -> None:
     }
     # master1 already matches: nothing planned for it
     assert not [p for p in plan if p["node"] == "master1"]
+    # one kubectl call per node and verb, holding all of that node's changes
+    calls = json.loads((tmp_path / "calls.json").read_text())
+    assert sorted((c["verb"], c["node"], sorted(c["args"])) for c in calls) == [
+        (
+            "label",
+            "worker1",
+            sorted(
+                [
+                    "node-role.kubernetes.io/gpu-worker=true",
+                    "run.ai/type=S5N-3U",
+                    "node-role.kubernetes.io/cpu-worker-",
+                ]
+            ),
+        ),
+        (
+            "label",
+            "worker3",
+            sorted(
+                [
+                    "node-role.kubernetes.io/cpu-worker=true",
+                    "run.ai/type=CPU",
+                    "nvidia.com/gpu.deploy.operands=false",
+                ]
+            ),
+        ),
+        ("taint", "worker1", ["dedicated=gpu:NoSchedule"]),
+        ("taint", "worker3", ["runai-"]),
+    ]
 
 
 def test_node_roles_plan_empty_when_converged(tmp_path: Path) -> None:
@@ -674,3 +710,4 @@ def test_node_roles_plan_empty_when_converged(tmp_path: Path) -> None:
         "node_roles_taints": [{"node": "worker1", "key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
     }
     assert _plan(tmp_path, current, extra) == []
+    assert json.loads((tmp_path / "calls.json").read_text()) == []
