@@ -45,10 +45,12 @@ SITE = {
     "appliance_bundle_files": {},
     "appliance_node_roles": ["master", "runai-system"],
     "appliance_hardware_class": "S5SP",
+    # no facts gathered here: the paths of a Debian/Ubuntu node, from the role's own table
+    "__kube_binaries_os": "{{ __kube_binaries_os_table.Debian }}",
 }
 DEFAULTS = [
     "container_runtime/defaults/main.yml",
-    "kube_binaries/vars/Debian.yml",
+    "kube_binaries/vars/main.yml",
     "kube_binaries/defaults/main.yml",
     "control_plane/defaults/main.yml",
     "cni_flannel/defaults/main.yml",

@@ -1,0 +1,242 @@
+"""os_prereqs' node modules (library/kernel_prereqs.py, library/apt_offline_sources.py) on a
+temporary tree: what they write, what they run, what they report, in check mode too.
+The lab e2e suite runs the same modules on real nodes (tests/e2e/test_os_prereqs_state.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROLE = Path(__file__).resolve().parents[2] / "roles" / "os_prereqs"
+
+
+def _load(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# The role's module_utils are importable as ansible.module_utils.* on the node; the same here.
+node_files = _load("ansible.module_utils.node_files", ROLE / "module_utils" / "node_files.py")
+kernel = _load("appliance_test_kernel_prereqs", ROLE / "library" / "kernel_prereqs.py")
+apt_sources = _load("appliance_test_apt_offline_sources", ROLE / "library" / "apt_offline_sources.py")
+
+
+class Failed(Exception):
+    pass
+
+
+class FakeModule:
+    """What the modules use of AnsibleModule; commands answer from `answers` (argv -> rc, err)."""
+
+    def __init__(self, params: dict[str, Any], check_mode: bool = False, answers=None):
+        self.params, self.check_mode = params, check_mode
+        self.answers = answers or {}
+        self.ran: list[list[str]] = []
+
+    def run_command(self, argv: list[str]):
+        self.ran.append(argv)
+        rc, err = self.answers.get(" ".join(argv), (0, ""))
+        return rc, "", err
+
+    def fail_json(self, **kw):
+        raise Failed(kw["msg"])
+
+
+@pytest.fixture
+def kernel_tree(tmp_path, monkeypatch):
+    """A fake /proc/swaps, /proc/sys, /sys/module and modules.builtin, plus the files to write."""
+    (tmp_path / "proc/sys/net/ipv4").mkdir(parents=True)
+    (tmp_path / "proc/sys/net/ipv4/ip_forward").write_text("0\n")
+    (tmp_path / "proc/sys/fs/inotify").mkdir(parents=True)
+    (tmp_path / "proc/sys/fs/inotify/max_user_watches").write_text("8192\n")
+    (tmp_path / "proc/swaps").write_text("Filename\tType\tSize\tUsed\tPriority\n")
+    (tmp_path / "sys/module/overlay").mkdir(parents=True)
+    (tmp_path / "modules.builtin").write_text("kernel/net/bridge/br_netfilter.ko\n")
+    (tmp_path / "fstab").write_text("UUID=1 / ext4 defaults 0 1\n/swap.img none swap sw 0 0\n")
+    monkeypatch.setattr(kernel, "PROC_SWAPS", str(tmp_path / "proc/swaps"))
+    monkeypatch.setattr(kernel, "PROC_SYS", str(tmp_path / "proc/sys"))
+    monkeypatch.setattr(kernel, "SYS_MODULE", str(tmp_path / "sys/module"))
+    monkeypatch.setattr(kernel, "MODULES_BUILTIN", str(tmp_path / "modules.builtin"))
+    return tmp_path
+
+
+def kernel_params(tree: Path, **over: Any) -> dict[str, Any]:
+    p = {
+        "swap_off": True,
+        "fstab": str(tree / "fstab"),
+        "modules": ["overlay", "br_netfilter"],
+        "modules_file": str(tree / "modules-load.d/kubernetes.conf"),
+        "modules_content": "overlay\nbr_netfilter\n",
+        "sysctls": {"net.ipv4.ip_forward": 1, "fs.inotify.max_user_watches": 524288},
+        "sysctl_file": str(tree / "sysctl.d/99-kubernetes.conf"),
+        "sysctl_content": "net.ipv4.ip_forward = 1\n",
+        "host_owned": False,
+        "virtualization": "systemd-nspawn",
+    }
+    return {**p, **over}
+
+
+def test_fstab_swap_lines_are_commented_once():
+    text = "UUID=1 / ext4 defaults 0 1\n/swap.img none swap sw 0 0\n# /old none swap sw 0 0\n"
+    once = kernel.fstab_without_swap(text)
+    assert (
+        once.splitlines()[1]
+        == "# /swap.img none swap sw 0 0  # disabled by appliance (kubelet needs swap off)"
+    )
+    assert (
+        once.splitlines()[0] == "UUID=1 / ext4 defaults 0 1"
+        and once.splitlines()[2] == "# /old none swap sw 0 0"
+    )
+    assert kernel.fstab_without_swap(once) == once
+
+
+def test_swap_active_reads_proc_swaps_lines():
+    assert not kernel.swap_active("Filename\tType\tSize\tUsed\tPriority\n")
+    assert kernel.swap_active("Filename\tType\n/swap.img file 1024 0 -2\n")
+
+
+def test_first_run_writes_files_sets_what_differs_and_second_run_changes_nothing(kernel_tree):
+    m = FakeModule(kernel_params(kernel_tree))
+    r = kernel.converge(m)
+    assert r["changed"] and r["limits"] == []
+    # both modules active (loaded / built in): no modprobe; swap off already: no swapoff
+    assert ["sysctl", "-w", "net.ipv4.ip_forward=1"] in m.ran
+    assert ["sysctl", "-w", "fs.inotify.max_user_watches=524288"] in m.ran
+    assert not any(a[0] in ("modprobe", "swapoff") for a in m.ran)
+    assert "# /swap.img none swap sw 0 0" in (kernel_tree / "fstab").read_text()
+    assert (kernel_tree / "sysctl.d/99-kubernetes.conf").read_text() == "net.ipv4.ip_forward = 1\n"
+    assert oct((kernel_tree / "modules-load.d/kubernetes.conf").stat().st_mode & 0o777) == "0o644"
+    assert {d["after_header"] for d in r["diff"]} == {
+        str(kernel_tree / p)
+        for p in ("fstab", "modules-load.d/kubernetes.conf", "sysctl.d/99-kubernetes.conf")
+    }
+    # what `sysctl -w` would have done
+    (kernel_tree / "proc/sys/net/ipv4/ip_forward").write_text("1\n")
+    (kernel_tree / "proc/sys/fs/inotify/max_user_watches").write_text("524288\n")
+    again = FakeModule(kernel_params(kernel_tree))
+    r2 = kernel.converge(again)
+    assert not r2["changed"] and r2["diff"] == [] and again.ran == []
+
+
+def test_active_swap_is_turned_off_and_missing_module_loaded(kernel_tree):
+    (kernel_tree / "proc/swaps").write_text("Filename\tType\n/swap.img file 1024 0 -2\n")
+    m = FakeModule(kernel_params(kernel_tree, modules=["overlay", "nf_conntrack"]))
+    r = kernel.converge(m)
+    assert ["swapoff", "-a"] in m.ran and r["swap_disabled"]
+    assert ["modprobe", "nf_conntrack"] in m.ran and r["modules_loaded"] == ["nf_conntrack"]
+
+
+def test_a_parameter_that_cannot_be_set_fails_on_a_real_host_naming_it(kernel_tree):
+    refused = {"sysctl -w fs.inotify.max_user_watches=524288": (255, "sysctl: permission denied on key")}
+    m = FakeModule(kernel_params(kernel_tree), answers=refused)
+    with pytest.raises(
+        Failed, match=r"sysctl fs\.inotify\.max_user_watches=524288 could not be set: .*denied"
+    ):
+        kernel.converge(m)
+
+
+def test_a_container_node_reports_what_the_host_owns_as_limits(kernel_tree):
+    refused = {
+        "sysctl -w fs.inotify.max_user_watches=524288": (255, "sysctl: permission denied on key"),
+        "modprobe nf_conntrack": (1, "modprobe: FATAL: Module nf_conntrack not found"),
+    }
+    m = FakeModule(kernel_params(kernel_tree, host_owned=True, modules=["nf_conntrack"]), answers=refused)
+    r = kernel.converge(m)
+    assert r["limits"] == [
+        "kernel module nf_conntrack could not be loaded in this systemd-nspawn node: modprobe: FATAL: Module "
+        "nf_conntrack not found (it must be loaded or built into the host kernel)",
+        "sysctl fs.inotify.max_user_watches=524288 cannot be set in this systemd-nspawn node (sysctl: "
+        "permission denied on key); live value is 8192: set it on the host",
+    ]
+    assert r["sysctls_set"] == ["net.ipv4.ip_forward=1"] and r["modules_loaded"] == []
+
+
+def test_check_mode_writes_and_runs_nothing_and_predicts_read_only_parameters(kernel_tree, monkeypatch):
+    before = {p: p.read_text() for p in kernel_tree.rglob("*") if p.is_file()}
+    # a container's /proc/sys is mounted read-only except net.* (root cannot fake that in a tmp tree)
+    monkeypatch.setattr(kernel, "sysctl_writable", lambda key: key.startswith("net."))
+    m = FakeModule(kernel_params(kernel_tree, host_owned=True), check_mode=True)
+    r = kernel.converge(m)
+    assert m.ran == [] and {p: p.read_text() for p in kernel_tree.rglob("*") if p.is_file()} == before
+    assert r["changed"] and r["sysctls_set"] == ["net.ipv4.ip_forward=1"]
+    assert r["limits"] == [
+        "sysctl fs.inotify.max_user_watches=524288 cannot be set in this systemd-nspawn node "
+        f"({kernel_tree}/proc/sys/fs/inotify/max_user_watches: read-only); live value is 8192: set it on the host"
+    ]
+
+
+def test_converge_file_rewrites_on_content_or_mode_only(tmp_path):
+    f = tmp_path / "d" / "x.conf"
+    assert node_files.converge_file(str(f), "a\n", 0o644, check_mode=True)["before"] == ""
+    assert not f.exists()
+    assert node_files.converge_file(str(f), "a\n", 0o644) is not None
+    assert node_files.converge_file(str(f), "a\n", 0o644) is None
+    assert node_files.converge_file(str(f), "a\n", 0o600) is not None
+    assert f.stat().st_mode & 0o777 == 0o600
+    d = node_files.converge_file(str(f), "b\n", 0o600)
+    assert d["before"] == "a\n" and d["after"] == "b\n" and f.read_text() == "b\n"
+    assert [p.name for p in f.parent.iterdir()] == ["x.conf"]  # no temporary file left behind
+
+
+@pytest.fixture
+def apt_tree(tmp_path):
+    d = tmp_path / "sources.list.d"
+    d.mkdir()
+    (d / "debian.sources").write_text("Types: deb\nURIs: http://deb.example/debian\n")
+    (d / "vendor.list").write_text("deb http://vendor.example/ stable main\n")
+    (d / "README").write_text("not a source\n")
+    (tmp_path / "sources.list").write_text("deb http://deb.example/debian bookworm main\n")
+    return tmp_path
+
+
+def apt_params(tree: Path, **over: Any) -> dict[str, Any]:
+    p = {
+        "content": "deb [trusted=yes] http://10.77.0.11:8081/apt/debian-12/ ./\n",
+        "path": str(tree / "sources.list.d/appliance-offline.list"),
+        "exclusive": True,
+        "sources_dir": str(tree / "sources.list.d"),
+        "sources_list": str(tree / "sources.list"),
+        "aside_dir": str(tree / "disabled"),
+    }
+    return {**p, **over}
+
+
+def test_apt_sources_become_the_offline_repository_only(apt_tree):
+    r = apt_sources.converge(apt_params(apt_tree), check_mode=False)
+    assert r["changed"]
+    assert r["moved"] == [
+        str(apt_tree / p) for p in ("sources.list.d/debian.sources", "sources.list.d/vendor.list")
+    ] + [str(apt_tree / "sources.list")]
+    assert sorted(p.name for p in (apt_tree / "sources.list.d").iterdir()) == [
+        "README",
+        "appliance-offline.list",
+    ]
+    assert sorted(p.name for p in (apt_tree / "disabled").iterdir()) == [
+        "debian.sources",
+        "sources.list",
+        "vendor.list",
+    ]
+    assert (apt_tree / "disabled/vendor.list").read_text() == "deb http://vendor.example/ stable main\n"
+    again = apt_sources.converge(apt_params(apt_tree), check_mode=False)
+    assert not again["changed"] and again["moved"] == []
+
+
+def test_apt_sources_check_mode_and_non_exclusive(apt_tree):
+    r = apt_sources.converge(apt_params(apt_tree), check_mode=True)
+    assert r["changed"] and len(r["moved"]) == 3
+    assert (
+        not (apt_tree / "disabled").exists()
+        and not (apt_tree / "sources.list.d/appliance-offline.list").exists()
+    )
+    r = apt_sources.converge(apt_params(apt_tree, exclusive=False), check_mode=False)
+    assert r["moved"] == [] and (apt_tree / "sources.list").exists()
+    assert (apt_tree / "sources.list.d/appliance-offline.list").read_text().startswith("deb [trusted=yes]")
