@@ -31,6 +31,8 @@ def _message(res: dict[str, Any]) -> str:
         label = first.get("_ansible_item_label", first.get("item", "?"))
         more = f" (+{len(failed_items) - 1} more items)" if len(failed_items) > 1 else ""
         return f"item {label}: {_message(first) or 'failed'}{more}"
+    if res.get("censored"):  # no_log: Ansible dropped the reason with the secrets
+        return "details hidden: the task handles secrets (no_log); the node's own logs say more"
     for key in ("msg", "stderr", "reason", "stdout"):
         value = res.get(key)
         if value:

@@ -67,6 +67,19 @@ def test_failed_command_message_is_last_stderr_line():
     assert r.message == "[ERROR Swap]: running with swap on is not supported. Please disable swap"
 
 
+def test_failed_no_log_task_says_its_details_are_hidden_not_no_message():
+    censored = "the output has been hidden due to the fact that 'no_log: true' was specified for this result"
+    [r] = translate(
+        ev(
+            "runner_on_failed",
+            host="m",
+            task="Auth | Pull password",
+            res={"censored": censored, "changed": False},
+        )
+    )
+    assert r.status == "failed" and "hidden" in r.message and "no_log" in r.message
+
+
 def test_failed_loop_names_the_first_failed_item_and_its_reason():
     [r] = translate(
         ev(
