@@ -7,7 +7,7 @@ the demo's bundle directory; it never touches a lab the user has up. The lab bun
 brought up to date: incremental) and signed first; that time is printed but not part of the ratios.
 Baseline, side by side: on the largest lab the no-op re-run is timed once more with the site
 config's ssh.mitogen set to false (Ansible's plain ssh connection), and the ratio printed.
-usage: python bench/bench_install.py [--sizes 1,4] [--fresh-rootfs] [--no-baseline]
+usage: python bench/bench_install.py [--sizes 1,4] [--fresh-rootfs] [--no-baseline] [--keep-lab]
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="1,4", help="node counts, comma-separated (default 1,4)")
     ap.add_argument("--fresh-rootfs", action="store_true", help="also rebuild the cached base rootfs first")
     ap.add_argument("--no-baseline", action="store_true", help="skip the plain-ssh re-run")
+    ap.add_argument("--keep-lab", action="store_true", help="leave the last lab up (its runs/ to inspect)")
     a = ap.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]
     bundle, key = BUNDLES / "lab", BUNDLES / "lab-signing"
@@ -98,7 +99,8 @@ def main() -> None:
         results[n] = (first, rerun)
         if n == max(sizes) and not a.no_baseline:
             plain = plain_ssh_rerun(n)
-    timed("lab down --purge", "lab", "down", "--purge")
+    if not a.keep_lab:
+        timed("lab down --purge", "lab", "down", "--purge")
     print()
     for n, (first, rerun) in results.items():
         print(f"{n} node(s): first {first:6.1f} s, re-run {rerun:6.1f} s ({rerun / first:.2f}x of first)")

@@ -277,6 +277,50 @@ def test_docker_refused_from_1_24(tmp_path: Path, runtime: str, version: str, ok
         assert "dockershim was removed in 1.24: migrate to containerd first" in proc.stdout
 
 
+SHA = "0" * 64
+
+
+@pytest.mark.parametrize(
+    ("files", "cni_source", "message"),
+    [
+        ({n: {"sha256": SHA} for n in ("kubeadm", "kubelet", "kubectl", "crictl")}, "package", None),
+        (
+            {"kubeadm": {"sha256": SHA}, "kubelet": {"sha256": "abc"}, "crictl": {"sha256": SHA}},
+            "package",
+            "bundle file artifact(s) kubelet, kubectl missing from appliance_bundle_files (or without a sha256)",
+        ),
+        (
+            {n: {"sha256": SHA} for n in ("kubeadm", "kubelet", "kubectl", "crictl")},
+            "bundle",
+            "bundle file artifact(s) cni-plugins missing",
+        ),
+        ({}, "apt", "kube_binaries_cni_source must be 'bundle' or 'package'"),
+    ],
+)
+def test_kube_binaries_names_every_missing_artifact_at_once(
+    tmp_path: Path, files: dict[str, Any], cni_source: str, message: str | None
+) -> None:
+    plays = [
+        {
+            "name": "Assert",
+            "hosts": "localhost",
+            "gather_facts": False,
+            "vars_files": [str(ROLES / "kube_binaries/defaults/main.yml")],
+            "tasks": [
+                {
+                    "name": "Assert | Role checks",
+                    "ansible.builtin.include_tasks": str(ROLES / "kube_binaries/tasks/0010-assert.yml"),
+                }
+            ],
+        }
+    ]
+    extra = {**SITE, "appliance_bundle_files": files, "kube_binaries_cni_source": cni_source}
+    proc = run_playbook(tmp_path, plays, extra, check=False)
+    assert (proc.returncode == 0) is (message is None), proc.stdout
+    if message:
+        assert message in proc.stdout
+
+
 # --------------------------------------------------------------------------- kubelet
 
 
