@@ -5,10 +5,12 @@ damaged htpasswd entry and check mode do."""
 from __future__ import annotations
 
 import grp
+import importlib.util
 import os
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,12 @@ pytestmark = pytest.mark.skipif(
     ),
     reason="needs openssl, apache2-utils (htpasswd) and the docker-registry group: scripts/bootstrap.sh installs them",
 )
+# the role's module_utils, importable as ansible.module_utils.* on the node: the same here
+_utils = Path(__file__).resolve().parents[2] / "roles/registry/module_utils/registry_files.py"
+_spec = importlib.util.spec_from_file_location("ansible.module_utils.registry_files", _utils)
+assert _spec and _spec.loader
+sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sys.modules[_spec.name])
 pki = load_module("registry", "registry_pki")
 auth = load_module("registry", "registry_auth")
 SAN = "subjectAltName = IP:10.77.0.11, DNS:master1\n"

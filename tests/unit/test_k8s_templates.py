@@ -241,17 +241,20 @@ def test_docker_daemon_json(docker: dict[str, str]) -> None:
     assert daemon["debug"] is True
 
 
-def _assert_play(tmp: Path, extra: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+def _assert_play(
+    tmp: Path, extra: dict[str, Any], role: str = "container_runtime"
+) -> subprocess.CompletedProcess[str]:
+    """The role's tasks/0010-assert.yml with its defaults and the site's variables (+ extra)."""
     plays = [
         {
             "name": "Assert",
             "hosts": "localhost",
             "gather_facts": False,
-            "vars_files": [str(ROLES / "container_runtime/defaults/main.yml")],
+            "vars_files": [str(ROLES / role / "defaults/main.yml")],
             "tasks": [
                 {
                     "name": "Assert | Role checks",
-                    "ansible.builtin.include_tasks": str(ROLES / "container_runtime/tasks/0010-assert.yml"),
+                    "ansible.builtin.include_tasks": str(ROLES / role / "tasks/0010-assert.yml"),
                 }
             ],
         }
@@ -300,22 +303,8 @@ SHA = "0" * 64
 def test_kube_binaries_names_every_missing_artifact_at_once(
     tmp_path: Path, files: dict[str, Any], cni_source: str, message: str | None
 ) -> None:
-    plays = [
-        {
-            "name": "Assert",
-            "hosts": "localhost",
-            "gather_facts": False,
-            "vars_files": [str(ROLES / "kube_binaries/defaults/main.yml")],
-            "tasks": [
-                {
-                    "name": "Assert | Role checks",
-                    "ansible.builtin.include_tasks": str(ROLES / "kube_binaries/tasks/0010-assert.yml"),
-                }
-            ],
-        }
-    ]
-    extra = {**SITE, "appliance_bundle_files": files, "kube_binaries_cni_source": cni_source}
-    proc = run_playbook(tmp_path, plays, extra, check=False)
+    extra = {"appliance_bundle_files": files, "kube_binaries_cni_source": cni_source}
+    proc = _assert_play(tmp_path, extra, role="kube_binaries")
     assert (proc.returncode == 0) is (message is None), proc.stdout
     if message:
         assert message in proc.stdout

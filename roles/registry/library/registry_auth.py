@@ -8,10 +8,11 @@ Stdlib only, Python >= 3.8."""
 
 from __future__ import annotations
 
-import grp
 import os
 import secrets
 from typing import Any
+
+from ansible.module_utils.registry_files import group_id, owned
 
 DOCUMENTATION = r"""
 module: registry_auth
@@ -39,35 +40,19 @@ htpasswd_written: {description: The htpasswd entry was (re)written: restart the 
 def converge(module: Any) -> dict[str, Any]:
     p, check = module.params, module.check_mode
     changed = False
-    try:
-        gid = grp.getgrnam(p["group"]).gr_gid
-    except KeyError:
-        if not check:
-            module.fail_json(msg=f"group {p['group']} does not exist (is the registry package installed?)")
-        gid = 0
-
-    def owned(path: str, group: int, mode: int) -> bool:
-        if not os.path.exists(path):
-            return False
-        st = os.stat(path)
-        if (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (0, group, mode):
-            return False
-        if not check:
-            os.chown(path, 0, group)
-            os.chmod(path, mode)
-        return True
+    gid = group_id(module, p["group"])
 
     if not os.path.isdir(p["auth_dir"]):
         changed = True
         if not check:
             os.makedirs(p["auth_dir"], mode=0o750)
-    changed |= owned(p["auth_dir"], gid, 0o750)
+    changed |= owned(p["auth_dir"], gid, 0o750, check)
 
     password = ""
     if os.path.exists(p["password_file"]):
         with open(p["password_file"], encoding="utf-8") as f:
             password = f.read().strip()
-        changed |= owned(p["password_file"], 0, 0o600)
+        changed |= owned(p["password_file"], 0, 0o600, check)
     elif check:  # a fresh master in check mode: nothing generated yet
         return {"changed": True, "password": "", "htpasswd_written": True}
     else:  # created 0600 and exclusively: never readable by others, never overwritten
@@ -95,7 +80,7 @@ def converge(module: Any) -> dict[str, Any]:
         if rc != 0:
             module.fail_json(msg=f"htpasswd -B failed on {p['htpasswd_file']}: {err.strip()}")
     changed |= not entry_ok
-    changed |= owned(p["htpasswd_file"], gid, 0o640)
+    changed |= owned(p["htpasswd_file"], gid, 0o640, check)
     return {"changed": changed, "password": password, "htpasswd_written": not entry_ok}
 
 

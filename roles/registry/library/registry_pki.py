@@ -7,9 +7,10 @@ One module instead of ten tasks (each a round trip on every run). Stdlib only, P
 from __future__ import annotations
 
 import base64
-import grp
 import os
 from typing import Any
+
+from ansible.module_utils.registry_files import group_id, owned
 
 DOCUMENTATION = r"""
 module: registry_pki
@@ -49,12 +50,7 @@ def converge(module: Any) -> dict[str, Any]:
     diffs: list[dict[str, Any]] = []
     san_file = os.path.join(p["pki_dir"], "registry-san.ext")
     csr = os.path.join(p["pki_dir"], "registry.csr")
-    try:
-        gid = grp.getgrnam(p["group"]).gr_gid
-    except KeyError:
-        if not check:
-            module.fail_json(msg=f"group {p['group']} does not exist (is the registry package installed?)")
-        gid = 0
+    gid = group_id(module, p["group"])
 
     def openssl(*args: str) -> None:
         rc, _out, err = module.run_command(["openssl", *args], umask=0o077)
@@ -68,24 +64,12 @@ def converge(module: Any) -> dict[str, Any]:
         if not check:
             openssl(*args)
 
-    def owned(path: str, uid: int, group: int, mode: int) -> bool:
-        """Owner and mode as wanted (fixed now); True when something had to change."""
-        if check and not os.path.exists(path):
-            return False
-        st = os.stat(path)
-        if (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (uid, group, mode):
-            return False
-        if not check:
-            os.chown(path, uid, group)
-            os.chmod(path, mode)
-        return True
-
     fixed = False
     if not os.path.isdir(p["pki_dir"]):
         issued.append("directory")
         if not check:
             os.makedirs(p["pki_dir"], mode=0o750)
-    fixed |= owned(p["pki_dir"], 0, gid, 0o750)
+    fixed |= owned(p["pki_dir"], gid, 0o750, check)
     create(
         p["ca_key"],
         "CA key",
@@ -99,7 +83,7 @@ def converge(module: Any) -> dict[str, Any]:
             p["ca_key"],
         ),
     )
-    fixed |= owned(p["ca_key"], 0, 0, 0o600)
+    fixed |= owned(p["ca_key"], 0, 0o600, check)
     create(
         p["ca_cert"],
         "CA certificate",
@@ -112,7 +96,7 @@ def converge(module: Any) -> dict[str, Any]:
         "server key",
         *("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", p["tls_key"]),
     )
-    fixed |= owned(p["tls_key"], 0, gid, 0o640)
+    fixed |= owned(p["tls_key"], gid, 0o640, check)
 
     san_before = ""
     if os.path.exists(san_file):
@@ -124,7 +108,7 @@ def converge(module: Any) -> dict[str, Any]:
         if not check:
             with open(san_file, "w", encoding="utf-8") as f:  # public, tiny: no need for a rename
                 f.write(p["san_content"])
-    fixed |= owned(san_file, 0, 0, 0o644)
+    fixed |= owned(san_file, 0, 0o644, check)
     create(
         csr,
         "certificate request",
