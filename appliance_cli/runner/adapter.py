@@ -59,8 +59,6 @@ def _envvars(req: RunRequest) -> dict[str, str]:
         # no module_utils import per task, which is most of what a no-op run costs.
         env["ANSIBLE_STRATEGY_PLUGINS"] = mitogen_strategy_dir()
         env["ANSIBLE_STRATEGY"] = "mitogen_linear"
-        # plays whose nodes do not wait on each other run with the free strategy (site.yml)
-        env["APPLIANCE_PARALLEL_STRATEGY"] = "mitogen_free"
     env.update(req.envvars)
     return env
 

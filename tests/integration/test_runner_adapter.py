@@ -96,10 +96,10 @@ def test_each_site_gets_its_own_ssh_control_sockets(tmp_path):
     assert len(a["ANSIBLE_SSH_CONTROL_PATH_DIR"]) + 1 + 40 < 108  # + %C (40 hex): unix socket limit
 
 
-WHO_RUNS_MODULES_PLAY = """
-- name: Who runs the modules ({label})
+WHO_RUNS_MODULES = """---
+- name: Who runs the modules
   hosts: all
-  gather_facts: false{strategy}
+  gather_facts: false
   tasks:
     - name: Probe | Command line of the process that ran this module
       ansible.builtin.shell: tr '\\\\0' ' ' < /proc/$PPID/cmdline
@@ -107,32 +107,22 @@ WHO_RUNS_MODULES_PLAY = """
       changed_when: false
     - name: Probe | Report limits
       ansible.builtin.debug:
-        msg: ["{label} parent: {{{{ parent.stdout }}}}"]
+        msg: ["parent: {{ parent.stdout }}"]
 """
-# the line site.yml's node-parallel plays carry (free strategy; Mitogen's when the runner uses it)
-FREE_PLAY = """
-  strategy: "{{ lookup('ansible.builtin.env', 'APPLIANCE_PARALLEL_STRATEGY') | default('free', true) }}\""""
-WHO_RUNS_MODULES = (
-    "---"
-    + WHO_RUNS_MODULES_PLAY.format(label="linear", strategy="")
-    + WHO_RUNS_MODULES_PLAY.format(label="free", strategy=FREE_PLAY)
-)
 
 
 @pytest.mark.parametrize("mitogen", [True, False])
 def test_mitogen_runs_the_modules_when_asked(tmp_path, mitogen):
     """With mitogen the module runs inside Mitogen's persistent interpreter (its process title says
-    so); without it, in a fresh AnsiballZ process. The same in a play with the free strategy."""
+    so); without it, in a fresh AnsiballZ process."""
     req = _request(tmp_path, mitogen=mitogen)
     req.playbook.write_text(WHO_RUNS_MODULES)
     events: list = []
     result = AnsibleRunner().run(req, events.append)
     assert result.ok
-    parents = sorted(w.message for w in events if isinstance(w, HostWarning))
-    assert [p.split()[0] for p in parents] == ["free", "linear"], parents
-    for parent in parents:
-        assert ("(mitogen:" in parent) is mitogen, parent
-        assert ("AnsiballZ_command" in parent) is not mitogen, parent
+    [parent] = [w.message for w in events if isinstance(w, HostWarning)]
+    assert ("(mitogen:" in parent) is mitogen, parent
+    assert ("AnsiballZ_command" in parent) is not mitogen, parent
 
 
 def test_missing_mitogen_is_a_prerequisite_error_with_the_way_out(tmp_path, monkeypatch):
