@@ -24,8 +24,8 @@ def _load(name: str, path: Path) -> ModuleType:
     return mod
 
 
-# The role's module_utils are importable as ansible.module_utils.* on the node; the same here.
-node_files = _load("ansible.module_utils.node_files", ROLE / "module_utils" / "node_files.py")
+# The project's module_utils are importable as ansible.module_utils.* on the node; the same here.
+node_files = _load("ansible.module_utils.node_files", ROLE.parents[1] / "module_utils" / "node_files.py")
 kernel = _load("appliance_test_kernel_prereqs", ROLE / "library" / "kernel_prereqs.py")
 apt_sources = _load("appliance_test_apt_offline_sources", ROLE / "library" / "apt_offline_sources.py")
 

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULES = sorted(ROOT.glob("roles/*/library/*.py")) + sorted(ROOT.glob("roles/*/module_utils/*.py"))
-# a role's own module_utils, importable on the node as ansible.module_utils.<name>
-ROLE_MODULE_UTILS = {f"ansible.module_utils.{p.stem}" for p in ROOT.glob("roles/*/module_utils/*.py")}
+MODULE_UTILS_FILES = sorted(ROOT.glob("roles/*/module_utils/*.py")) + sorted(ROOT.glob("module_utils/*.py"))
+MODULES = sorted(ROOT.glob("roles/*/library/*.py")) + MODULE_UTILS_FILES
+# a role's own or the project's module_utils, importable on the node as ansible.module_utils.<name>
+ROLE_MODULE_UTILS = {f"ansible.module_utils.{p.stem}" for p in MODULE_UTILS_FILES}
 
 
 def load(role: str, name: str):

@@ -10,6 +10,7 @@ import base64
 import os
 from typing import Any
 
+from ansible.module_utils.node_files import converge_file
 from ansible.module_utils.registry_files import group_id, owned
 
 DOCUMENTATION = r"""
@@ -98,16 +99,8 @@ def converge(module: Any) -> dict[str, Any]:
     )
     fixed |= owned(p["tls_key"], gid, 0o640, check)
 
-    san_before = ""
-    if os.path.exists(san_file):
-        with open(san_file, encoding="utf-8") as f:
-            san_before = f.read()
-    san_changed = san_before != p["san_content"]
-    if san_changed:
-        diffs.append({"before": san_before, "after": p["san_content"], "before_header": san_file})
-        if not check:
-            with open(san_file, "w", encoding="utf-8") as f:  # public, tiny: no need for a rename
-                f.write(p["san_content"])
+    san_diff = converge_file(san_file, p["san_content"], 0o644, check)
+    diffs += [san_diff] if san_diff else []
     fixed |= owned(san_file, 0, 0o644, check)
     create(
         csr,
@@ -121,7 +114,7 @@ def converge(module: Any) -> dict[str, Any]:
         "-out",
         csr,
     )
-    if san_changed or not os.path.exists(p["tls_cert"]):
+    if san_diff or not os.path.exists(p["tls_cert"]):
         issued.append("server certificate")
         if not check:
             openssl(

@@ -1,6 +1,6 @@
 """Write a small configuration file only when its content differs, with a diff for --diff.
 
-Shared by the os_prereqs modules (stdlib only, Python >= 3.8 on the node)."""
+Shared by the roles' modules (os_prereqs, registry); stdlib only, Python >= 3.8 on the node."""
 
 from __future__ import annotations
 
