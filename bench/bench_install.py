@@ -7,13 +7,17 @@ the demo's bundle directory; it never touches a lab the user has up. The lab bun
 brought up to date: incremental) and signed first; that time is printed but not part of the ratios.
 Baseline, side by side: on the largest lab the no-op re-run is timed once more with the site
 config's ssh.mitogen set to false (Ansible's plain ssh connection), and the ratio printed.
-usage: python bench/bench_install.py [--sizes 1,4] [--fresh-rootfs] [--no-baseline] [--keep-lab]
+Each line also says how busy the machine was (core-seconds), how much of that was inside the lab's
+nodes, and how much time the hypervisor stole: on a shared VM that is what makes one run differ from
+the next, so --repeat N runs every size N times, alternating, and reports medians.
+usage: python bench/bench_install.py [--sizes 1,4] [--repeat N] [--fresh-rootfs] [--no-baseline] [--keep-lab]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -29,17 +33,28 @@ os.environ["CI"] = "1"
 BUNDLES = Path(os.environ.get("APPLIANCE_BENCH_BUNDLES", "/var/lib/appliance/bundles"))
 
 
-def busy_core_seconds() -> float:
-    """CPU time spent by the whole machine (controller, lab nodes, everything) since boot."""
+def cpu_seconds() -> tuple[float, float]:
+    """(busy, stolen) core-seconds of the whole machine since boot. Busy is work done here
+    (controller, lab nodes, everything); stolen is time the hypervisor gave to other guests while
+    this one wanted to run -- not our work, but it stretches every wall time it lands in."""
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
     user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    hz = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / hz, steal / hz
+
+
+def node_core_seconds() -> float | None:
+    """CPU time spent inside this lab's nodes (their nspawn cgroups, cgroup v1 cpuacct), or None."""
+    groups = list(Path("/sys/fs/cgroup/cpuacct").glob(f"{os.environ['APPLIANCE_LAB_NAME']}-*/cpuacct.usage"))
+    return sum(int(g.read_text()) for g in groups) / 1e9 if groups else None
 
 
 def timed(label: str, *args: str) -> tuple[float, int]:
-    t0, c0 = time.monotonic(), busy_core_seconds()
+    t0, (c0, s0), n0 = time.monotonic(), cpu_seconds(), node_core_seconds()
     r = subprocess.run([sys.executable, "-m", "appliance_cli", *args], capture_output=True, text=True)
-    dt, cpu = time.monotonic() - t0, busy_core_seconds() - c0
+    dt, n1 = time.monotonic() - t0, node_core_seconds()
+    c1, s1 = cpu_seconds()
+    cpu, stolen = c1 - c0, s1 - s0
     if r.returncode != 0:
         print(f"{label}: FAILED rc={r.returncode}\n{r.stderr[-2000:]}", file=sys.stderr)
         subprocess.run([sys.executable, "-m", "appliance_cli", "lab", "down", "--purge"], capture_output=True)
@@ -48,6 +63,10 @@ def timed(label: str, *args: str) -> tuple[float, int]:
     changed = sum(int(ln.split("changed=")[1].split()[0]) for ln in recaps)
     # busy core-seconds / wall / cores: how close the run came to saturating this machine
     load = f"   cpu {cpu:6.1f} core-s ({cpu / dt / os.cpu_count():4.0%} of {os.cpu_count()} cores)"
+    # nodes that existed before and after the command: their share; the rest is the controller
+    if n0 is not None and n1 is not None and n1 >= n0:
+        load += f", nodes {n1 - n0:5.1f}"
+    load += f", stolen {stolen:4.1f}"
     print(
         f"{label:<40} {dt:7.1f} s" + (f"   changed={changed:<4}" if recaps else " " * 14) + load, flush=True
     )
@@ -59,6 +78,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="1,4", help="node counts, comma-separated (default 1,4)")
     ap.add_argument("--fresh-rootfs", action="store_true", help="also rebuild the cached base rootfs first")
     ap.add_argument("--no-baseline", action="store_true", help="skip the plain-ssh re-run")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of every size (figures: medians)")
     ap.add_argument("--keep-lab", action="store_true", help="leave the last lab up (its runs/ to inspect)")
     a = ap.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]
@@ -80,40 +100,55 @@ def main() -> None:
         timed("bundle keygen", "bundle", "keygen", "--out", str(key))
     timed("bundle sign", "bundle", "sign", str(bundle), "--key", str(key.with_suffix(".key")))
     plug = ["--bundle", str(bundle), "--bundle-key", str(key.with_suffix(".pub"))]
-    results: dict[int, tuple[float, float]] = {}
+    # rounds: every size once per round, so the machine's drift (and its stolen time) lands on
+    # both sides of a ratio; figures are the medians over the rounds
+    firsts: dict[int, list[float]] = {n: [] for n in sizes}
+    reruns: dict[int, list[float]] = {n: [] for n in sizes}
     plain = None
-    for n in sizes:
-        timed("lab down --purge", "lab", "down", "--purge")
-        up = ["lab", "up", "--nodes", str(n), *plug]
-        timed(
-            f"lab up --nodes {n}" + (" (fresh rootfs)" if a.fresh_rootfs else ""),
-            *up,
-            *(["--rebuild"] if a.fresh_rootfs else []),
-        )
-        first, _ = timed(f"install, {n} node(s), first run", "install", "--site", "lab")
-        rerun, changed = timed(f"install, {n} node(s), no-op re-run", "install", "--site", "lab")
-        if changed:
-            print(
-                f"  note: the re-run changed {changed} things (not idempotent: its time is not a no-op figure)"
+    for rnd in range(1, a.repeat + 1):
+        if a.repeat > 1:
+            print(f"-- round {rnd} of {a.repeat}")
+        for n in sizes:
+            timed("lab down --purge", "lab", "down", "--purge")
+            up = ["lab", "up", "--nodes", str(n), *plug]
+            timed(
+                f"lab up --nodes {n}" + (" (fresh rootfs)" if a.fresh_rootfs and rnd == 1 else ""),
+                *up,
+                *(["--rebuild"] if a.fresh_rootfs and rnd == 1 else []),
             )
-        results[n] = (first, rerun)
-        if n == max(sizes) and not a.no_baseline:
-            plain = plain_ssh_rerun(n)
+            first, _ = timed(f"install, {n} node(s), first run", "install", "--site", "lab")
+            rerun, changed = timed(f"install, {n} node(s), no-op re-run", "install", "--site", "lab")
+            if changed:
+                print(
+                    f"  note: the re-run changed {changed} things (not idempotent: its time is not a no-op figure)"
+                )
+            firsts[n].append(first)
+            reruns[n].append(rerun)
+            if n == max(sizes) and rnd == a.repeat and not a.no_baseline:
+                plain = plain_ssh_rerun(n)
     if not a.keep_lab:
         timed("lab down --purge", "lab", "down", "--purge")
     print()
-    for n, (first, rerun) in results.items():
-        print(f"{n} node(s): first {first:6.1f} s, re-run {rerun:6.1f} s ({rerun / first:.2f}x of first)")
-    if 1 in results and 4 in results:
-        print(f"4 nodes / 1 node, first run   {results[4][0] / results[1][0]:5.2f}x   (goal < 1.5x)")
-        print(f"4 nodes / 1 node, re-run      {results[4][1] / results[1][1]:5.2f}x")
-    if 4 in results:
-        print(f"4 nodes first run vs 240 s    {results[4][0] / 240:5.2f}x   (goal < 1.0)")
-        print(f"4 nodes re-run vs 30 s        {results[4][1] / 30:5.2f}x   (goal < 1.0)")
+    med = statistics.median
+
+    def spread(xs: list[float]) -> str:
+        return f" (median of {len(xs)}: {', '.join(f'{x:.1f}' for x in xs)})" if len(xs) > 1 else ""
+
+    for n in sizes:
+        first, rerun = med(firsts[n]), med(reruns[n])
+        print(f"{n} node(s): first {first:6.1f} s{spread(firsts[n])}")
+        print(f"{' ' * len(str(n))}          re-run {rerun:6.1f} s{spread(reruns[n])}")
+    if 1 in sizes and 4 in sizes:
+        pairs = [b / a_ for a_, b in zip(firsts[1], firsts[4], strict=True)]
+        print(f"4 nodes / 1 node, first run   {med(pairs):5.2f}x   (goal < 1.5x){spread(pairs)}")
+        print(f"4 nodes / 1 node, re-run      {med(reruns[4]) / med(reruns[1]):5.2f}x")
+    if 4 in sizes:
+        print(f"4 nodes first run vs 240 s    {med(firsts[4]) / 240:5.2f}x   (goal < 1.0)")
+        print(f"4 nodes re-run vs 30 s        {med(reruns[4]) / 30:5.2f}x   (goal < 1.0)")
     if plain is not None:
         n = max(sizes)
         print(
-            f"{n} node(s) re-run, Mitogen vs plain ssh {results[n][1] / plain:5.2f}x   ({plain:.1f} s plain)"
+            f"{n} node(s) re-run, Mitogen vs plain ssh {reruns[n][-1] / plain:5.2f}x   ({plain:.1f} s plain)"
         )
 
 
