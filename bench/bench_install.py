@@ -131,8 +131,8 @@ def main() -> None:
     print()
     med = statistics.median
 
-    def spread(xs: list[float]) -> str:
-        return f" (median of {len(xs)}: {', '.join(f'{x:.1f}' for x in xs)})" if len(xs) > 1 else ""
+    def spread(xs: list[float], fmt: str = ".1f") -> str:
+        return f" (median of {len(xs)}: {', '.join(format(x, fmt) for x in xs)})" if len(xs) > 1 else ""
 
     for n in sizes:
         first, rerun = med(firsts[n]), med(reruns[n])
@@ -140,7 +140,7 @@ def main() -> None:
         print(f"{' ' * len(str(n))}          re-run {rerun:6.1f} s{spread(reruns[n])}")
     if 1 in sizes and 4 in sizes:
         pairs = [b / a_ for a_, b in zip(firsts[1], firsts[4], strict=True)]
-        print(f"4 nodes / 1 node, first run   {med(pairs):5.2f}x   (goal < 1.5x){spread(pairs)}")
+        print(f"4 nodes / 1 node, first run   {med(pairs):5.2f}x   (goal < 1.5x){spread(pairs, '.2f')}")
         print(f"4 nodes / 1 node, re-run      {med(reruns[4]) / med(reruns[1]):5.2f}x")
     if 4 in sizes:
         print(f"4 nodes first run vs 240 s    {med(firsts[4]) / 240:5.2f}x   (goal < 1.0)")
