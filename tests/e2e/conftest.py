@@ -127,9 +127,25 @@ def hosts(site: SiteConfig, ssh_config: Path) -> dict[str, testinfra.host.Host]:
     }
 
 
+@dataclass
+class DryRun:
+    run: CliRun
+    bundle_on_master_after: bool  # whether the dry run left a bundle copy on the master
+
+
 @pytest.fixture(scope="session")
-def installs(site: SiteConfig) -> list[CliRun]:
-    """`appliance install` twice: the first run does the work, the second must change nothing."""
+def dry_run_before_install(site: SiteConfig, hosts) -> DryRun:
+    """`appliance install --check --diff` before anything was installed (on a real site that
+    may be installed already, the test that reads this knows)."""
+    run = appliance("install", "--site", str(site.site_dir), "--check", "--diff")
+    master = hosts[site.master.name]
+    return DryRun(run, master.file(f"{site.bundle.path}/manifest.json").exists)
+
+
+@pytest.fixture(scope="session")
+def installs(site: SiteConfig, dry_run_before_install: DryRun) -> list[CliRun]:
+    """`appliance install` twice: the first run does the work, the second must change nothing.
+    The dry run before them comes first, whichever test asks first."""
     runs = []
     for _ in range(2):
         run = appliance("install", "--site", str(site.site_dir))

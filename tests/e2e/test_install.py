@@ -1,6 +1,12 @@
-"""`appliance install` against the lab (or a real site): succeeds, then is idempotent."""
+"""`appliance install` against the lab (or a real site): succeeds, then is idempotent; its dry
+run (--check --diff) says why it cannot run on a site never installed and reports no drift on one
+that is."""
 
 from __future__ import annotations
+
+import os
+
+import pytest
 
 
 def test_first_install_succeeds_on_every_node(site, installs):
@@ -25,3 +31,24 @@ def test_container_limits_are_reported_as_warnings_naming_the_node(site, install
         return  # a real host applies them (the role fails there instead of warning)
     for n in site.nodes:
         assert f"warning: {n.name}: sysctl fs.inotify.max_user_watches=524288 cannot be set" in first.err
+
+
+def test_dry_run_on_a_site_never_installed_says_so_and_touches_nothing(site, dry_run_before_install):
+    if os.environ.get("APPLIANCE_E2E_SITE"):
+        pytest.skip("a real site may have been installed before this run")
+    dry = dry_run_before_install
+    assert dry.run.rc == 5, dry.run.out[-2000:] + dry.run.err[-2000:]
+    assert (
+        f"error: {site.master.name}: task 'Sync | A dry run needs a site installed once' failed: "
+        f"--check on a site that was never installed: the bundle is not on {site.master.name} yet"
+    ) in dry.run.err
+    assert "Run `appliance install` first" in dry.run.err
+    assert not dry.bundle_on_master_after, "the dry run copied the bundle to the master"
+
+
+def test_dry_run_on_the_installed_site_reports_no_drift(site, installs, cli):
+    assert len(installs) == 2 and installs[1].rc == 0, "install failed"
+    dry = cli("install", "--site", str(site.site_dir), "--check", "--diff")
+    assert dry.rc == 0, dry.err[-3000:]
+    assert {h: s["changed"] for h, s in dry.recap.items()} == {n.name: 0 for n in site.nodes}
+    assert "(check mode: nothing was changed)" in dry.out

@@ -86,8 +86,14 @@ def _env() -> dict[str, str]:
 
 
 def run_playbook(
-    tmp: Path, plays: list[dict[str, Any]], extra: dict[str, Any], *, check: bool = True
+    tmp: Path,
+    plays: list[dict[str, Any]],
+    extra: dict[str, Any],
+    *,
+    check: bool = True,
+    dry_run: bool = False,
 ) -> subprocess.CompletedProcess[str]:
+    """ansible-playbook on localhost; `check`: fail the test on a failed run; `dry_run`: --check."""
     tmp.mkdir(parents=True, exist_ok=True)
     pb = tmp / "play.yml"
     pb.write_text(yaml.safe_dump(plays, sort_keys=False))
@@ -97,7 +103,7 @@ def run_playbook(
     if not inv.exists():
         inv.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {"ansible_connection": "local"}}}}))
     proc = subprocess.run(
-        [PLAYBOOK, "-i", str(inv), str(pb), "-e", f"@{ev}"],
+        [PLAYBOOK, "-i", str(inv), str(pb), "-e", f"@{ev}", *(["--check"] if dry_run else [])],
         cwd=tmp,
         env=_env(),
         capture_output=True,
