@@ -1,7 +1,9 @@
-"""`--check` on what was never installed stops with the way forward instead of failing on what a
-dry run cannot look at: the master without the bundle copy (bundle_repo), a node whose apt does not
-know the offline repository yet (os_prereqs). Real ansible-playbook --check runs on localhost; check
-mode writes nothing (the os_prereqs case reads this machine's /etc/apt and leaves it as it is)."""
+"""Runs that do not reach the whole site as installed. `--check` on what was never installed stops
+with the way forward instead of failing on what a dry run cannot look at: the master without the
+bundle copy (bundle_repo), a node whose apt does not know the offline repository yet (os_prereqs).
+A limited run checks the registry from a node of that run. Real ansible-playbook runs on
+localhost; check mode writes nothing (the os_prereqs case reads this machine's /etc/apt and leaves
+it as it is)."""
 
 from __future__ import annotations
 
@@ -86,3 +88,40 @@ def test_dry_run_on_a_node_whose_apt_lacks_the_offline_repository_says_why(tmp_p
     assert "appliance install --limit localhost" in proc.stdout
     assert sorted(p.name for p in Path("/etc/apt/sources.list.d").iterdir()) == before
     assert not OFFLINE_LIST.exists()
+
+
+@pytest.mark.parametrize(
+    ("trusting", "expected"),
+    [
+        (["master1", "worker2"], "worker2"),  # `--limit master1,worker2`: the worker of the run
+        (["master1"], "master1"),  # `--limit master1`: worker1 has not been prepared
+        (None, "master1"),  # the trust step did not run
+    ],
+)
+def test_registry_pull_check_runs_on_a_node_of_this_run(tmp_path: Path, trusting, expected) -> None:
+    """The pull check needs a node that trusted the registry CA in this run (not the site's first
+    worker, which `--limit master1` leaves untouched)."""
+    inv = tmp_path / "inventory.yml"
+    local = {"ansible_connection": "local"}
+    inv.write_text(
+        "all:\n  children:\n"
+        "    masters: {hosts: {master1: %s}}\n"
+        "    workers: {hosts: {worker1: %s, worker2: %s}}\n" % ((local,) * 3)
+    )
+    plays = [
+        {
+            "hosts": "master1",
+            "gather_facts": False,
+            "vars_files": [str(Path(__file__).resolve().parents[2] / "roles/registry/defaults/main.yml")],
+            "vars": {"appliance_master": "master1"},
+            "tasks": [
+                {
+                    "ansible.builtin.set_fact": {"registry_trust_hosts": trusting},
+                    "when": trusting is not None,
+                },
+                {"ansible.builtin.debug": {"msg": "verify host <{{ registry_verify_host | trim }}>"}},
+            ],
+        }
+    ]
+    proc = run_playbook(tmp_path, plays, {})
+    assert f"verify host <{expected}>" in proc.stdout
