@@ -5,9 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# containerd and shellcheck are for the unit tests only (containerd loads the rendered
+# config.toml; shellcheck reads install-toolkit.sh): without them those tests skip.
 HOST_PACKAGES=(
   mmdebstrap systemd-container zstd dpkg-dev iproute2 openssh-client netcat-openbsd
-  skopeo busybox-static apt-utils docker-registry apache2-utils
+  skopeo busybox-static apt-utils docker-registry apache2-utils containerd shellcheck
 )
 missing=()
 for p in "${HOST_PACKAGES[@]}"; do
