@@ -44,14 +44,19 @@ def _bundle_dirs(tmp: Path, *, stick: bool, copy: bool) -> dict[str, str]:
     }
 
 
-def test_dry_run_on_a_master_without_the_bundle_copy_says_why(tmp_path: Path) -> None:
-    proc = run_playbook(
-        tmp_path,
+def _dry_run_sync(tmp: Path, *, stick: bool, copy: bool):
+    """bundle_repo's copy step under --check, with the stick and the master's copy as asked."""
+    return run_playbook(
+        tmp,
         _role_tasks("bundle_repo", "0010-sync.yml"),
-        _bundle_dirs(tmp_path, stick=True, copy=False),
+        _bundle_dirs(tmp, stick=stick, copy=copy),
         check=False,
         dry_run=True,
     )
+
+
+def test_dry_run_on_a_master_without_the_bundle_copy_says_why(tmp_path: Path) -> None:
+    proc = _dry_run_sync(tmp_path, stick=True, copy=False)
     assert proc.returncode != 0
     assert "--check on a site that was never installed: the bundle is not on localhost yet" in proc.stdout
     assert "Run `appliance install` first" in proc.stdout
@@ -60,13 +65,7 @@ def test_dry_run_on_a_master_without_the_bundle_copy_says_why(tmp_path: Path) ->
 
 def test_dry_run_on_a_master_with_the_bundle_copy_goes_on(tmp_path: Path) -> None:
     # no stick: the copy step itself is skipped, so only the guard is under test
-    proc = run_playbook(
-        tmp_path,
-        _role_tasks("bundle_repo", "0010-sync.yml"),
-        _bundle_dirs(tmp_path, stick=False, copy=True),
-        check=False,
-        dry_run=True,
-    )
+    proc = _dry_run_sync(tmp_path, stick=False, copy=True)
     assert proc.returncode == 0, proc.stdout
     assert "never installed" not in proc.stdout
 
