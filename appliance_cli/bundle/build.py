@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from appliance_cli import __version__
-from appliance_cli.bundle import oci, toolkit_script
+from appliance_cli.bundle import debdir, oci, toolkit_script
 from appliance_cli.bundle.fetch import fetch
 from appliance_cli.bundle.model import (
     BLOB_DIR,
@@ -53,6 +53,7 @@ from appliance_cli.bundle.profile import (
 )
 from appliance_cli.bundle.progress import ProgressEvent, ProgressFn, no_progress
 from appliance_cli.bundle.store import BlobStore
+from appliance_cli.bundle.verify import hash_file
 from appliance_cli.content import content_root
 from appliance_cli.errors import BundleError
 
@@ -222,7 +223,8 @@ class _Builder:
     def run(self) -> list[Artifact]:
         arts: list[Artifact] = []
         for spec in self.prof.files:
-            arts.append(self.file_artifact(spec, "file"))
+            if not spec.from_deb:  # those are packed from the apt repositories, built last
+                arts.append(self.file_artifact(spec, "file"))
         for spec in self.prof.charts:
             arts.append(self.file_artifact(spec, "helm-chart"))
         for spec in self.prof.images:
@@ -231,6 +233,9 @@ class _Builder:
             arts += self.wheels(spec)
         for spec in self.prof.apt:
             arts.append(self.apt(spec))
+        for spec in self.prof.files:
+            if spec.from_deb:
+                arts.append(self.file_artifact(spec, "file"))
         return arts
 
     # -- files and charts ---------------------------------------------------------------------
@@ -249,6 +254,24 @@ class _Builder:
                 src = fetch(spec.url, spec.sha256, self.cache / "files", label, self.progress)
                 entry = self.store.add_file(fname, src, mode=spec.mode, expect_digest=digest)
             source = Source(url=spec.url, sha256=spec.sha256)
+        elif spec.from_deb:
+            deb = debdir.find_deb(
+                [self.cache / "apt" / a.name for a in self.prof.apt], spec.from_deb.package, label
+            )
+            assert spec.filename  # the profile model requires it with from_deb
+            deb_sha = hash_file(deb)[0]
+            # packed once per package file and directory: the same input makes the same bytes
+            key = hashlib.sha256(
+                f"{debdir.PACK_VERSION} {deb_sha} {spec.from_deb.path}".encode()
+            ).hexdigest()[:16]
+            packed = self.cache / "from-deb" / key / spec.filename
+            if not packed.is_file():
+                packed.parent.mkdir(parents=True, exist_ok=True)
+                n = debdir.pack_deb_dir(deb, spec.from_deb.path, packed.with_suffix(".part"), label)
+                packed.with_suffix(".part").rename(packed)
+                self.note(label, f"packed {n} files of /{spec.from_deb.path} from {deb.name}")
+            entry = self.store.add_file(spec.filename, packed, mode=spec.mode)
+            source = Source(deb=deb.name, path=spec.from_deb.path, sha256=deb_sha)
         else:
             assert spec.source
             src = self.repo_root / spec.source

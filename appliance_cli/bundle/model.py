@@ -99,7 +99,8 @@ class FileEntry(_Strict):
 
 class Source(_Strict):
     url: str | None = None
-    path: str | None = None
+    path: str | None = None  # a repository path, or the directory a `deb` tarball was packed from
+    deb: str | None = None  # the Debian package file (of this bundle's apt repo) it was packed from
     sha256: str | None = None  # the pinned upstream checksum (hex), when there is one
 
 

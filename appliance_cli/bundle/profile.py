@@ -24,13 +24,22 @@ class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class DebDirSpec(_Spec):
+    """One directory of a Debian package that an apt entry of the same profile downloads."""
+
+    package: str = Field(pattern=r"^[a-z0-9][a-z0-9.+-]+$")
+    path: str = Field(pattern=r"^[^/].*[^/]$")  # inside the package, e.g. usr/lib/cni
+
+
 class FileSpec(_Spec):
-    """A file from an upstream URL (pinned sha256) or, for test stand-ins only, a local path."""
+    """A file from an upstream URL (pinned sha256) or, for test stand-ins only, a local path or
+    a tarball of one directory of a Debian package (`from_deb`: the lab has no upstream release)."""
 
     name: str = Field(pattern=_NAME)
     version: str | None = None
     url: str | None = None
     source: str | None = None  # path relative to the repository root
+    from_deb: DebDirSpec | None = None  # packed as <filename>: that directory's files at the top
     sha256: str | None = None
     filename: str | None = None  # file name inside the artifact (default: last part of url/source)
     mode: str | None = None
@@ -42,8 +51,14 @@ class FileSpec(_Spec):
 
     @model_validator(mode="after")
     def _one_origin(self) -> FileSpec:
-        if bool(self.url) == bool(self.source):
-            raise ValueError("give exactly one of url or source")
+        if sum(map(bool, (self.url, self.source, self.from_deb))) != 1:
+            raise ValueError("give exactly one of url, source or from_deb")
+        if self.from_deb and not self.test_only:
+            raise ValueError(
+                "a tarball repacked from a Debian package is a test stand-in: set test_only: true"
+            )
+        if self.from_deb and not self.filename:
+            raise ValueError("from_deb needs the filename of the tarball it makes")
         if self.url and not self.sha256:
             raise ValueError("a url needs its sha256")
         if self.source and not self.test_only and not self.sha256:

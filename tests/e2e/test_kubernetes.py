@@ -93,3 +93,15 @@ def test_versions_recorded_for_upgrade_planning(site, hosts):
     for name, host in hosts.items():
         fact = json.loads(host.file("/etc/ansible/facts.d/appliance_kube.fact").content_string)
         assert site.kubernetes.version in json.dumps(fact), f"{name}: {fact}"
+        assert fact.get("cni_plugins"), f"{name}: no CNI plugins release in {fact}"
+
+
+def test_cni_reference_plugins_unpacked_from_the_bundle(hosts):
+    """From the bundle's cni-plugins release tarball (the lab's is Debian's build packed the same way):
+    plain executables in containerd's bin_dir, not links into a package's directory."""
+    for name, host in hosts.items():
+        for plugin in ("bridge", "host-local", "loopback", "portmap"):
+            f = host.file(f"/opt/cni/bin/{plugin}")
+            assert f.is_file and not f.is_symlink and f.mode == 0o755 and f.user == "root", (
+                f"{name}: {plugin}"
+            )

@@ -290,26 +290,24 @@ SHA = "0" * 64
 
 
 @pytest.mark.parametrize(
-    ("files", "cni_source", "message"),
+    ("files", "message"),
     [
-        ({n: {"sha256": SHA} for n in ("kubeadm", "kubelet", "kubectl", "crictl")}, "package", None),
+        ({n: {"sha256": SHA} for n in ("kubeadm", "kubelet", "kubectl", "crictl", "cni-plugins")}, None),
         (
             {"kubeadm": {"sha256": SHA}, "kubelet": {"sha256": "abc"}, "crictl": {"sha256": SHA}},
-            "package",
-            "bundle file artifact(s) kubelet, kubectl missing from appliance_bundle_files (or without a sha256)",
+            "bundle file artifact(s) kubelet, kubectl, cni-plugins missing from appliance_bundle_files"
+            " (or without a sha256)",
         ),
         (
             {n: {"sha256": SHA} for n in ("kubeadm", "kubelet", "kubectl", "crictl")},
-            "bundle",
             "bundle file artifact(s) cni-plugins missing",
         ),
-        ({}, "apt", "kube_binaries_cni_source must be 'bundle' or 'package'"),
     ],
 )
 def test_kube_binaries_names_every_missing_artifact_at_once(
-    tmp_path: Path, files: dict[str, Any], cni_source: str, message: str | None
+    tmp_path: Path, files: dict[str, Any], message: str | None
 ) -> None:
-    extra = {"appliance_bundle_files": files, "kube_binaries_cni_source": cni_source}
+    extra = {"appliance_bundle_files": files}
     proc = _assert_play(tmp_path, extra, role="kube_binaries")
     assert (proc.returncode == 0) is (message is None), proc.stdout
     if message:
