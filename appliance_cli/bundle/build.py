@@ -255,23 +255,7 @@ class _Builder:
                 entry = self.store.add_file(fname, src, mode=spec.mode, expect_digest=digest)
             source = Source(url=spec.url, sha256=spec.sha256)
         elif spec.from_deb:
-            deb = debdir.find_deb(
-                [self.cache / "apt" / a.name for a in self.prof.apt], spec.from_deb.package, label
-            )
-            assert spec.filename  # the profile model requires it with from_deb
-            deb_sha = hash_file(deb)[0]
-            # packed once per package file and directory: the same input makes the same bytes
-            key = hashlib.sha256(
-                f"{debdir.PACK_VERSION} {deb_sha} {spec.from_deb.path}".encode()
-            ).hexdigest()[:16]
-            packed = self.cache / "from-deb" / key / spec.filename
-            if not packed.is_file():
-                packed.parent.mkdir(parents=True, exist_ok=True)
-                n = debdir.pack_deb_dir(deb, spec.from_deb.path, packed.with_suffix(".part"), label)
-                packed.with_suffix(".part").rename(packed)
-                self.note(label, f"packed {n} files of /{spec.from_deb.path} from {deb.name}")
-            entry = self.store.add_file(spec.filename, packed, mode=spec.mode)
-            source = Source(deb=deb.name, path=spec.from_deb.path, sha256=deb_sha)
+            entry, source = self._packed_from_deb(spec, label)
         else:
             assert spec.source
             src = self.repo_root / spec.source
@@ -294,6 +278,24 @@ class _Builder:
             role=spec.role if kind == "file" else None,
             **extra,
         )
+
+    def _packed_from_deb(self, spec: FileSpec, label: str) -> tuple[FileEntry, Source]:
+        """The tarball of a directory of a package in this profile's apt repositories (built before)."""
+        assert spec.from_deb and spec.filename  # the profile model requires both together
+        deb = debdir.find_deb(
+            [self.cache / "apt" / a.name for a in self.prof.apt], spec.from_deb.package, label
+        )
+        deb_sha = hash_file(deb)[0]
+        # packed once per package file and directory: the same input makes the same bytes
+        key = hashlib.sha256(f"{debdir.PACK_VERSION} {deb_sha} {spec.from_deb.path}".encode()).hexdigest()
+        packed = self.cache / "from-deb" / key[:16] / spec.filename
+        if not packed.is_file():
+            packed.parent.mkdir(parents=True, exist_ok=True)
+            n = debdir.pack_deb_dir(deb, spec.from_deb.path, packed.with_suffix(".part"), label)
+            packed.with_suffix(".part").rename(packed)
+            self.note(label, f"packed {n} files of /{spec.from_deb.path} from {deb.name}")
+        entry = self.store.add_file(spec.filename, packed, mode=spec.mode)
+        return entry, Source(deb=deb.name, path=spec.from_deb.path, sha256=deb_sha)
 
     # -- images -------------------------------------------------------------------------------
     def image(self, spec: ImageSpec) -> Artifact:
