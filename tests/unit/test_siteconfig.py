@@ -72,6 +72,10 @@ CASES = {
         lambda d: d["kubernetes"].update(service_cidr="192.168.10.0/28"),
         "kubernetes.service_cidr: 192.168.10.0/28 overlaps the node network",
     ),
+    "pod and service cidrs overlap each other": (
+        lambda d: d["kubernetes"].update(pod_cidr="10.96.0.0/16", service_cidr="10.96.0.0/12"),
+        "kubernetes.service_cidr: 10.96.0.0/12 overlaps the pod network 10.96.0.0/16",
+    ),
     "unknown hardware class": (
         lambda d: d["nodes"][1].update(hardware_class="DGX"),
         "nodes[1].hardware_class: unknown hardware class 'DGX'",
