@@ -441,13 +441,29 @@ class _Builder:
         )
 
 
+# pip's own framing around a failed build; the cause is the line it frames.
+_PIP_FRAMING = ("error: subprocess-exited-with-error", "error: metadata-generation-failed")
+_PIP_BOX = " \u2502\u2570\u2500>\u00d7"  # the box drawing pip indents a build's output with
+_PIP_INDEX_TROUBLE = ("No matching distribution", "Could not find a version", "NewConnectionError", "Network")
+
+
+def pip_failure_cause(stderr: str) -> tuple[str, str]:
+    """(the line that says why pip failed, a hint). pip's last line is usually 'See above for
+    details': the cause is its last `ERROR:` line, else the failing build's own `error:` line."""
+    lines = [ln.strip(_PIP_BOX) for ln in stderr.splitlines()]
+    own = [ln for ln in lines if ln.startswith("ERROR:")]
+    build = [ln for ln in lines if ln.lower().startswith("error:") and ln not in _PIP_FRAMING]
+    cause = (own or build or [ln for ln in lines if ln] or ["(no output)"])[-1]
+    if any(t in stderr for t in _PIP_INDEX_TROUBLE):
+        return cause, "PyPI (or a mirror) must be reachable and serve this package for the target platform"
+    return cause, "pip could not build it: fix the cause named above (python -m pip shows the whole output)"
+
+
 def _pip(label: str, *args: str) -> None:
     r = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
     if r.returncode != 0:
-        last = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise BundleError(
-            f"{label}: pip {args[0]} failed: {last}", hint="PyPI (or a mirror) must be reachable"
-        )
+        cause, hint = pip_failure_cause(r.stderr)
+        raise BundleError(f"{label}: pip {args[0]} failed: {cause}", hint=hint)
 
 
 def project_dependencies(project: Path) -> list[str]:

@@ -12,7 +12,7 @@ from test_bundle_support import build, make_profile
 
 from appliance_cli.bundle import keygen, load_manifest, sign_bundle, verify_bundle
 from appliance_cli.bundle import store as store_mod
-from appliance_cli.bundle.build import build_bundle
+from appliance_cli.bundle.build import build_bundle, pip_failure_cause
 from appliance_cli.cli.main import main
 from appliance_cli.errors import BundleError
 
@@ -149,11 +149,35 @@ def test_wheels_from_local_requirement(tmp_path: Path, monkeypatch) -> None:
     )
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_NO_BUILD_ISOLATION", "0")  # pip reads it inverted: use the venv's setuptools
-    try:
-        res = build(tmp_path, prof)
-    except BundleError as exc:
-        pytest.skip(f"pip cannot build offline here: {exc.message}")
+    res = build(tmp_path, prof)
     m, _ = load_manifest(res.path)
     (w,) = m.artifacts
     assert w.kind == "wheel" and w.name == "tiny" and w.version == "1.0" and w.files[0].path.endswith(".whl")
     assert os.path.getsize(res.path / "blobs/sha256" / w.digest[7:]) == w.size
+
+
+def test_a_wheel_that_fails_to_build_names_pips_real_cause(tmp_path: Path, monkeypatch) -> None:
+    """pip's last line is 'See above for details': the error names the build's own cause instead,
+    and does not blame the package index."""
+    proj = tmp_path / "broken"
+    proj.mkdir()
+    (proj / "setup.py").write_text("raise SystemExit('error: broken needs libfoo-dev to build')\n")
+    prof = make_profile(
+        tmp_path, files={}, images=[], extra={"wheels": [{"name": "broken", "requirements": [str(proj)]}]}
+    )
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_NO_BUILD_ISOLATION", "0")
+    with pytest.raises(
+        BundleError, match=r"wheel/broken: pip \w+ failed: error: broken needs libfoo-dev"
+    ) as ei:
+        build(tmp_path, prof)
+    assert "reachable" not in (ei.value.hint or "")
+
+
+def test_a_package_the_index_lacks_blames_the_index() -> None:
+    stderr = (
+        "ERROR: Could not find a version that satisfies the requirement nosuch (from versions: none)\n"
+        "ERROR: No matching distribution found for nosuch\n"
+    )
+    cause, hint = pip_failure_cause(stderr)
+    assert cause == "ERROR: No matching distribution found for nosuch" and "reachable" in hint
