@@ -20,6 +20,7 @@ from appliance_cli.bundle.model import MANIFEST, SIGNATURE, atomic_write, load_m
 from appliance_cli.errors import BundleError
 
 SIG_FORMAT = "appliance-bundle-signature/v1"
+WRONG_KEY = "wrong key"  # the problem that means the bundle may be fine, the trusted key is not its signer
 
 
 def key_id(pub: Ed25519PublicKey) -> str:
@@ -130,7 +131,7 @@ def check_signature(root: Path, raw_manifest: bytes, pub: Ed25519PublicKey | Non
             present=True,
             checked=True,
             key_id=signer,
-            problem=f"wrong key: {SIGNATURE} was made by key {signer[:19]}…, not by the given {want[:19]}…",
+            problem=f"{WRONG_KEY}: {SIGNATURE} was made by key {signer[:19]}…, not by the given {want[:19]}…",
         )
     try:
         pub.verify(signature, raw_manifest)

@@ -25,7 +25,7 @@ from appliance_cli.bundle.model import (
     sha256_digest,
 )
 from appliance_cli.bundle.progress import ProgressEvent, ProgressFn, no_progress
-from appliance_cli.bundle.signing import check_signature, load_public_key
+from appliance_cli.bundle.signing import WRONG_KEY, check_signature, load_public_key
 from appliance_cli.errors import BundleError
 
 READ_SIZE = 4 * 1024 * 1024
@@ -70,10 +70,19 @@ class BundleVerifyError(BundleError):
         more = f" (+{n - 1} more)" if n > 1 else ""
         super().__init__(
             f"bundle {report.path} failed verification: {report.problems[0]}{more}",
-            hint="rebuild or re-copy the bundle; do not install from it",
+            hint=_hint(report.problems),
         )
         self.report = report
         self.problems = report.problems
+
+
+def _hint(problems: list[str]) -> str:
+    if problems[0].startswith(WRONG_KEY):
+        return (
+            "the trusted public key (--key, $APPLIANCE_BUNDLE_PUBKEY or bundle.public_key) did not sign this "
+            "bundle: give the signer's key (key ids above), or re-sign the bundle with yours"
+        )
+    return "rebuild or re-copy the bundle; do not install from it"
 
 
 def default_jobs() -> int:

@@ -59,10 +59,12 @@ def test_no_key_while_a_signature_is_required_refuses(signed, tmp_path: Path) ->
 
 
 def test_a_key_that_did_not_sign_the_bundle_refuses(signed, tmp_path: Path) -> None:
-    root, _, _, other = signed
-    with pytest.raises(BundleError) as ei:
+    root, _, kid, other = signed
+    with pytest.raises(BundleError, match=r"wrong key: manifest.sig was made by key sha256:\w{12}…") as ei:
         bundlegate.check(_site(tmp_path), bundle=str(root), key=str(other))
-    assert ei.value.exit_code == 4
+    assert ei.value.exit_code == 4 and kid[:19] in ei.value.message
+    # the bundle is not damaged: the hint says the key is wrong instead of "rebuild or re-copy"
+    assert "did not sign this bundle" in (ei.value.hint or "") and "re-copy" not in (ei.value.hint or "")
 
 
 def test_unsigned_bundle_refused_when_a_signature_is_required(signed, tmp_path: Path) -> None:
@@ -70,7 +72,7 @@ def test_unsigned_bundle_refused_when_a_signature_is_required(signed, tmp_path: 
     unsigned = tmp_path / "unsigned"
     shutil.copytree(root, unsigned)
     (unsigned / "manifest.sig").unlink()
-    with pytest.raises(BundleError) as ei:
+    with pytest.raises(BundleError, match=r"manifest\.sig missing: the bundle is unsigned") as ei:
         bundlegate.check(_site(tmp_path), bundle=str(unsigned), key=str(pub))
     assert ei.value.exit_code == 4
 
