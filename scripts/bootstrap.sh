@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 # config.toml; shellcheck reads install-toolkit.sh): without them those tests skip.
 HOST_PACKAGES=(
   mmdebstrap systemd-container zstd dpkg-dev iproute2 openssh-client netcat-openbsd
-  skopeo busybox-static apt-utils docker-registry apache2-utils containerd shellcheck
+  skopeo busybox-static apt-utils docker-registry apache2-utils openssl containerd shellcheck
 )
 missing=()
 for p in "${HOST_PACKAGES[@]}"; do

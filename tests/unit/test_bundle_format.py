@@ -6,6 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import jsonschema
 import pytest
 from test_bundle_support import build, make_profile
 
@@ -38,7 +39,6 @@ def test_manifest_roundtrip_and_layout(tmp_path: Path) -> None:
 
 
 def test_manifest_matches_json_schema(tmp_path: Path) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads(SCHEMA_FILE.read_text())
     # the committed schema is the model's schema (regenerate with the command in bundles/README.md)
     assert schema == Manifest.model_json_schema(by_alias=True)
