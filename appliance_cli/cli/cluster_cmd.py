@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_kubeconfig(args: argparse.Namespace) -> int:
-    cfg = load_site(resolve_site_arg(args.site))
+    cfg = load_site(resolve_site_arg(args))
     text = cluster.admin_kubeconfig(cfg)
     if not args.out:
         ui.out.out(text, end="", highlight=False)
@@ -43,7 +43,7 @@ def cmd_kubeconfig(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    cfg = load_site(resolve_site_arg(args.site))
+    cfg = load_site(resolve_site_arg(args))
     rows = cluster.nodes(cfg)
     table = Table(title=f"{cfg.site.name}: {len(rows)} nodes", title_justify="left")
     for col in ("node", "status", "roles", "node group", "kubelet", "runtime", "taints"):

@@ -72,7 +72,7 @@ def _runner():
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    cfg = load_site(resolve_site_arg(args.site))
+    cfg = load_site(resolve_site_arg(args))
     gate = bundlegate.check(cfg, bundle=args.bundle, key=args.key, skip=args.no_verify_bundle)
     ui.info(gate.summary)
     if gate.warning:
@@ -89,7 +89,7 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 
 def cmd_trust(args: argparse.Namespace) -> int:
-    cfg = load_site(resolve_site_arg(args.site))
+    cfg = load_site(resolve_site_arg(args))
     missing = knownhosts.missing_nodes(cfg)
     if not missing:
         ui.info(f"all {len(cfg.nodes)} nodes already have a recorded host key")

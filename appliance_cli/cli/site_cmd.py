@@ -9,19 +9,34 @@ from appliance_cli.cli import ui
 from appliance_cli.core import sitefiles
 from appliance_cli.core.inventory import render_inventory
 from appliance_cli.core.siteconfig import load_site
+from appliance_cli.errors import UsageError
 
 
 def add_site_arg(p: argparse.ArgumentParser) -> None:
+    """The site as `--site DIR` or positionally (`appliance config validate site/appliance.yml`),
+    as ansible-playbook and kubectl users expect."""
+    p.add_argument(
+        "site_positional",
+        nargs="?",
+        metavar="SITE",
+        help="site directory holding appliance.yml, or the file itself (same as --site)",
+    )
     p.add_argument(
         "--site",
-        default=".",
         metavar="DIR",
         help="site directory holding appliance.yml, or the file itself; 'lab' = the running rehearsal lab "
         "(default: current directory)",
     )
 
 
-def resolve_site_arg(value: str) -> Path:
+def resolve_site_arg(args: argparse.Namespace) -> Path:
+    given = [v for v in (args.site_positional, args.site) if v is not None]
+    if len(given) == 2 and given[0] != given[1]:
+        raise UsageError(
+            f"two sites given: '{given[0]}' and --site '{given[1]}'",
+            hint="name the site once, either as SITE or with --site",
+        )
+    value = given[0] if given else "."
     if value == "lab":
         from appliance_cli.lab.layout import LabLayout  # the lab writes its own site directory
 
@@ -53,7 +68,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    cfg = load_site(resolve_site_arg(args.site))
+    cfg = load_site(resolve_site_arg(args))
     roles = {}
     for n in cfg.nodes:
         for r in n.roles:
@@ -64,7 +79,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    cfg = load_site(resolve_site_arg(args.site))
+    cfg = load_site(resolve_site_arg(args))
     inv = render_inventory(cfg)
     ui.info(f"rendered {inv.hosts_file} and {inv.group_vars_file}")
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -157,3 +158,17 @@ def test_init_writes_a_skeleton_that_validates(tmp_path, capsys):
     assert load_site(tmp_path / "site").site.name
     assert main(["init", str(tmp_path / "site")]) == 2  # refuses to overwrite
     assert "--force" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["config", "validate"], ["config", "render"]])
+def test_site_given_positionally_as_file_or_directory(tmp_path, capsys, command):
+    shutil.copy(EXAMPLE, tmp_path / "appliance.yml")
+    for site in (tmp_path / "appliance.yml", tmp_path):
+        assert main([*command, str(site)]) == 0, capsys.readouterr().err
+    assert main([*command, str(tmp_path), "--site", str(tmp_path)]) == 0  # the same site twice is fine
+
+
+def test_two_different_sites_are_a_usage_error(tmp_path, capsys):
+    assert main(["config", "validate", str(EXAMPLE.parent), "--site", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "two sites given" in err and "--site" in err
