@@ -55,5 +55,17 @@ class LabError(ApplianceError):
     exit_code = 6
 
 
+class Unreachable(ApplianceError):
+    """A node does not answer over SSH, the cluster's API server does not answer, or the lab is not up."""
+
+    exit_code = 7
+
+
+class Degraded(ApplianceError):
+    """A status command reached everything it asked, and not all is well (a node missing, NotReady, down)."""
+
+    exit_code = 8
+
+
 class Cancelled(ApplianceError):
     exit_code = 130

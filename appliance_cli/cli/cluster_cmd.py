@@ -12,6 +12,7 @@ from appliance_cli.cli import ui
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
 from appliance_cli.core import cluster
 from appliance_cli.core.siteconfig import load_site
+from appliance_cli.errors import Degraded
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,7 +46,7 @@ def cmd_kubeconfig(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     cfg = load_site(resolve_site_arg(args))
     rows = cluster.nodes(cfg)
-    table = Table(title=f"{cfg.site.name}: {len(rows)} nodes", title_justify="left")
+    table = Table(title=f"{cfg.site.name}: {ui.count(len(rows), 'node')}", title_justify="left")
     for col in ("node", "status", "roles", "node group", "kubelet", "runtime", "taints"):
         table.add_column(col)
     for r in rows:
@@ -59,4 +60,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     not_ready = [r.name for r in rows if r.ready != "Ready"]
     for r in rows:
         ui.info(f"NODE {r.name} {r.ready} roles={r.roles} version={r.version}")
-    return 1 if (expected - seen or not_ready) else 0
+    if expected - seen or not_ready:
+        parts = [f"not in the cluster: {', '.join(sorted(expected - seen))}"] if expected - seen else []
+        parts += [f"not Ready: {', '.join(not_ready)}"] if not_ready else []
+        raise Degraded(
+            f"{cfg.site.name}: {'; '.join(parts)}",
+            hint="`appliance install --limit NODE` (re)joins a node; its kubelet journal says why it is not Ready",
+        )
+    return 0

@@ -82,7 +82,7 @@ def cmd_install(args: argparse.Namespace) -> int:
     print_recap(result)
     mode = " (check mode: nothing was changed)" if args.check else ""
     ui.info(
-        f"install finished on {len(result.stats)} nodes in {result.elapsed:.1f}s, "
+        f"install finished on {ui.count(len(result.stats), 'node')} in {result.elapsed:.1f}s, "
         f"changed={result.changed_total}{mode}"
     )
     return 0

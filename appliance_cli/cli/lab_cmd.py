@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from appliance_cli.cli import ui
+from appliance_cli.errors import Degraded, Unreachable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -78,17 +79,21 @@ def cmd_status(args: argparse.Namespace) -> int:
     nodes = lab.status()
     name = LabLayout.default().name
     if not nodes:
-        ui.info(f"lab '{name}' is not up (start it with `appliance lab up`)")
-        return 1
+        raise Unreachable(f"lab '{name}' is not up", hint="start it with `appliance lab up`")
     ui.info(f"{'NODE':<10} {'ADDRESS':<12} {'RUNNING':<8} {'PID':<8} SSH")
     for n in nodes:
         ui.info(
             f"{n.name:<10} {n.address:<12} {'yes' if n.running else 'no':<8} {n.pid or '-'!s:<8} "
             f"{'yes' if n.ssh else 'no'}"
         )
-    healthy = all(n.running and n.ssh for n in nodes)
-    ui.info(f"lab '{name}': {'up' if healthy else 'DEGRADED (run `appliance lab up` to reconcile)'}")
-    return 0 if healthy else 1
+    down = [n.name for n in nodes if not (n.running and n.ssh)]
+    if down:
+        raise Degraded(
+            f"lab '{name}': DEGRADED, not running or no SSH: {', '.join(down)}",
+            hint="`appliance lab up` reconciles the lab",
+        )
+    ui.info(f"lab '{name}': up")
+    return 0
 
 
 def cmd_ssh(args: argparse.Namespace) -> int:

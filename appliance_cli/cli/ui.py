@@ -28,3 +28,8 @@ def warn(message: str) -> None:
 
 def info(message: str) -> None:
     out.print(message, markup=False, highlight=False)
+
+
+def count(n: int, noun: str) -> str:
+    """'1 node', '4 nodes'."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from appliance_cli.core.remote import run_on
+from appliance_cli.core.remote import RemoteFailed, run_on
 from appliance_cli.core.siteconfig import SiteConfig
-from appliance_cli.errors import ApplianceError
+from appliance_cli.errors import ApplianceError, Unreachable
 
 ADMIN_CONF = "/etc/kubernetes/admin.conf"
 KUBECTL = f"kubectl --kubeconfig {ADMIN_CONF}"
@@ -63,8 +63,21 @@ def parse_nodes(doc: dict) -> list[NodeRow]:
     return rows
 
 
+# What kubectl says when it cannot reach the API server at all (as opposed to a refused request).
+_API_DOWN = ("The connection to the server", "Unable to connect to the server", "connection refused")
+
+
 def nodes(cfg: SiteConfig) -> list[NodeRow]:
-    out = run_on(cfg, cfg.master, f"{KUBECTL} get nodes -o json")
+    try:
+        out = run_on(cfg, cfg.master, f"{KUBECTL} get nodes -o json")
+    except RemoteFailed as exc:
+        if any(s in exc.stderr for s in _API_DOWN):
+            raise Unreachable(
+                f"{cfg.master.name}: the Kubernetes API server does not answer: "
+                f"{exc.stderr.strip().splitlines()[-1]}",
+                hint="is the control plane installed and kubelet running on the master? (`appliance install`)",
+            ) from None
+        raise
     try:
         return parse_nodes(json.loads(out))
     except json.JSONDecodeError:

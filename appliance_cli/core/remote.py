@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 from appliance_cli.core.siteconfig import Node, SiteConfig
-from appliance_cli.errors import ApplianceError
+from appliance_cli.errors import ApplianceError, Unreachable
 
 
 def ssh_argv(
@@ -41,17 +41,37 @@ def ssh_argv(
     return [*argv, f"{cfg.ssh.user}@{node.address}", remote]
 
 
+class RemoteFailed(ApplianceError):
+    """The command ran on the node and failed; `stderr` is what it said."""
+
+    def __init__(self, message: str, stderr: str):
+        super().__init__(message)
+        self.stderr = stderr
+
+
+SSH_CONNECTION_FAILED = 255  # ssh's own exit code when it could not connect or authenticate
+
+
 def run_on(cfg: SiteConfig, node: Node, command: list[str] | str, timeout: int = 60) -> str:
+    shown = command if isinstance(command, str) else " ".join(command)
     try:
         r = subprocess.run(ssh_argv(cfg, node, command), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise ApplianceError(
-            f"{node.name}: no answer within {timeout}s", hint="check that the node is up and reachable"
+        raise Unreachable(
+            f"{node.name} ({node.address}): no answer within {timeout}s",
+            hint="check that the node is up and reachable",
         ) from None
-    if r.returncode != 0:
-        last = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise ApplianceError(
-            f"{node.name}: `{command if isinstance(command, str) else ' '.join(command)}` "
-            f"failed (rc={r.returncode}): {last}"
+    last = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
+    if r.returncode == SSH_CONNECTION_FAILED and not r.stdout:
+        if "Host key verification failed" in r.stderr or "REMOTE HOST IDENTIFICATION" in r.stderr:
+            raise ApplianceError(
+                f"{node.name} ({node.address}): its SSH host key does not match the recorded one",
+                hint="if the node was reinstalled, check it, then `appliance hosts trust` records the new key",
+            )
+        raise Unreachable(
+            f"{node.name} ({node.address}): SSH cannot connect: {last}",
+            hint="check the node is up, its address, and the network path (ssh.proxy_command)",
         )
+    if r.returncode != 0:
+        raise RemoteFailed(f"{node.name}: `{shown}` failed (rc={r.returncode}): {last}", r.stderr)
     return r.stdout
