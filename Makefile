@@ -1,6 +1,6 @@
 # The two commands of the README, and their parts.
-#   sudo make demo   -> rehearsal lab up, build+verify the lab bundle, install, verify, summary
-#   sudo make test   -> lint (ruff, ansible-lint production, yamllint) + unit + integration + lab e2e
+#   ./make.sh demo   -> rehearsal lab up, build+verify the lab bundle, install, verify, summary
+#   ./make.sh test   -> lint (ruff, ansible-lint production, yamllint) + unit + integration + lab e2e
 SHELL := /bin/bash
 VENV := .venv/bin
 export PATH := $(CURDIR)/$(VENV):$(PATH)

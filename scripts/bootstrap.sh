@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 # containerd and shellcheck are for the unit tests only (containerd loads the rendered
 # config.toml; shellcheck reads install-toolkit.sh): without them those tests skip.
 HOST_PACKAGES=(
+  make python3 python3-venv
   mmdebstrap systemd-container zstd dpkg-dev iproute2 openssh-client netcat-openbsd
   skopeo busybox-static apt-utils docker-registry apache2-utils openssl containerd shellcheck
 )
@@ -18,7 +19,7 @@ done
 if ((${#missing[@]})); then
   if [[ $EUID -ne 0 ]]; then
     echo "error: host packages missing: ${missing[*]}" >&2
-    echo "hint: run as root (sudo make ...) or apt-get install them" >&2
+    echo "hint: run as root (./make.sh ...) or apt-get install them" >&2
     exit 3
   fi
   echo "bootstrap: apt-get install ${missing[*]}"

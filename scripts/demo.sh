@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The demo: a 4-node air-gapped rehearsal lab, installed end to end, then verified.
-# Run through `sudo make demo` (which bootstraps first). Leaves the lab up for exploring.
+# Run through `./make.sh demo` or `make demo` (both bootstrap first). Leaves the lab up for exploring.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
