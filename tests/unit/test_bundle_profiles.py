@@ -3,6 +3,9 @@ pinned by URL + checksum field, nothing test-only or stand-in. Lab profile: test
 
 from __future__ import annotations
 
+import pathlib
+import zipfile
+
 import pytest
 import yaml
 
@@ -129,29 +132,56 @@ def test_production_wheels_target_the_focal_controller_not_the_build_host(prod) 
             assert m is None or int(m.group(1)) <= 31, f"{w.name}: {tag} needs glibc > 2.31"
 
 
-def test_platform_wheels_are_downloaded_binary_only_for_the_target(monkeypatch, tmp_path) -> None:
-    import subprocess
+def _platform_wheel(dest: pathlib.Path, dist: str, version: str, tag: str) -> None:
+    """A minimal binary wheel of DIST for TAG (e.g. cp311-cp311-manylinux_2_17_x86_64)."""
+    info = f"{dist}-{version}.dist-info"
+    files = {
+        f"{dist}.py": b"X = 1\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n".encode(),
+        f"{info}/WHEEL": f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}\n".encode(),
+    }
+    with zipfile.ZipFile(dest / f"{dist}-{version}-{tag}.whl", "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+        z.writestr(f"{info}/RECORD", "")
 
+
+def test_platform_wheels_are_downloaded_binary_only_for_the_target(prod, monkeypatch, tmp_path) -> None:
+    """Real pip against a local index, with the production profile's own wheel spec: of a
+    dependency's sdist, a manylinux2014 wheel (fits focal's glibc 2.31) and a newer one for glibc
+    2.34, only the fitting wheel is taken; the toolkit's own wheel is built without its dependencies."""
     from appliance_cli.bundle import build
     from appliance_cli.bundle.profile import WheelSpec
 
-    calls: list[list[str]] = []
-
-    def fake_run(cmd, **kw):
-        calls.append(cmd[3:])  # after "python -m pip"
-        return subprocess.CompletedProcess(cmd, 0, "", "")
-
-    monkeypatch.setattr(build.subprocess, "run", fake_run)
-    spec = WheelSpec(
-        name="appliance-toolkit", project=True, platforms=["manylinux_2_31_x86_64", "manylinux2014_x86_64"]
+    index = tmp_path / "index"
+    index.mkdir()
+    _platform_wheel(index, "dep", "1.0", "cp311-cp311-manylinux_2_17_x86_64")
+    _platform_wheel(index, "dep", "1.1", "cp311-cp311-manylinux_2_34_x86_64")  # too new for focal's glibc
+    (index / "dep-1.2.tar.gz").write_bytes(b"not built: binary only")
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "setup.py").write_text(
+        "from setuptools import setup\nsetup(name='proj', version='2.0', py_modules=['proj'])\n"
     )
-    build._download_for_platform(spec, content_root(), tmp_path, "wheel/appliance-toolkit")
-    wheel, download = calls
-    assert wheel[:3] == ["wheel", "--quiet", "--no-deps"] and wheel[-1] == str(content_root())
-    assert download[0] == "download" and "--only-binary=:all:" in download
-    assert download[download.index("--python-version") + 1] == "3.11"
-    assert download.count("--platform") == 2 and "manylinux_2_31_x86_64" in download
+    (proj / "proj.py").write_text("X = 1\n")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index))
+    monkeypatch.setenv("PIP_NO_BUILD_ISOLATION", "0")
+    monkeypatch.setattr(build, "project_dependencies", lambda project: ["dep"])
+    toolkit = next(w for w in prod.wheels if w.project)
+    spec = WheelSpec(
+        name="proj", project=True, platforms=toolkit.platforms, python_version=toolkit.python_version
+    )
+    out = tmp_path / "wheels"
+    build._download_for_platform(spec, proj, out, "wheel/proj")
+    assert sorted(p.name for p in out.iterdir()) == [
+        "dep-1.0-cp311-cp311-manylinux_2_17_x86_64.whl",
+        "proj-2.0-py3-none-any.whl",
+    ]
+
+
+def test_the_toolkits_dependencies_are_what_its_wheel_pulls() -> None:
+    from appliance_cli.bundle import build
+
     deps = build.project_dependencies(content_root())
-    assert deps and all(
-        d in download for d in deps
-    )  # the toolkit's own dependencies, resolved for the target
+    assert "ansible-core>=2.18,<2.20" in deps and any(d.startswith("ansible-runner") for d in deps)
