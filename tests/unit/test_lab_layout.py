@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -48,12 +49,12 @@ def test_addresses_and_names() -> None:
     assert [lay.node_address(i) for i in (1, 2, 5)] == ["10.77.0.11", "10.77.0.12", "10.77.0.15"]
     assert [node_name(i) for i in (1, 2, 3, 6)] == ["master1", "worker1", "worker2", "worker5"]
     assert lay.apt_repo_url == "http://10.77.0.1:8080/"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"node index 0 outside 1\.\.32"):
         lay.node_address(0)
 
 
 @pytest.mark.parametrize("bad", ["Lab", "lab_1", "-lab", "a" * 40, "lab/x"])
 def test_invalid_lab_name(monkeypatch: pytest.MonkeyPatch, bad: str) -> None:
     monkeypatch.setenv("APPLIANCE_LAB_NAME", bad)
-    with pytest.raises(UsageError):
+    with pytest.raises(UsageError, match=rf"APPLIANCE_LAB_NAME '{re.escape(bad)}' is not a valid lab name"):
         LabLayout.default()
