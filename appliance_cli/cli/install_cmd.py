@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from appliance_cli.cli import ui
+from appliance_cli.cli import preflight_cmd, ui
 from appliance_cli.cli.progress import Progress, print_recap
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
 from appliance_cli.core import bundlegate, knownhosts
@@ -49,6 +49,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="trusted public key of the bundle (default: $APPLIANCE_BUNDLE_PUBKEY, then bundle.public_key)",
     )
     p.add_argument(
+        "--skip-preflight",
+        action="store_true",
+        help="install without running `appliance preflight` first (its failures are then found half-way)",
+    )
+    p.add_argument(
         "--no-verify-bundle",
         action="store_true",
         help="install without verifying the bundle (the master's existing copy is used as it is)",
@@ -73,6 +78,11 @@ def _runner():
 
 def cmd_install(args: argparse.Namespace) -> int:
     cfg = load_site(resolve_site_arg(args))
+    knownhosts.require_host_keys(cfg)
+    if args.skip_preflight:
+        ui.warn("preflight skipped (--skip-preflight): what it would have found fails the install half-way")
+    elif not args.check:
+        preflight_cmd.check_site(cfg, preflight_cmd.limit_from_pattern(cfg, args.limit))
     gate = bundlegate.check(cfg, bundle=args.bundle, key=args.key, skip=args.no_verify_bundle)
     ui.info(gate.summary)
     if gate.warning:

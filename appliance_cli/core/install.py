@@ -9,10 +9,10 @@ from pathlib import Path
 
 from appliance_cli.content import playbooks_dir
 from appliance_cli.core.inventory import render_inventory
-from appliance_cli.core.knownhosts import missing_nodes
+from appliance_cli.core.knownhosts import require_host_keys
 from appliance_cli.core.ports import RunnerPort
 from appliance_cli.core.siteconfig import SiteConfig
-from appliance_cli.errors import ConfigError, RunFailed
+from appliance_cli.errors import RunFailed
 from appliance_cli.runner.events import Event, RunRequest, RunResult
 
 
@@ -38,13 +38,7 @@ def run_playbook(
     on_event: Callable[[Event], None],
     extravars: dict | None = None,
 ) -> RunResult:
-    missing = missing_nodes(cfg)
-    if missing:
-        names = ", ".join(n.name for n in missing)
-        raise ConfigError(
-            [f"{cfg.resolve(cfg.ssh.known_hosts)}: no SSH host key recorded for {names}"],
-            hint=f"run `appliance hosts trust --site {cfg.site_dir}` and compare the fingerprints",
-        )
+    require_host_keys(cfg)
     inv = render_inventory(cfg)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     req = RunRequest(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from appliance_cli.core.remote import ssh_argv
 from appliance_cli.core.siteconfig import Node, SiteConfig
-from appliance_cli.errors import ApplianceError
+from appliance_cli.errors import ApplianceError, ConfigError
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,18 @@ def recorded_hosts(path: Path) -> set[str]:
 def missing_nodes(cfg: SiteConfig) -> list[Node]:
     known = recorded_hosts(cfg.resolve(cfg.ssh.known_hosts))
     return [n for n in cfg.nodes if n.address not in known and n.name not in known]
+
+
+def require_host_keys(cfg: SiteConfig, nodes: list[Node] | None = None) -> None:
+    """Nothing connects to a node whose host key was never recorded (ConfigError naming them)."""
+    wanted = {n.name for n in nodes} if nodes is not None else None
+    missing = [n for n in missing_nodes(cfg) if wanted is None or n.name in wanted]
+    if missing:
+        names = ", ".join(n.name for n in missing)
+        raise ConfigError(
+            [f"{cfg.resolve(cfg.ssh.known_hosts)}: no SSH host key recorded for {names}"],
+            hint=f"run `appliance hosts trust --site {cfg.site_dir}` and compare the fingerprints",
+        )
 
 
 def scan(cfg: SiteConfig, node: Node, timeout: int = 5) -> list[ScannedKey]:

@@ -1,0 +1,478 @@
+"""`appliance preflight`: what must hold on every node before (and after) an install, measured
+by one probe per node. Each check is one small function in CHECKS (per node) or SITE_CHECKS
+(across nodes); what the install itself provides is a warning, what it cannot fix is a failure,
+and what a container node cannot show is a skip with the reason, never a pass."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from appliance_cli.core.checks import probe
+from appliance_cli.core.checks.model import CheckResult, NodeFacts, Report, Status
+from appliance_cli.core.siteconfig import HardwareClass, Node, SiteConfig
+
+SYSTEM_ROLES = {"master", "runai-system"}
+KUBEADM_MIN_CPUS, SYSTEM_MIN_CPUS = 2, 4
+KUBEADM_MIN_MEM_MB, SYSTEM_MIN_MEM_GB = 1700, 8
+MIN_DISK_GB = 120  # the reference guide's minimum per node
+SUPPORTED_OS = {("ubuntu", "20.04"): "the appliance's OS", ("debian", "12"): "the rehearsal lab's OS"}
+MASTER_PORTS = (6443, 10259, 10257, 2379, 2380, 10250)
+WORKER_PORTS = (10250,)
+# kubeadm's required tools, and the package os_prereqs installs each from (None: the base system's)
+KUBEADM_TOOLS = {
+    "conntrack": "conntrack",
+    "ip": "iproute2",
+    "iptables": "iptables",
+    "mount": None,
+    "nsenter": None,
+    "ebtables": "ebtables",
+    "ethtool": "ethtool",
+    "socat": "socat",
+    "tc": "iproute2",
+    "touch": None,
+}
+SKEW_WARN_S, SKEW_FAIL_S = 1.0, 60.0
+CONTAINER = "container node: "
+
+
+@dataclass(frozen=True)
+class Ctx:
+    cfg: SiteConfig
+    node: Node
+    facts: NodeFacts
+
+    @property
+    def hw(self) -> HardwareClass:
+        return self.cfg.hardware_classes[self.node.hardware_class]
+
+    @property
+    def is_master(self) -> bool:
+        return "master" in self.node.roles
+
+    @property
+    def installed(self) -> bool:
+        return self.facts.get("kubelet_conf") == "present"
+
+    def result(
+        self, check: str, layer: str, status: Status, value: str = "", expected: str = "", hint: str = ""
+    ) -> CheckResult:
+        return CheckResult(check, layer, self.node.name, status, value, expected, hint)
+
+
+NodeCheck = Callable[[Ctx], CheckResult | None]
+
+
+def _min_check(
+    ctx: Ctx, check: str, have: float, unit: str, rules: list[tuple[float, str, Status]]
+) -> CheckResult:
+    """The first rule (minimum, why, status) that `have` falls below decides; else pass."""
+    for minimum, why, status in rules:
+        if have < minimum:
+            return ctx.result(check, "hardware", status, f"{have:g} {unit}", f">= {minimum:g} {unit} ({why})",
+                              "use a node that meets it, or correct the node's hardware class")  # fmt: skip
+    top = max(r[0] for r in rules)
+    return ctx.result(check, "hardware", Status.PASS, f"{have:g} {unit}", f">= {top:g} {unit}")
+
+
+def cpu(ctx: Ctx) -> CheckResult:
+    if ctx.facts.in_container:
+        return ctx.result("cpu", "hardware", Status.SKIP, hint=CONTAINER + "it sees the host's CPUs")
+    rules = [(KUBEADM_MIN_CPUS, "kubeadm", Status.FAIL)]
+    if SYSTEM_ROLES & set(ctx.node.roles):
+        rules.append((SYSTEM_MIN_CPUS, "system node", Status.FAIL))
+    rules.append((ctx.hw.cpu_cores, f"hardware class {ctx.node.hardware_class}", Status.WARN))
+    return _min_check(ctx, "cpu", float(ctx.facts.get("nproc", "0") or 0), "CPUs", rules)
+
+
+def memory(ctx: Ctx) -> CheckResult:
+    if ctx.facts.in_container:
+        return ctx.result("memory", "hardware", Status.SKIP, hint=CONTAINER + "it sees the host's memory")
+    gb = int(ctx.facts.get("mem_kb", "0") or 0) / 2**20
+    rules = [(KUBEADM_MIN_MEM_MB / 1024, "kubeadm", Status.FAIL)]
+    if SYSTEM_ROLES & set(ctx.node.roles):
+        rules.append((SYSTEM_MIN_MEM_GB * 0.95, "system node", Status.FAIL))  # MemTotal < installed RAM
+    rules.append((ctx.hw.ram_gb * 0.9, f"hardware class {ctx.node.hardware_class}", Status.WARN))
+    return _min_check(ctx, "memory", round(gb, 1), "GiB", rules)
+
+
+def disk(ctx: Ctx) -> CheckResult:
+    if ctx.facts.in_container:
+        return ctx.result("disk", "hardware", Status.SKIP, hint=CONTAINER + "it shares the host's disk")
+    gb = int(ctx.facts.get("disk_free_bytes", "0") or 0) / 1e9
+    return _min_check(
+        ctx, "disk", round(gb, 1), "GB free in /var/lib", [(MIN_DISK_GB, "reference guide", Status.FAIL)]
+    )
+
+
+def nic_speed(ctx: Ctx) -> CheckResult:
+    want = ctx.hw.nic_speed_gbps * 1000
+    if ctx.facts.in_container:  # a veth reports a fixed 10000 Mb/s whatever the path can carry
+        return ctx.result(
+            "nic_speed",
+            "network",
+            Status.SKIP,
+            expected=f">= {want} Mb/s",
+            hint=CONTAINER + "a veth has no link speed",
+        )
+    speeds = {
+        n: int(v) for n, v in ctx.facts.prefixed("speed").items() if v.lstrip("-").isdigit() and int(v) > 0
+    }
+    up = {n: s for n, s in speeds.items() if ctx.facts.get(f"operstate.{n}") == "up"}
+    want = ctx.hw.nic_speed_gbps * 1000
+    if not up:
+        why = (
+            CONTAINER + "its veth reports no link speed"
+            if ctx.facts.in_container
+            else "no NIC reports a link speed"
+        )
+        return ctx.result("nic_speed", "network", Status.SKIP, expected=f">= {want} Mb/s", hint=why)
+    name, best = max(up.items(), key=lambda kv: kv[1])
+    status = Status.PASS if best >= want else Status.FAIL
+    return ctx.result("nic_speed", "network", status, f"{best} Mb/s ({name})", f">= {want} Mb/s (hardware class)",
+                      "" if status is Status.PASS else "check the cabling, the switch port and the NIC's firmware")  # fmt: skip
+
+
+def gpus(ctx: Ctx) -> CheckResult | None:
+    want = ctx.hw.gpu_count
+    if not want:
+        return None
+    found = ctx.facts.lists.get("gpu_pci", [])
+    if ctx.facts.in_container and not found:
+        return ctx.result(
+            "gpus",
+            "gpu",
+            Status.SKIP,
+            expected=f"{want} x {ctx.hw.gpu_model}",
+            hint=CONTAINER + "no GPU is passed in",
+        )
+    names = [line.split(",")[0].strip() for line in ctx.facts.lists.get("gpu_smi", [])]
+    wrong = [n for n in names if ctx.hw.gpu_model and ctx.hw.gpu_model.lower() not in n.lower()]
+    value = f"{len(found)} NVIDIA PCI device(s)" + (f": {', '.join(sorted(set(names)))}" if names else "")
+    ok = len(found) == want and not wrong
+    return ctx.result("gpus", "gpu", Status.PASS if ok else Status.FAIL, value, f"{want} x {ctx.hw.gpu_model}",
+                      "" if ok else "reseat or replace the GPUs, or correct the hardware class")  # fmt: skip
+
+
+def nouveau(ctx: Ctx) -> CheckResult | None:
+    if not ctx.hw.gpu_count:
+        return None
+    if ctx.facts.in_container:
+        return ctx.result("nouveau", "gpu", Status.SKIP, hint=CONTAINER + "kernel modules are the host's")
+    if ctx.facts.get("nouveau_loaded") == "yes":
+        return ctx.result("nouveau", "gpu", Status.FAIL, "loaded", "not loaded",
+                          "blacklist nouveau (/etc/modprobe.d), update-initramfs -u, reboot")  # fmt: skip
+    if not ctx.facts.get("nouveau_blacklisted"):
+        return ctx.result("nouveau", "gpu", Status.WARN, "not blacklisted", "blacklisted",
+                          "add 'blacklist nouveau' to /etc/modprobe.d so it never loads before the NVIDIA driver")  # fmt: skip
+    return ctx.result("nouveau", "gpu", Status.PASS, "not loaded, blacklisted", "not loaded")
+
+
+def secure_boot(ctx: Ctx) -> CheckResult | None:
+    if not ctx.hw.gpu_count:
+        return None
+    state = ctx.facts.get("secure_boot", "unknown")
+    if ctx.facts.in_container:
+        return ctx.result("secure_boot", "gpu", Status.SKIP, hint=CONTAINER + "firmware state is the host's")
+    if state == "enabled":
+        return ctx.result("secure_boot", "gpu", Status.WARN, state, "disabled",
+                          "the GPU Operator's driver container builds unsigned modules: disable Secure Boot or sign them")  # fmt: skip
+    return ctx.result("secure_boot", "gpu", Status.PASS, state, "disabled")
+
+
+def os_release(ctx: Ctx) -> CheckResult:
+    key = (ctx.facts.get("os_id"), ctx.facts.get("os_version_id"))
+    value = ctx.facts.get("os_pretty") or " ".join(key)
+    if key in SUPPORTED_OS:
+        return ctx.result("os_release", "os", Status.PASS, value, SUPPORTED_OS[key])
+    return ctx.result("os_release", "os", Status.WARN, value, "Ubuntu 20.04",
+                      "the bundle's packages are built for Ubuntu 20.04; another release may not install")  # fmt: skip
+
+
+def swap(ctx: Ctx) -> CheckResult:
+    n = int(ctx.facts.get("swap_entries", "0") or 0)
+    if n == 0:
+        return ctx.result("swap", "os", Status.PASS, "off", "off")
+    return ctx.result(
+        "swap",
+        "os",
+        Status.WARN,
+        f"{n} swap device(s) on",
+        "off (kubeadm)",
+        "the install turns swap off and comments it out of /etc/fstab",
+    )
+
+
+def sysctls(ctx: Ctx) -> CheckResult:
+    vals = {"net.ipv4.ip_forward": ctx.facts.get("ip_forward"),
+            "net.bridge.bridge-nf-call-iptables": ctx.facts.get("bridge_nf_call_iptables")}  # fmt: skip
+    off = {k: v for k, v in vals.items() if v != "1"}
+    if not off:
+        return ctx.result("sysctls", "os", Status.PASS, "all 1", "1 (kubeadm)")
+    value = ", ".join(f"{k}={v or '?'}" for k, v in off.items())
+    return ctx.result(
+        "sysctls", "os", Status.WARN, value, "1 (kubeadm)", "the install loads br_netfilter and sets them"
+    )
+
+
+def tools(ctx: Ctx) -> CheckResult:
+    missing = [t for t in KUBEADM_TOOLS if not ctx.facts.get(f"tool.{t}")]
+    base = [t for t in missing if KUBEADM_TOOLS[t] is None]
+    if base:
+        return ctx.result("tools", "os", Status.FAIL, f"missing: {', '.join(missing)}", "kubeadm's tools on PATH",
+                          f"{', '.join(base)} belong to the base system (util-linux, coreutils): repair the OS install")  # fmt: skip
+    if missing:
+        pkgs = sorted({KUBEADM_TOOLS[t] or "" for t in missing})
+        return ctx.result("tools", "os", Status.WARN, f"missing: {', '.join(missing)}", "kubeadm's tools on PATH",
+                          f"the install adds them from the bundle ({', '.join(pkgs)})")  # fmt: skip
+    return ctx.result("tools", "os", Status.PASS, "all present", "kubeadm's tools on PATH")
+
+
+def cgroups(ctx: Ctx) -> CheckResult:
+    fs = ctx.facts.get("cgroup_fs")
+    version = {"cgroup2fs": "v2", "tmpfs": "v1"}.get(fs, f"unknown ({fs or '?'})")
+    status = Status.PASS if version in ("v1", "v2") else Status.WARN
+    return ctx.result(
+        "cgroups", "os", status, version, "v1 or v2 (kubelet 1.23; systemd driver in containerd and kubelet)"
+    )
+
+
+def hostname(ctx: Ctx) -> CheckResult:
+    host = ctx.facts.get("hostname")
+    if host == ctx.node.name:
+        return ctx.result("hostname", "network", Status.PASS, host, ctx.node.name)
+    return ctx.result("hostname", "network", Status.WARN, host, ctx.node.name,
+                      "the cluster registers the site's name; set the hostname to match (hostnamectl) to avoid confusion")  # fmt: skip
+
+
+TIMEOUT = "!timeout"  # probe.sh: the resolver did not answer in time
+
+
+def name_resolution(ctx: Ctx) -> CheckResult:
+    """Every node name resolves on this node to the site's address (or not at all: the install
+    writes /etc/hosts); a name resolving elsewhere would send kubelet and registry traffic astray,
+    and a resolver that does not answer stalls every lookup /etc/hosts cannot serve."""
+    wrong, unresolved, stalled = [], [], []
+    for other in ctx.cfg.nodes:
+        got = ctx.facts.get(f"resolve.{other.name}")
+        if got == TIMEOUT:
+            stalled.append(other.name)
+        elif not got:
+            unresolved.append(other.name)
+        elif got != other.address and not got.startswith("127."):
+            wrong.append(f"{other.name} -> {got} (site: {other.address})")
+    expected = "every node name resolves to its site address"
+    if wrong:
+        return ctx.result("name_resolution", "network", Status.FAIL, "; ".join(wrong), expected,
+                          "fix the DNS records or /etc/hosts entries named")  # fmt: skip
+    if stalled and ctx.cfg.network.dns_servers:
+        return ctx.result("name_resolution", "network", Status.FAIL, f"the resolver did not answer for {', '.join(stalled)}",
+                          expected, f"check the DNS servers in /etc/resolv.conf (site: {', '.join(ctx.cfg.network.dns_servers)})")  # fmt: skip
+    if stalled or unresolved:
+        value = "; ".join(x for x in (f"unresolved: {', '.join(unresolved)}" if unresolved else "",
+                                      f"resolver did not answer: {', '.join(stalled)}" if stalled else "") if x)  # fmt: skip
+        return ctx.result("name_resolution", "network", Status.WARN, value, expected,
+                          "the install adds every node to /etc/hosts (the site lists no DNS servers)")  # fmt: skip
+    return ctx.result("name_resolution", "network", Status.PASS, f"{len(ctx.cfg.nodes)} names", expected)
+
+
+def scheduler_domain(ctx: Ctx) -> CheckResult | None:
+    domain = ctx.cfg.site.domain
+    if not domain or ctx.cfg.scheduler.stack != "runai" or not ctx.is_master:
+        return None
+    got = ctx.facts.get(f"resolve.{domain}")
+    if got and got != TIMEOUT:
+        return ctx.result("scheduler_domain", "network", Status.PASS, f"{domain} -> {got}", "resolves")
+    value = f"the resolver did not answer for {domain}" if got == TIMEOUT else f"{domain} does not resolve"
+    return ctx.result("scheduler_domain", "network", Status.FAIL, value, "resolves",
+                      "the Run:ai UI needs a DNS A record for site.domain before Run:ai is installed")  # fmt: skip
+
+
+def ports(ctx: Ctx) -> CheckResult:
+    wanted = MASTER_PORTS if ctx.is_master else WORKER_PORTS
+    busy = [p for p in wanted if str(p) in ctx.facts.lists.get("port", [])]
+    expected = f"free: {', '.join(map(str, wanted))}"
+    if ctx.installed:
+        return ctx.result(
+            "ports", "kubernetes", Status.PASS, f"in use by the installed cluster: {len(busy)}", expected
+        )
+    if busy:
+        return ctx.result("ports", "kubernetes", Status.FAIL, "in use: " + ", ".join(map(str, busy)), expected,
+                          f"stop what listens there (ss -ltnp 'sport = :{busy[0]}' names it)")  # fmt: skip
+    return ctx.result("ports", "kubernetes", Status.PASS, "all free", expected)
+
+
+def manifests(ctx: Ctx) -> CheckResult | None:
+    if ctx.installed:
+        return None
+    n = int(ctx.facts.get("manifests", "0") or 0)
+    if n:
+        return ctx.result("manifests_empty", "kubernetes", Status.FAIL, f"{n} file(s) in /etc/kubernetes/manifests",
+                          "empty before kubeadm", "a previous cluster was not reset: `kubeadm reset` on this node")  # fmt: skip
+    return ctx.result("manifests_empty", "kubernetes", Status.PASS, "empty", "empty before kubeadm")
+
+
+def runtime(ctx: Ctx) -> CheckResult:
+    if ctx.facts.get("cri_socket") == "present":
+        return ctx.result("cri_socket", "runtime", Status.PASS, "/run/containerd/containerd.sock", "present")
+    status = Status.FAIL if ctx.installed else Status.WARN
+    hint = (
+        "containerd is not running on an installed node: systemctl status containerd"
+        if ctx.installed
+        else "the install provides containerd from the bundle"
+    )
+    return ctx.result("cri_socket", "runtime", status, "absent", "present", hint)
+
+
+def bundle_on_master(ctx: Ctx) -> CheckResult | None:
+    if not ctx.is_master:
+        return None
+    b = ctx.cfg.bundle
+    places = [p for p in (b.master_source or b.source, b.path) if p]
+    found = [p for p in places if ctx.facts.get(f"path.{p}") == "present"]
+    if found:
+        return ctx.result("bundle", "storage", Status.PASS, found[0], " or ".join(places))
+    if b.apt_repo_url:
+        return ctx.result(
+            "bundle",
+            "storage",
+            Status.SKIP,
+            hint=f"bundle.apt_repo_url ({b.apt_repo_url}) stands in for the bundle (lab rehearsal)",
+        )
+    return ctx.result("bundle", "storage", Status.FAIL, "absent", " or ".join(places),
+                      f"mount the USB stick at {places[0]} on {ctx.node.name}")  # fmt: skip
+
+
+CHECKS: tuple[NodeCheck, ...] = (
+    cpu, memory, disk, nic_speed, gpus, nouveau, secure_boot, os_release, swap, sysctls, tools,
+    cgroups, hostname, name_resolution, scheduler_domain, ports, manifests, runtime, bundle_on_master,
+)  # fmt: skip
+
+
+def _duplicates(
+    facts: dict[str, NodeFacts], values: Callable[[NodeFacts], Iterable[str]]
+) -> dict[str, list[str]]:
+    seen: dict[str, list[str]] = {}
+    for name, f in facts.items():
+        for v in set(values(f)):
+            if v:
+                seen.setdefault(v, []).append(name)
+    return {v: sorted(nodes) for v, nodes in seen.items() if len(nodes) > 1}
+
+
+def _unique(
+    check: str,
+    layer: str,
+    facts: dict[str, NodeFacts],
+    values: Callable[[NodeFacts], Iterable[str]],
+    what: str,
+) -> CheckResult:
+    dups = _duplicates(facts, values)
+    if dups:
+        value = "; ".join(f"{v} on {', '.join(n)}" for v, n in sorted(dups.items()))
+        return CheckResult(check, layer, "site", Status.FAIL, value, f"unique {what} per node",
+                           f"nodes sharing a {what} confuse the cluster: fix the cloned install (regenerate it)")  # fmt: skip
+    return CheckResult(check, layer, "site", Status.PASS, f"{len(facts)} nodes", f"unique {what} per node")
+
+
+def site_checks(facts: dict[str, NodeFacts]) -> list[CheckResult]:
+    ok = {n: f for n, f in facts.items() if not f.error}
+    out = [
+        _unique("unique_hostname", "network", ok, lambda f: [f.get("hostname")], "hostname"),
+        _unique("unique_mac", "network", ok, lambda f: [m for m in f.prefixed("mac").values() if m != "00:00:00:00:00:00"], "MAC address"),
+        _unique("unique_machine_id", "os", ok, lambda f: [f.get("machine_id")], "machine-id"),
+    ]  # fmt: skip
+    if all(f.get("product_uuid") for f in ok.values()):
+        out.append(
+            _unique("unique_product_uuid", "hardware", ok, lambda f: [f.get("product_uuid")], "product_uuid")
+        )
+    else:
+        out.append(CheckResult("unique_product_uuid", "hardware", "site", Status.SKIP,
+                               hint="product_uuid unreadable on some nodes (container nodes have none)"))  # fmt: skip
+    out.append(time_skew(ok))
+    return out
+
+
+def time_skew(facts: dict[str, NodeFacts]) -> CheckResult:
+    """Each node's clock against the controller's at the middle of its round trip; the spread
+    between nodes is what breaks certificates and etcd."""
+    offsets = {}
+    for name, f in facts.items():
+        try:
+            offsets[name] = float(f.get("time")) - (f.received_at - f.rtt_s / 2)
+        except ValueError:
+            continue
+    if len(offsets) < 2:
+        return CheckResult("time_skew", "os", "site", Status.SKIP, hint="fewer than two nodes answered")
+    lo, hi = min(offsets, key=offsets.__getitem__), max(offsets, key=offsets.__getitem__)
+    spread = offsets[hi] - offsets[lo]
+    value = f"{spread:.2f} s ({hi} ahead of {lo})"
+    expected = f"< {SKEW_WARN_S:g} s between nodes"
+    if spread >= SKEW_FAIL_S:
+        return CheckResult(
+            "time_skew",
+            "os",
+            "site",
+            Status.FAIL,
+            value,
+            expected,
+            "set the clocks (the install configures chrony on every node)",
+        )
+    if spread >= SKEW_WARN_S:
+        return CheckResult(
+            "time_skew",
+            "os",
+            "site",
+            Status.WARN,
+            value,
+            expected,
+            "the install's chrony aligns them; check NTP if it persists",
+        )
+    return CheckResult("time_skew", "os", "site", Status.PASS, value, expected)
+
+
+def probe_args(cfg: SiteConfig, node: Node) -> list[str]:
+    runai_domain = [cfg.site.domain] if cfg.site.domain and cfg.scheduler.stack == "runai" else []
+    names = [n.name for n in cfg.nodes] + runai_domain
+    args = [f"resolve={n}" for n in names]
+    if "master" in node.roles:
+        b = cfg.bundle
+        args += [f"path={p}" for p in (b.master_source or b.source, b.path) if p]
+    return args
+
+
+def run_preflight(
+    cfg: SiteConfig,
+    transport: probe.Transport | None = None,
+    on_result: Callable[[CheckResult], None] = lambda r: None,
+    limit: set[str] | None = None,
+) -> Report:
+    """Probe the site's nodes (or those in `limit`) at once and run every check; `on_result` sees
+    each result as soon as its node has answered."""
+    start = time.monotonic()
+    nodes = [n for n in cfg.nodes if limit is None or n.name in limit]
+    report = Report(kind="preflight", site=cfg.site.name)
+    by_name = {n.name: n for n in nodes}
+
+    def node_done(facts: NodeFacts) -> None:
+        for r in node_results(cfg, by_name[facts.node], facts):
+            report.results.append(r)
+            on_result(r)
+
+    facts = probe.collect(
+        nodes, lambda n: probe_args(cfg, n), transport or probe.ssh_transport(cfg), node_done
+    )
+    for r in site_checks(facts):
+        report.results.append(r)
+        on_result(r)
+    report.seconds = time.monotonic() - start
+    return report
+
+
+def node_results(cfg: SiteConfig, node: Node, facts: NodeFacts) -> list[CheckResult]:
+    if facts.error:
+        return [CheckResult("reachable", "network", node.name, Status.FAIL, facts.error, "the probe answers",
+                            "check the node is up, its address and SSH (user, key, known_hosts)")]  # fmt: skip
+    ctx = Ctx(cfg, node, facts)
+    return [r for check in CHECKS if (r := check(ctx)) is not None]

@@ -1,0 +1,94 @@
+#!/bin/sh
+# The preflight probe: everything the checks read, gathered on one node in one round trip and
+# printed as key=value lines (a key may repeat). Read-only: it changes nothing on the node.
+# Arguments: resolve=NAME (look NAME up as the node's resolver does), path=PATH (does it exist).
+# POSIX sh and coreutils only: it runs before anything is installed.
+set -u
+kv() { printf '%s=%s\n' "$1" "$2"; }
+first_line() { head -n 1 | tr -d '\r'; }
+read1() { head -n 1 "$1" 2>/dev/null | tr -d '\r'; }  # a missing or unreadable file reads empty
+
+kv probe_version 1
+kv hostname "$(hostname 2>/dev/null)"
+kv product_uuid "$(read1 /sys/class/dmi/id/product_uuid)"
+kv machine_id "$(read1 /etc/machine-id)"
+virt=$(systemd-detect-virt 2>/dev/null) || virt=none
+kv virt "$virt"
+if systemd-detect-virt --container >/dev/null 2>&1; then kv virt_type container; else kv virt_type "$( [ "$virt" = none ] && echo none || echo vm)"; fi
+# shellcheck disable=SC1091  # the node's own file
+. /etc/os-release 2>/dev/null && { kv os_id "${ID:-}"; kv os_version_id "${VERSION_ID:-}"; kv os_pretty "${PRETTY_NAME:-}"; }
+kv kernel "$(uname -r)"
+kv time "$(date +%s.%N)"
+
+# hardware
+kv nproc "$(nproc 2>/dev/null)"
+kv mem_kb "$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)"
+kv disk_free_bytes "$(df -P -B1 /var/lib 2>/dev/null | awk 'NR == 2 {print $4}')"
+for dev in /sys/class/net/*; do
+  name=${dev##*/}
+  [ "$name" = lo ] && continue
+  [ -e "$dev/device" ] || [ -e "$dev/address" ] || continue
+  kv "mac.$name" "$(read1 "$dev/address")"
+  kv "operstate.$name" "$(read1 "$dev/operstate")"
+  kv "speed.$name" "$(read1 "$dev/speed")"  # Mb/s; empty or -1: unknown (virtual NIC, link down)
+done
+for dev in /sys/bus/pci/devices/*; do
+  [ -r "$dev/vendor" ] || continue
+  [ "$(read1 "$dev/vendor")" = 0x10de ] || continue
+  case "$(read1 "$dev/class")" in 0x03*) kv gpu_pci "${dev##*/} $(read1 "$dev/device")" ;; esac
+done
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | while IFS= read -r line; do kv gpu_smi "$line"; done
+fi
+kv nouveau_loaded "$( [ -d /sys/module/nouveau ] && echo yes || echo no)"
+kv nouveau_blacklisted "$(grep -rhsE '^[[:space:]]*blacklist[[:space:]]+nouveau' /etc/modprobe.d /lib/modprobe.d /usr/lib/modprobe.d | first_line)"
+if [ -d /sys/firmware/efi ]; then
+  sb=$(od -An -t u1 /sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c 2>/dev/null | awk '{print $NF}')
+  case "$sb" in 1) kv secure_boot enabled ;; 0) kv secure_boot disabled ;; *) kv secure_boot unknown ;; esac
+else
+  kv secure_boot legacy-bios
+fi
+
+# os and kernel settings kubeadm checks
+kv swap_entries "$(tail -n +2 /proc/swaps | grep -c .)"
+kv ip_forward "$(read1 /proc/sys/net/ipv4/ip_forward)"
+bnf=/proc/sys/net/bridge/bridge-nf-call-iptables
+if [ -e "$bnf" ]; then kv bridge_nf_call_iptables "$(read1 "$bnf")"; else kv bridge_nf_call_iptables absent; fi
+kv cgroup_fs "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)"
+for tool in conntrack ip iptables mount nsenter ebtables ethtool socat tc touch; do
+  kv "tool.$tool" "$(command -v "$tool" 2>/dev/null)"
+done
+
+# runtime and kubernetes
+kv cri_socket "$( [ -S /run/containerd/containerd.sock ] && echo present || echo absent)"
+kv kubelet_conf "$( [ -e /etc/kubernetes/kubelet.conf ] && echo present || echo absent)"
+n=0
+for f in /etc/kubernetes/manifests/* /etc/kubernetes/manifests/.[!.]*; do [ -e "$f" ] && n=$((n + 1)); done
+kv manifests "$n"
+if command -v ss >/dev/null 2>&1; then
+  ss -ltnH 2>/dev/null | awk '{n = split($4, a, ":"); print a[n]}' | sort -un | while read -r port; do kv port "$port"; done
+else
+  # no iproute2: /proc/net/tcp{,6} state 0A = LISTEN, local port in hex
+  cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk '$4 == "0A" {split($2, a, ":"); print a[2]}' | sort -u |
+    while read -r hex; do kv port "$(printf '%d' "0x$hex")"; done
+fi
+
+# Names are looked up the way kubelet and containerd will (files, then DNS; IPv4), all at once and
+# each for at most RESOLVE_TIMEOUT seconds: a resolver that does not answer shows as "!timeout".
+RESOLVE_TIMEOUT=3
+lookup() {
+  out=$(timeout "$RESOLVE_TIMEOUT" getent ahostsv4 "$1" 2>/dev/null)
+  case $? in
+    0) kv "resolve.$1" "$(printf '%s\n' "$out" | awk '{print $1; exit}')" ;;
+    124) kv "resolve.$1" "!timeout" ;;
+    *) kv "resolve.$1" "" ;;
+  esac
+}
+for arg in "$@"; do
+  case "$arg" in
+    resolve=*) lookup "${arg#resolve=}" & ;;
+    path=*) p=${arg#path=}; kv "path.$p" "$( [ -e "$p" ] && echo present || echo absent)" ;;
+  esac
+done
+wait
+kv probe_end 1

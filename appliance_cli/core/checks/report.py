@@ -1,0 +1,53 @@
+"""Reports written to files (JSON for machines and `report compare`, JUnit for CI dashboards,
+plain text for vendor support). No printing: the CLI decides where they go."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from appliance_cli.core.checks.model import Report, Status
+
+
+def write_json(report: Report, path: Path) -> None:
+    path.write_text(json.dumps(report.to_dict(), indent=1) + "\n")
+
+
+def write_junit(report: Report, path: Path) -> None:
+    """One testsuite per layer, one testcase per check and node: failures are <failure>, skips
+    <skipped> with their reason, warnings pass with the warning in system-out."""
+    suites = ET.Element("testsuites", name=f"appliance {report.kind}", time=f"{report.seconds:.3f}")
+    for layer in sorted({r.layer for r in report.results}):
+        rows = [r for r in report.results if r.layer == layer]
+        suite = ET.SubElement(
+            suites,
+            "testsuite",
+            name=layer,
+            tests=str(len(rows)),
+            failures=str(sum(r.status is Status.FAIL for r in rows)),
+            skipped=str(sum(r.status is Status.SKIP for r in rows)),
+        )
+        for r in rows:
+            case = ET.SubElement(
+                suite, "testcase", classname=f"{report.kind}.{layer}", name=f"{r.check}[{r.node}]"
+            )
+            detail = f"measured: {r.value}; expected: {r.expected}; hint: {r.hint}"
+            if r.status is Status.FAIL:
+                ET.SubElement(case, "failure", message=r.value or r.check).text = detail
+            elif r.status is Status.SKIP:
+                ET.SubElement(case, "skipped", message=r.hint)
+            elif r.status is Status.WARN:
+                ET.SubElement(case, "system-out").text = "warning: " + detail
+    ET.ElementTree(suites).write(path, encoding="unicode", xml_declaration=True)
+
+
+def write_text(report: Report, path: Path) -> None:
+    """The support file: one line per result, failures first."""
+    order = {Status.FAIL: 0, Status.WARN: 1, Status.SKIP: 2, Status.PASS: 3}
+    lines = [f"appliance {report.kind} of site {report.site}: {report.counts()} in {report.seconds:.1f}s"]
+    for r in sorted(report.results, key=lambda r: (order[r.status], r.layer, r.node, r.check)):
+        lines.append(
+            f"{r.status.upper():4} {r.layer:10} {r.node:12} {r.check:20} {r.value} | expected {r.expected} | {r.hint}"
+        )
+    path.write_text("\n".join(lines) + "\n")

@@ -1,0 +1,106 @@
+"""`appliance preflight` on real lab nodes: fresh nodes list what the install will provide, each
+deliberately broken node is named with its cause, and an installed site passes (what a
+container node cannot show is a skip with its reason, never a pass)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+import yaml
+
+from appliance_cli.core.siteconfig import SiteConfig, load_site
+
+
+def _on(node: str, command: str) -> str:
+    from appliance_cli import lab
+
+    r = subprocess.run(
+        lab.ssh_argv(node, ["sudo", "sh", "-c", shlex.quote(command)]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, f"{node}: {command}: {r.stderr[-500:]}"
+    return r.stdout
+
+
+@pytest.fixture(scope="module")
+def fresh(own_lab_cm) -> Iterator[SiteConfig]:
+    """Four fresh lab nodes of this module's own (nothing installed)."""
+    if os.environ.get("APPLIANCE_E2E_SITE"):
+        pytest.skip("breaks fresh nodes on purpose: lab only")
+    with own_lab_cm("pre", 4) as layout:
+        yield load_site(layout.site_dir)
+
+
+def test_fresh_nodes_list_what_the_install_provides(fresh, cli):
+    r = cli("preflight", str(fresh.site_dir))
+    assert r.rc == 0, r.err[-2000:]
+    for n in fresh.nodes:
+        assert (
+            f"warning: {n.name}: runtime/cri_socket: absent (expected present) — the install provides containerd"
+            in r.err
+        )
+        assert f"warning: {n.name}: os/tools: missing: conntrack" in r.err  # a missing conntrack, by node
+        assert f"warning: {n.name}: os/sysctls: net.ipv4.ip_forward=0" in r.err
+    assert "0 failed" in r.out and "container node: it sees the host's CPUs" in r.out
+
+
+def test_a_busy_api_server_port_on_the_master_is_named(fresh, cli):
+    master = fresh.master.name
+    _on(master, "systemd-run --unit busy-6443 python3 -m http.server 6443 --bind 0.0.0.0")
+    try:
+        _on(master, "for i in $(seq 50); do ss -ltnH | grep -q ':6443 ' && exit 0; sleep 0.1; done; exit 1")
+        r = cli("preflight", str(fresh.site_dir))
+    finally:
+        _on(master, "systemctl stop busy-6443")
+    assert r.rc == 3
+    assert f"error: {master}: kubernetes/ports: in use: 6443" in r.err
+    assert "error: preflight: master1: kubernetes/ports: in use: 6443" in r.err
+
+
+def test_a_duplicate_hostname_is_named(fresh, cli):
+    first, second = [n.name for n in fresh.nodes][1:3]
+    _on(second, f"hostname {first}")
+    try:
+        r = cli("preflight", str(fresh.site_dir))
+    finally:
+        _on(second, f"hostname {second}")
+    assert r.rc == 3
+    assert f"error: site: network/unique_hostname: {first} on {first}, {second}" in r.err
+
+
+def test_a_resolver_that_does_not_answer_is_named(fresh, cli, tmp_path):
+    """The site says it has DNS; a node name missing from /etc/hosts must then come from a
+    resolver, and the lab's (10.255.255.53, unrouted) never answers."""
+    data = yaml.safe_load((fresh.site_dir / "appliance.yml").read_text())
+    data["network"]["dns_servers"] = ["10.255.255.53"]
+    site = fresh.site_dir / "with-dns.yml"
+    site.write_text(yaml.safe_dump(data))
+    worker = fresh.nodes[1].name
+    _on(fresh.master.name, f"cp /etc/hosts /etc/hosts.pre && sed -i '/ {worker}$/d' /etc/hosts")
+    try:
+        r = cli("preflight", str(site))
+    finally:
+        _on(fresh.master.name, "mv /etc/hosts.pre /etc/hosts")
+    assert r.rc == 3
+    assert (
+        f"error: {fresh.master.name}: network/name_resolution: the resolver did not answer for {worker}"
+        in r.err
+    )
+
+
+def test_an_installed_site_passes(site, installs, cli, tmp_path):
+    r = cli("preflight", str(site.site_dir), "--json", str(tmp_path / "p.json"))
+    assert r.rc == 0, r.err[-2000:]
+    doc = yaml.safe_load((tmp_path / "p.json").read_text())
+    by = {(x["node"], x["check"]): x for x in doc["results"]}
+    assert doc["counts"]["fail"] == 0
+    for n in site.nodes:
+        assert by[(n.name, "cri_socket")]["status"] == "pass"
+        assert by[(n.name, "tools")]["status"] == "pass"
+        assert by[(n.name, "ports")]["status"] == "pass"

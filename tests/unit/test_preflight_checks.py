@@ -1,0 +1,191 @@
+"""Preflight checks on probe output as a real node prints it (probe.sh's key=value lines): each
+check's verdict, the value it measured, and that container nodes skip what they cannot show."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from appliance_cli.core.checks.model import NodeFacts, Status
+from appliance_cli.core.checks.preflight import node_results, site_checks
+from appliance_cli.core.checks.probe import parse
+from appliance_cli.core.siteconfig import SiteConfig, load_site
+from tests.unit.test_siteconfig import EXAMPLE
+
+# A healthy GZ2 GPU worker on bare metal, as probe.sh prints it (8 A100s, driver on the host).
+BARE_GPU_NODE = """probe_version=1
+hostname=gpu2
+product_uuid=4c4c4544-0047-3510-8052-b4c04f4e3732
+machine_id=0a1b2c3d4e5f
+virt=none
+virt_type=none
+os_id=ubuntu
+os_version_id=20.04
+os_pretty=Ubuntu 20.04.6 LTS
+time=1795466685.0
+nproc=128
+mem_kb=1056000000
+disk_free_bytes=900000000000
+mac.ens1f0=b8:ce:f6:01:02:03
+operstate.ens1f0=up
+speed.ens1f0=25000
+nouveau_loaded=no
+nouveau_blacklisted=blacklist nouveau
+secure_boot=disabled
+swap_entries=0
+ip_forward=1
+bridge_nf_call_iptables=1
+cgroup_fs=tmpfs
+""" + "".join(f"tool.{t}=/usr/bin/{t}\n" for t in (["conntrack", "ip", "iptables", "mount", "nsenter", "ebtables", "ethtool", "socat", "tc", "touch"])) + (
+    "".join(f"gpu_pci=0000:{i:02x}:00.0 0x20b2\ngpu_smi=NVIDIA A100-SXM4-80GB, 535.104.12\n" for i in range(8))
+    + "cri_socket=absent\nkubelet_conf=absent\nmanifests=0\nport=22\n"
+    + "resolve.master1=192.168.10.11\nresolve.gpu1=192.168.10.21\nresolve.gpu2=192.168.10.22\n"
+    + "resolve.runai.acme.example=192.168.10.100\nprobe_end=1\n"
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cfg(tmp_path_factory: pytest.TempPathFactory) -> SiteConfig:
+    d = tmp_path_factory.mktemp("site")
+    shutil.copy(EXAMPLE, d / "appliance.yml")
+    return load_site(d)
+
+
+def _facts(text: str, node: str = "gpu2", **changes: str) -> NodeFacts:
+    f = parse(node, text)
+    for key, value in changes.items():
+        key = key.replace("__", ".")
+        if value is None:
+            f.values.pop(key, None)
+        else:
+            f.values[key] = value
+    return f
+
+
+def _by_check(cfg: SiteConfig, facts: NodeFacts, node: str = "gpu2") -> dict[str, tuple[Status, str, str]]:
+    return {r.check: (r.status, r.value, r.hint) for r in node_results(cfg, cfg.node(node), facts)}
+
+
+def test_a_healthy_bare_metal_gpu_worker_passes_everything(cfg: SiteConfig) -> None:
+    res = _by_check(cfg, _facts(BARE_GPU_NODE))
+    assert {k: v[0] for k, v in res.items() if v[0] is not Status.PASS} == {"cri_socket": Status.WARN}
+    assert res["gpus"][1] == "8 NVIDIA PCI device(s): NVIDIA A100-SXM4-80GB"
+    assert res["nic_speed"][1] == "25000 Mb/s (ens1f0)"
+
+
+def test_missing_gpu_fails_with_the_counts(cfg: SiteConfig) -> None:
+    text = BARE_GPU_NODE.replace("gpu_pci=0000:07:00.0 0x20b2\n", "")
+    status, value, _ = _by_check(cfg, _facts(text))["gpus"]
+    assert status is Status.FAIL and value.startswith("7 NVIDIA PCI device(s)")
+
+
+def test_wrong_gpu_model_fails(cfg: SiteConfig) -> None:
+    text = BARE_GPU_NODE.replace("A100-SXM4-80GB", "A6000", 1)
+    status, value, _ = _by_check(cfg, _facts(text))["gpus"]
+    assert status is Status.FAIL and "A6000" in value
+
+
+def test_slow_link_fails_against_the_hardware_class(cfg: SiteConfig) -> None:
+    status, value, _ = _by_check(cfg, _facts(BARE_GPU_NODE, speed__ens1f0="10000"))["nic_speed"]
+    assert (status, value) == (Status.FAIL, "10000 Mb/s (ens1f0)")
+
+
+def test_loaded_nouveau_fails_and_secure_boot_warns(cfg: SiteConfig) -> None:
+    res = _by_check(cfg, _facts(BARE_GPU_NODE, nouveau_loaded="yes", secure_boot="enabled"))
+    assert res["nouveau"][0] is Status.FAIL and "reboot" in res["nouveau"][2]
+    assert res["secure_boot"][0] is Status.WARN
+
+
+def test_too_little_memory_for_kubeadm_fails(cfg: SiteConfig) -> None:
+    status, value, _ = _by_check(cfg, _facts(BARE_GPU_NODE, mem_kb=str(1024 * 1024)))["memory"]
+    assert status is Status.FAIL and value == "1 GiB"
+
+
+def test_small_disk_fails(cfg: SiteConfig) -> None:
+    status, value, _ = _by_check(cfg, _facts(BARE_GPU_NODE, disk_free_bytes="50000000000"))["disk"]
+    assert status is Status.FAIL and value == "50 GB free in /var/lib"
+
+
+def test_busy_kubelet_port_fails_before_install_and_passes_after(cfg: SiteConfig) -> None:
+    busy = BARE_GPU_NODE.replace("port=22\n", "port=22\nport=10250\n")
+    assert _by_check(cfg, _facts(busy))["ports"][:2] == (Status.FAIL, "in use: 10250")
+    assert _by_check(cfg, _facts(busy, kubelet_conf="present"))["ports"][0] is Status.PASS
+
+
+def test_master_ports_include_the_api_server(cfg: SiteConfig) -> None:
+    text = BARE_GPU_NODE.replace("hostname=gpu2", "hostname=master1").replace("port=22\n", "port=6443\n")
+    res = _by_check(
+        cfg, _facts(text, "master1", **{"path__/media/appliance-usb/bundle": "present"}), "master1"
+    )
+    assert res["ports"][:2] == (Status.FAIL, "in use: 6443")
+    assert res["bundle"][0] is Status.PASS
+
+
+def test_no_bundle_on_the_master_fails(cfg: SiteConfig) -> None:
+    text = BARE_GPU_NODE.replace("hostname=gpu2", "hostname=master1")
+    status, _, hint = _by_check(cfg, _facts(text, "master1"), "master1")["bundle"]
+    assert status is Status.FAIL and "/media/appliance-usb/bundle" in hint
+
+
+def test_tools_the_install_provides_warn_base_tools_fail(cfg: SiteConfig) -> None:
+    res = _by_check(cfg, _facts(BARE_GPU_NODE, tool__conntrack=""))
+    assert res["tools"][:2] == (Status.WARN, "missing: conntrack")
+    res = _by_check(cfg, _facts(BARE_GPU_NODE, tool__nsenter=""))
+    assert res["tools"][0] is Status.FAIL and "util-linux" in res["tools"][2]
+
+
+def test_a_name_resolving_elsewhere_fails(cfg: SiteConfig) -> None:
+    status, value, _ = _by_check(cfg, _facts(BARE_GPU_NODE, resolve__gpu1="192.168.10.99"))["name_resolution"]
+    assert status is Status.FAIL and value == "gpu1 -> 192.168.10.99 (site: 192.168.10.21)"
+
+
+def test_container_nodes_skip_what_they_cannot_measure(cfg: SiteConfig) -> None:
+    res = _by_check(cfg, _facts(BARE_GPU_NODE, virt="systemd-nspawn", virt_type="container"))
+    for check in ("cpu", "memory", "disk", "nouveau", "secure_boot"):
+        assert res[check][0] is Status.SKIP and res[check][2].startswith("container node: "), check
+
+
+def test_an_unreachable_node_is_one_failure_naming_the_cause(cfg: SiteConfig) -> None:
+    facts = NodeFacts(
+        "gpu1",
+        error="192.168.10.21: SSH cannot connect: connect to host 192.168.10.21 port 22: No route to host",
+    )
+    [r] = node_results(cfg, cfg.node("gpu1"), facts)
+    assert (r.check, r.status) == ("reachable", Status.FAIL) and "No route to host" in r.value
+
+
+def test_duplicates_across_nodes_are_named(cfg: SiteConfig) -> None:
+    a = _facts(BARE_GPU_NODE, "gpu1")
+    b = _facts(
+        BARE_GPU_NODE, "gpu2", mac__ens1f0="b8:ce:f6:09:09:09", machine_id="other", product_uuid="other"
+    )
+    res = {r.check: r for r in site_checks({"gpu1": a, "gpu2": b})}
+    assert (
+        res["unique_hostname"].status is Status.FAIL and res["unique_hostname"].value == "gpu2 on gpu1, gpu2"
+    )
+    assert res["unique_mac"].status is Status.PASS and res["unique_product_uuid"].status is Status.PASS
+
+
+def test_clock_skew_between_nodes(cfg: SiteConfig) -> None:
+    now = 1795466685.0
+    a, b = _facts(BARE_GPU_NODE, "gpu1", time=str(now)), _facts(BARE_GPU_NODE, "gpu2", time=str(now + 90))
+    for f in (a, b):
+        f.received_at, f.rtt_s = now, 0.0
+    skew = next(r for r in site_checks({"gpu1": a, "gpu2": b}) if r.check == "time_skew")
+    assert skew.status is Status.FAIL and skew.value == "90.00 s (gpu2 ahead of gpu1)"
+
+
+def test_probe_output_cut_short_is_an_error() -> None:
+    assert parse("gpu1", "hostname=gpu1\n").error and not parse("gpu1", "probe_end=1\n").error
+
+
+def test_probe_script_is_posix_sh() -> None:
+    import subprocess
+
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck is not installed")
+    script = Path(__file__).resolve().parents[2] / "appliance_cli" / "core" / "checks" / "probe.sh"
+    r = subprocess.run(["shellcheck", "-s", "sh", str(script)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout
