@@ -6,10 +6,10 @@ import argparse
 import sys
 
 from appliance_cli.cli import preflight_cmd, ui
-from appliance_cli.cli.progress import Progress, print_recap
+from appliance_cli.cli.progress import TIMINGS_FILE, Progress, print_recap
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
 from appliance_cli.core import bundlegate, knownhosts
-from appliance_cli.core.install import RunOptions, install
+from appliance_cli.core.install import RunOptions, install, runs_dir
 from appliance_cli.core.siteconfig import load_site
 from appliance_cli.errors import UsageError
 
@@ -87,8 +87,12 @@ def cmd_install(args: argparse.Namespace) -> int:
     ui.info(gate.summary)
     if gate.warning:
         ui.warn(gate.warning)
-    with Progress(f"install {cfg.site.name}") as progress:
+    timings = (
+        None if (args.limit or args.tags or args.check) else runs_dir(cfg) / TIMINGS_FILE
+    )  # full runs only
+    with Progress(f"install {cfg.site.name}", timings=timings) as progress:
         result = install(_runner(), cfg, run_options(args), progress, extravars=gate.extravars)
+    progress.save_timings()
     print_recap(result)
     mode = " (check mode: nothing was changed)" if args.check else ""
     ui.info(
