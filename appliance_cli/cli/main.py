@@ -9,10 +9,19 @@ import sys
 from collections.abc import Sequence
 
 from appliance_cli import __version__
-from appliance_cli.cli import bundle_cmd, cluster_cmd, install_cmd, lab_cmd, preflight_cmd, site_cmd, ui
+from appliance_cli.cli import (
+    bundle_cmd,
+    cluster_cmd,
+    diagnose_cmd,
+    install_cmd,
+    lab_cmd,
+    preflight_cmd,
+    site_cmd,
+    ui,
+)
 from appliance_cli.errors import ApplianceError, ConfigError
 
-COMMAND_MODULES = (site_cmd, preflight_cmd, install_cmd, cluster_cmd, bundle_cmd, lab_cmd)
+COMMAND_MODULES = (site_cmd, preflight_cmd, install_cmd, diagnose_cmd, cluster_cmd, bundle_cmd, lab_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -27,7 +27,13 @@ _MARK = {
 _RANK = {Status.FAIL: 3, Status.WARN: 2, Status.PASS: 1, Status.SKIP: 0}
 
 
-def add_report_args(p: argparse.ArgumentParser) -> None:
+def add_report_args(p: argparse.ArgumentParser, html: bool = False) -> None:
+    if html:
+        p.add_argument(
+            "--html",
+            metavar="FILE",
+            help="write one self-contained HTML report (tables, plots; opens offline)",
+        )
     p.add_argument("--json", metavar="FILE", help="write every result as JSON")
     p.add_argument(
         "--junit", metavar="FILE", help="write a JUnit XML report (one testcase per check and node)"
@@ -128,6 +134,7 @@ def write_reports(report: Report, args: argparse.Namespace) -> None:
         ("json", reports.write_json),
         ("junit", reports.write_junit),
         ("text", reports.write_text),
+        ("html", reports.write_html),
     ):
         if getattr(args, option, None):
             writer(report, Path(getattr(args, option)))

@@ -19,6 +19,11 @@ LAYERS = (
 )
 
 
+# Differences smaller than this are noise whatever their ratio (0.05 ms against 0.1 ms of round
+# trip is no bottleneck and no regression); by check name, in the measurement's unit.
+NOISE_FLOOR = {"latency_to_master": 0.5}
+
+
 class Status(StrEnum):
     PASS = "pass"
     WARN = "warn"
@@ -37,6 +42,9 @@ class CheckResult:
     value: str = ""  # what was measured, with its unit
     expected: str = ""  # from the site config, the node's hardware class, or the tool's rule
     hint: str = ""  # how to fix it (fail/warn), or why it could not be measured (skip)
+    number: float | None = None  # the measurement itself, for ranking and comparing runs
+    unit: str = ""
+    better: str = ""  # "higher" or "lower": which way a change of `number` is an improvement
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"status": str(self.status)}
@@ -76,6 +84,7 @@ class Report:
     site: str
     results: list[CheckResult] = field(default_factory=list)
     seconds: float = 0.0
+    bottleneck: CheckResult | None = None  # diagnose: the measurement furthest below its peers
 
     def counts(self) -> dict[str, int]:
         out = {str(s): 0 for s in Status}
@@ -94,4 +103,15 @@ class Report:
             "seconds": round(self.seconds, 3),
             "counts": self.counts(),
             "results": [r.to_dict() for r in self.results],
+            "bottleneck": self.bottleneck.to_dict() if self.bottleneck else None,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Report:
+        def result(d: dict[str, Any]) -> CheckResult:
+            return CheckResult(**(d | {"status": Status(d["status"])}))
+
+        rep = cls(kind=data["kind"], site=data["site"], seconds=float(data.get("seconds", 0)))
+        rep.results = [result(d) for d in data.get("results", [])]
+        rep.bottleneck = result(data["bottleneck"]) if data.get("bottleneck") else None
+        return rep

@@ -7,7 +7,13 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from appliance_cli.content import templates_dir
 from appliance_cli.core.checks.model import Report, Status
+
+_COLORS = {Status.PASS: "#2da44e", Status.WARN: "#d4a72c", Status.FAIL: "#cf222e", Status.SKIP: "#aaaaaa"}
+BAR_MAX = 420  # px
 
 
 def write_json(report: Report, path: Path) -> None:
@@ -51,3 +57,30 @@ def write_text(report: Report, path: Path) -> None:
             f"{r.status.upper():4} {r.layer:10} {r.node:12} {r.check:20} {r.value} | expected {r.expected} | {r.hint}"
         )
     path.write_text("\n".join(lines) + "\n")
+
+
+def charts(report: Report) -> list[dict[str, object]]:
+    """One horizontal bar chart per measured metric, one bar per node, coloured by status."""
+    groups: dict[tuple[str, str], list] = {}
+    for r in report.results:
+        if r.number is not None:
+            groups.setdefault((r.layer, r.check), []).append(r)
+    out = []
+    for (layer, check), rows in groups.items():
+        top = max(r.number for r in rows) or 1.0
+        bars = [{"node": r.node, "value": r.value, "y": 6 + 24 * i, "w": max(2, round(BAR_MAX * r.number / top)),
+                 "color": _COLORS[r.status]} for i, r in enumerate(rows)]  # fmt: skip
+        out.append({"layer": layer, "check": check, "unit": rows[0].unit, "better": rows[0].better or "higher",
+                    "bars": bars, "width": 110 + BAR_MAX + 140, "height": 12 + 24 * len(rows)})  # fmt: skip
+    return out
+
+
+def write_html(report: Report, path: Path, peer_warn: float = 0.8) -> None:
+    env = Environment(
+        loader=FileSystemLoader(str(templates_dir() / "report")), autoescape=select_autoescape(["html", "j2"])
+    )
+    html = env.get_template("diagnose.html.j2").render(
+        report=report, counts=report.counts(), charts=charts(report), peer_warn=peer_warn,
+        results=[r.to_dict() for r in report.results],
+    )  # fmt: skip
+    path.write_text(html)

@@ -1,0 +1,221 @@
+"""`appliance diagnose`, the Appliance Optimizer Utility: measures every layer on every node
+(CPU, memory, disk, the network path to the master, the GPUs, the cluster's view of each node),
+ranks each measurement against the node's hardware class and against the other nodes, and names
+the bottleneck: the measurement furthest below what it should be."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+
+from appliance_cli.core import cluster
+from appliance_cli.core.checks.model import NOISE_FLOOR, CheckResult, NodeFacts, Report, Status
+from appliance_cli.core.checks.probe import parse
+from appliance_cli.core.remote import SSH_CONNECTION_FAILED, ssh_argv
+from appliance_cli.core.siteconfig import Node, SiteConfig
+from appliance_cli.errors import ApplianceError
+
+NET_PORT, NET_SECONDS = 5201, 1.0
+PEER_FAIL, PEER_WARN = 0.5, 0.8  # a node below this share of its peers' median is a bottleneck
+NIC_GOODPUT = 0.7  # a single TCP stream reaching 70 % of the line rate is healthy
+# metric key -> (layer, check, unit, better)
+METRICS = {
+    "cpu_sha256_mbps": ("hardware", "cpu_throughput", "MB/s", "higher"),
+    "mem_copy_mbps": ("hardware", "memory_throughput", "MB/s", "higher"),
+    "disk_write_mbps": ("storage", "disk_write", "MB/s", "higher"),
+    "net_mbps": ("network", "throughput_to_master", "Mb/s", "higher"),
+    "net_rtt_ms": ("network", "latency_to_master", "ms", "lower"),
+}
+
+
+def _script(name: str) -> str:
+    return Path(str(files("appliance_cli.core.checks") / name)).read_text()
+
+
+@dataclass
+class Transport:
+    """How a command reaches a node: `argv(node, command)` is what to execute here (ssh to it, or
+    the command itself for a local test); the script travels on standard input."""
+
+    argv: Callable[[Node, list[str]], list[str]]
+
+    def run(self, node: Node, command: list[str], stdin: str, timeout: int = 300) -> tuple[int, str, str]:
+        r = subprocess.run(
+            self.argv(node, command), input=stdin, capture_output=True, text=True, timeout=timeout
+        )
+        return r.returncode, r.stdout, r.stderr
+
+    def spawn(self, node: Node, command: list[str], stdin: str) -> subprocess.Popen[str]:
+        p = subprocess.Popen(self.argv(node, command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+        assert p.stdin is not None
+        p.stdin.write(stdin)
+        p.stdin.close()
+        return p
+
+
+def ssh_transport(cfg: SiteConfig) -> Transport:
+    return Transport(lambda node, command: ssh_argv(cfg, node, command))
+
+
+def _error(node: Node, rc: int, out: str, err: str) -> str:
+    last = (err.strip().splitlines() or ["(no output)"])[-1]
+    if rc == SSH_CONNECTION_FAILED and not out:
+        return f"{node.address}: SSH cannot connect: {last}"
+    return f"failed (rc={rc}): {last}" if rc else ""
+
+
+def measure_nodes(nodes: list[Node], t: Transport, mb: int) -> dict[str, NodeFacts]:
+    """One node at a time: measurements on nodes that share hardware (the lab) must not disturb
+    each other, and on a rack the sum is a few seconds per node."""
+    script = _script("diag.sh")
+    out = {}
+    for node in nodes:
+        rc, text, err = t.run(node, ["env", f"DIAG_MB={mb}", "sh", "-s"], script)
+        facts = parse(node.name, text.replace("diag_end=1", "probe_end=1"))
+        facts.error = _error(node, rc, text, err) or facts.error
+        out[node.name] = facts
+    return out
+
+
+def measure_network(master: Node, others: list[Node], t: Transport, seconds: float) -> dict[str, NodeFacts]:
+    """A server on the master, then each node's ping-pong and stream to it, one node at a time
+    (so each result is that node's path alone)."""
+    script = _script("netperf.py")
+    out: dict[str, NodeFacts] = {}
+    if not others:
+        return out
+    server = t.spawn(master, ["python3", "-", "serve", str(NET_PORT), str(2 * len(others))], script)
+    try:
+        assert server.stdout is not None
+        if server.stdout.readline().strip() != "listening=1":
+            raise ApplianceError(
+                f"{master.name}: the network test server did not start: {server.stderr.read()[-300:] if server.stderr else ''}"
+            )
+        for node in others:
+            rc, text, err = t.run(
+                node,
+                ["python3", "-", "test", master.address, str(NET_PORT), str(seconds)],
+                script,
+                timeout=120,
+            )
+            facts = parse(node.name, text + "probe_end=1\n")
+            facts.error = _error(node, rc, text, err)
+            out[node.name] = facts
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+    return out
+
+
+def kubernetes_view(cfg: SiteConfig, nodes: list[Node]) -> list[CheckResult]:
+    try:
+        rows = {r.name: r for r in cluster.nodes(cfg)}
+    except ApplianceError as exc:
+        return [
+            CheckResult(
+                "node_ready", "kubernetes", "site", Status.SKIP, hint=f"no cluster to ask: {exc.message}"
+            )
+        ]
+    out = []
+    for n in nodes:
+        row = rows.get(n.name)
+        ready = row.ready if row else "not in the cluster"
+        ok = ready == "Ready"
+        out.append(CheckResult("node_ready", "kubernetes", n.name, Status.PASS if ok else Status.FAIL, ready, "Ready",
+                               "" if ok else "`appliance install --limit NODE` (re)joins it; its kubelet journal says why"))  # fmt: skip
+    return out
+
+
+def expected_for(cfg: SiteConfig, node: Node, key: str, facts: NodeFacts) -> float | None:
+    """What the hardware class promises for this metric, where it says anything (NIC line rate)."""
+    if key == "net_mbps" and facts.get("virt_type") != "container":
+        return cfg.hardware_classes[node.hardware_class].nic_speed_gbps * 1000 * NIC_GOODPUT
+    return None
+
+
+def rank(cfg: SiteConfig, nodes: list[Node], facts: dict[str, NodeFacts]) -> list[tuple[float, CheckResult]]:
+    """Each node's value of each metric against the median of the other nodes (and the class's
+    expectation where there is one): the share of that it reaches decides the status."""
+    out = []
+    for key, (layer, check, unit, better) in METRICS.items():
+        values = {n.name: float(v) for n in nodes if (v := facts.get(n.name, NodeFacts(n.name)).get(key))}
+        for n in nodes:
+            if n.name not in values:
+                continue
+            peers = [v for name, v in values.items() if name != n.name]
+            out.append(
+                _ranked(cfg, n, key, values[n.name], peers, facts[n.name], (layer, check, unit, better))
+            )
+    return out
+
+
+def _ranked(cfg: SiteConfig, node: Node, key: str, value: float, peers: list[float], facts: NodeFacts,
+            meta: tuple[str, str, str, str]) -> tuple[float, CheckResult]:  # fmt: skip
+    layer, check, unit, better = meta
+    share, expected = 1.0, ""
+    if peers:
+        median = statistics.median(peers)
+        if abs(value - median) > NOISE_FLOOR.get(check, 0.0) and value and median:
+            share = value / median if better == "higher" else median / value
+        expected = f"peers' median {median:.{3 if unit == 'ms' else 1}f} {unit}"
+    promised = expected_for(cfg, node, key, facts)
+    if promised:
+        share = min(share, value / promised)
+        expected += f"; class >= {promised:.0f} {unit}"
+    status = Status.FAIL if share < PEER_FAIL else Status.WARN if share < PEER_WARN else Status.PASS
+    hint = "" if status is Status.PASS else f"{share:.2f}x of what it should be: look at this node's {layer}"
+    return share, CheckResult(check, layer, node.name, status, f"{value:.{3 if unit == 'ms' else 1}f} {unit}", expected.lstrip("; "), hint,
+                              number=value, unit=unit, better=better)  # fmt: skip
+
+
+def bottleneck(ranked: list[tuple[float, CheckResult]]) -> CheckResult | None:
+    """The measurement furthest below what it should be, if any is below PEER_WARN of it."""
+    below = [(share, r) for share, r in ranked if share < PEER_WARN]
+    return min(below, key=lambda pair: pair[0])[1] if below else None
+
+
+def gpu_results(node: Node, facts: NodeFacts) -> list[CheckResult]:
+    out = []
+    for line in facts.lists.get("gpu", []):
+        idx, name, mem, clock, ecc, gen, width = (p.strip() for p in (line.split(",") + [""] * 7)[:7])
+        ok = ecc in ("0", "[N/A]", "N/A", "") and gen not in ("1",)
+        out.append(CheckResult(f"gpu{idx}", "gpu", node.name, Status.PASS if ok else Status.WARN,
+                               f"{name}, {mem} MiB, {clock} MHz, PCIe gen{gen} x{width}, uncorrected ECC {ecc}",
+                               "no uncorrected ECC errors, PCIe gen >= 3",
+                               "" if ok else "reseat the GPU or check its slot; uncorrected ECC errors mean replace it"))  # fmt: skip
+    return out
+
+
+def run_diagnose(cfg: SiteConfig, transport: Transport | None = None, mb: int = 256, seconds: float = NET_SECONDS,
+                 ask_cluster: bool = True, on_layer: Callable[[str], None] = lambda s: None) -> Report:  # fmt: skip
+    start = time.monotonic()
+    t = transport or ssh_transport(cfg)
+    report = Report(kind="diagnose", site=cfg.site.name)
+    nodes = list(cfg.nodes)
+    on_layer("cpu, memory and disk on each node")
+    facts = measure_nodes(nodes, t, mb)
+    on_layer(f"network: each node to {cfg.master.name}")
+    others = [n for n in nodes if n.name != cfg.master.name and not facts[n.name].error]
+    for name, f in measure_network(cfg.master, others, t, seconds).items():
+        facts[name].values.update(f.values)
+        facts[name].error = facts[name].error or f.error
+    for n in nodes:
+        if facts[n.name].error:
+            report.results.append(
+                CheckResult("reachable", "network", n.name, Status.FAIL, facts[n.name].error)
+            )
+        report.results += gpu_results(n, facts[n.name])
+    ranked = rank(cfg, [n for n in nodes if not facts[n.name].error], facts)
+    report.results += [r for _, r in ranked]
+    if ask_cluster:
+        on_layer("kubernetes: the cluster's view of each node")
+        report.results += kubernetes_view(cfg, nodes)
+    report.bottleneck = bottleneck(ranked)
+    report.seconds = time.monotonic() - start
+    return report

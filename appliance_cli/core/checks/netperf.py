@@ -1,0 +1,63 @@
+"""Node-to-node TCP latency and throughput for `appliance diagnose`, sent to the nodes on ssh's
+standard input (Python 3.8+, standard library only: the nodes need no iperf3).
+  python3 - serve PORT CONNECTIONS   accept that many tests (ping-pong or stream), then exit
+  python3 - test HOST PORT SECONDS   one ping-pong (median RTT), one stream (Mb/s); key=value lines
+A single TCP stream: it measures the path's goodput, which is what a bottlenecked link shows."""
+
+import socket
+import statistics
+import sys
+import time
+
+CHUNK = b"\0" * (256 * 1024)
+
+
+def serve(port, connections):
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", port))
+    srv.listen(16)
+    srv.settimeout(120)
+    print("listening=1", flush=True)
+    for _ in range(connections):
+        conn, _ = srv.accept()
+        with conn:
+            mode = conn.recv(1)
+            while True:
+                data = conn.recv(1 << 20)
+                if not data:
+                    break
+                if mode == b"p":
+                    conn.sendall(data)
+            if mode == b"s":
+                conn.sendall(b"k")
+
+
+def test(host, port, seconds):
+    with socket.create_connection((host, port), timeout=30) as c:
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        c.sendall(b"p")
+        rtts = []
+        for _ in range(50):
+            t0 = time.perf_counter()
+            c.sendall(b"x")
+            c.recv(1)
+            rtts.append(time.perf_counter() - t0)
+    print("net_rtt_ms=%.3f" % (statistics.median(rtts) * 1000))
+    with socket.create_connection((host, port), timeout=30) as c:
+        c.sendall(b"s")
+        sent, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            c.sendall(CHUNK)
+            sent += len(CHUNK)
+        c.shutdown(socket.SHUT_WR)
+        c.recv(1)  # the server has read every byte
+        elapsed = time.perf_counter() - t0
+    print("net_mbps=%.1f" % (sent * 8 / elapsed / 1e6))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "serve":
+        serve(int(sys.argv[2]), int(sys.argv[3]))
+    else:
+        test(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
