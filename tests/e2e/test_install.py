@@ -33,7 +33,9 @@ def test_container_limits_are_reported_as_warnings_naming_the_node(site, install
         )
     nodes = ", ".join(sorted(n.name for n in site.nodes))
     # one line for all nodes, not one per node; and only once (the live view does not repeat it)
-    line = f"warning: {len(site.nodes)} nodes ({nodes}): sysctl fs.inotify.max_user_watches=524288 cannot be set"
+    line = (
+        f"warning: {len(site.nodes)} nodes ({nodes}): sysctl fs.inotify.max_user_watches=524288 cannot be set"
+    )
     assert first.err.count(line) == 1, first.err[-3000:]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from appliance_cli.core.checks.model import Report
+from appliance_cli.core.checks.model import NOISE_FLOOR, Report
 
 # Run to run, CPU and memory throughput on a busy shared machine move by up to ~20 %; a link, a
 # disk or a GPU that degrades loses far more.
@@ -34,7 +34,7 @@ def compare(before: Report, after: Report, threshold: float = DEFAULT_THRESHOLD)
             continue
         rel = (r.number - prev.number) / prev.number
         change = -rel if r.better == "lower" else rel
-        out.append(
-            Delta(r.layer, r.check, r.node, prev.number, r.number, r.unit, change, change < -threshold)
-        )
+        noise = abs(r.number - prev.number) <= NOISE_FLOOR.get(r.check, 0.0)
+        regression = change < -threshold and not noise
+        out.append(Delta(r.layer, r.check, r.node, prev.number, r.number, r.unit, change, regression))
     return out

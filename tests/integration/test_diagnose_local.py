@@ -1,0 +1,35 @@
+"""The AOU's real node-side programs (diag.sh, netperf.py) run on this machine as every node of a
+loopback site: each layer measured, the network test's server and clients meet, numbers parse."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from appliance_cli.core.checks.diagnose import Transport, run_diagnose
+from appliance_cli.core.checks.model import Status
+from appliance_cli.core.siteconfig import load_site
+from tests.unit.test_siteconfig import EXAMPLE
+
+pytestmark = pytest.mark.integration
+
+
+def test_every_layer_is_measured_on_every_node(tmp_path):
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["network"]["node_cidr"] = "127.0.0.0/24"
+    for i, node in enumerate(data["nodes"], start=1):
+        node["address"] = f"127.0.0.{i}"
+    (tmp_path / "appliance.yml").write_text(yaml.safe_dump(data))
+    cfg = load_site(tmp_path)
+    layers: list[str] = []
+    rep = run_diagnose(cfg, Transport(lambda node, command: command), mb=8, seconds=0.2, ask_cluster=False,
+                       on_layer=layers.append)  # fmt: skip
+    measured = {(r.node, r.check): r for r in rep.results if r.number is not None}
+    for n in cfg.nodes:
+        for check in ("cpu_throughput", "memory_throughput", "disk_write"):
+            assert measured[(n.name, check)].number > 0, (n.name, check)
+    for n in cfg.nodes[1:]:  # the master is the network test's server end
+        assert measured[(n.name, "throughput_to_master")].number > 10  # Mb/s over loopback
+        assert 0 < measured[(n.name, "latency_to_master")].number < 50  # ms
+    assert not [r for r in rep.results if r.check == "reachable"]
+    assert len(layers) == 2 and all(r.status is not Status.SKIP for r in rep.results)

@@ -1,0 +1,150 @@
+"""The AOU's analysis on measurements as the probes print them: ranking against peers and the
+hardware class, the bottleneck, run-to-run comparison, and the HTML report."""
+
+from __future__ import annotations
+
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from appliance_cli.core.checks.compare import compare
+from appliance_cli.core.checks.diagnose import bottleneck, gpu_results, rank
+from appliance_cli.core.checks.model import NodeFacts, Report, Status
+from appliance_cli.core.checks.probe import parse
+from appliance_cli.core.checks.report import write_html
+from appliance_cli.core.siteconfig import SiteConfig, load_site
+from tests.unit.test_siteconfig import EXAMPLE
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
+
+
+@pytest.fixture(scope="module")
+def cfg(tmp_path_factory: pytest.TempPathFactory) -> SiteConfig:
+    d = tmp_path_factory.mktemp("site")
+    shutil.copy(EXAMPLE, d / "appliance.yml")
+    return load_site(d)
+
+
+def _facts(cfg: SiteConfig, container: bool = True, **per_node: dict[str, float]) -> dict[str, NodeFacts]:
+    out = {}
+    for n in cfg.nodes:
+        values = {
+            "cpu_sha256_mbps": 300.0,
+            "mem_copy_mbps": 30000.0,
+            "disk_write_mbps": 1500.0,
+        } | per_node.get(n.name, {})
+        text = "".join(f"{k}={v}\n" for k, v in values.items())
+        out[n.name] = parse(n.name, text + f"virt_type={'container' if container else 'none'}\nprobe_end=1\n")
+    return out
+
+
+def _report(cfg: SiteConfig, facts: dict[str, NodeFacts]) -> Report:
+    ranked = rank(cfg, cfg.nodes, facts)
+    rep = Report("diagnose", cfg.site.name, [r for _, r in ranked])
+    rep.bottleneck = bottleneck(ranked)
+    return rep
+
+
+def test_a_rate_limited_link_is_the_bottleneck(cfg: SiteConfig) -> None:
+    facts = _facts(
+        cfg, gpu1={"net_mbps": 15000.0, "net_rtt_ms": 0.07}, gpu2={"net_mbps": 48.5, "net_rtt_ms": 0.08}
+    )
+    facts["master1"].values.update(net_mbps="16000", net_rtt_ms="0.06")
+    rep = _report(cfg, facts)
+    b = rep.bottleneck
+    assert b is not None and (b.layer, b.node, b.check, b.status) == (
+        "network",
+        "gpu2",
+        "throughput_to_master",
+        Status.FAIL,
+    )
+    assert b.value == "48.5 Mb/s" and "peers' median" in b.expected
+    assert [r.node for r in rep.results if r.status is not Status.PASS] == ["gpu2"]
+
+
+def test_latency_differences_below_the_noise_floor_pass(cfg: SiteConfig) -> None:
+    facts = _facts(cfg, gpu1={"net_rtt_ms": 0.04}, gpu2={"net_rtt_ms": 0.12})
+    rep = _report(cfg, facts)
+    assert all(r.status is Status.PASS for r in rep.results) and rep.bottleneck is None
+
+
+def test_bare_metal_link_below_its_class_fails_even_when_every_node_is_as_slow(cfg: SiteConfig) -> None:
+    facts = _facts(cfg, False, gpu1={"net_mbps": 8000.0}, gpu2={"net_mbps": 8100.0})
+    by = {r.node: r for r in _report(cfg, facts).results if r.check == "throughput_to_master"}
+    assert by["gpu1"].status is Status.FAIL and "class >= 17500 Mb/s" in by["gpu1"].expected  # 25 Gb/s x 0.7
+
+
+def test_a_slow_disk_is_named_with_its_share(cfg: SiteConfig) -> None:
+    rep = _report(cfg, _facts(cfg, gpu1={"disk_write_mbps": 600.0}))
+    disk = next(r for r in rep.results if r.node == "gpu1" and r.check == "disk_write")
+    assert disk.status is Status.FAIL and disk.hint.startswith("0.40x") and rep.bottleneck == disk
+
+
+def test_compare_flags_the_regression_and_not_the_noise(cfg: SiteConfig) -> None:
+    before = _report(
+        cfg, _facts(cfg, gpu1={"net_mbps": 15000.0, "net_rtt_ms": 0.05}, gpu2={"net_mbps": 15000.0})
+    )
+    after = _report(
+        cfg,
+        _facts(
+            cfg,
+            gpu1={"net_mbps": 48.0, "net_rtt_ms": 0.09, "cpu_sha256_mbps": 250.0},
+            gpu2={"net_mbps": 16000.0},
+        ),
+    )
+    flagged = [(d.node, d.check) for d in compare(before, after) if d.regression]
+    assert flagged == [("gpu1", "throughput_to_master")]  # not the CPU's -17 %, not 0.04 ms of RTT
+
+
+def test_lower_is_better_is_compared_the_right_way(cfg: SiteConfig) -> None:
+    before = _report(cfg, _facts(cfg, gpu1={"net_rtt_ms": 1.0}))
+    after = _report(cfg, _facts(cfg, gpu1={"net_rtt_ms": 5.0}))
+    [d] = [d for d in compare(before, after) if d.check == "latency_to_master" and d.node == "gpu1"]
+    assert d.regression and d.change == pytest.approx(-4.0)
+
+
+def test_reports_round_trip_through_json(cfg: SiteConfig) -> None:
+    rep = _report(cfg, _facts(cfg, gpu1={"disk_write_mbps": 600.0}))
+    again = Report.from_dict(rep.to_dict())
+    assert again.results == rep.results and again.bottleneck == rep.bottleneck
+
+
+class _Html(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def test_html_report_is_self_contained_with_one_chart_per_metric(cfg: SiteConfig, tmp_path: Path) -> None:
+    rep = _report(cfg, _facts(cfg, gpu1={"disk_write_mbps": 600.0}))
+    write_html(rep, tmp_path / "r.html")
+    text = (tmp_path / "r.html").read_text()
+    p = _Html()
+    p.feed(text)
+    charts = [a for t, a in p.tags if t == "svg"]
+    assert len(charts) == 3  # cpu, memory, disk
+    assert sum(t == "rect" for t, _ in p.tags) == 3 * len(cfg.nodes)
+    assert not [a for t, a in p.tags if t in ("script", "link", "img")]  # nothing loaded from anywhere
+    assert "http://" not in text and "https://" not in text
+    assert "Bottleneck: <b>storage</b> on <b>gpu1</b>" in text
+
+
+def test_gpu_lines_from_nvidia_smi() -> None:
+    """Fixture lines in nvidia-smi's documented --query-gpu CSV format (no GPU was lent to this
+    task: see tests/fixtures/gpu/README.md)."""
+    text = (FIXTURES / "query-gpu-a100x2.csv").read_text()
+    facts = parse("gpu2", "".join(f"gpu={line}\n" for line in text.splitlines()) + "probe_end=1\n")
+    ok, bad = gpu_results(_node("gpu2"), facts)
+    assert ok.status is Status.PASS and "NVIDIA A100-SXM4-80GB, 81920 MiB" in ok.value
+    assert bad.status is Status.WARN and "uncorrected ECC 2" in bad.value
+
+
+def _node(name: str):
+    from appliance_cli.core.siteconfig import Node
+
+    return Node(name=name, address="192.168.10.22", hardware_class="GZ2", roles=["gpu-worker"])
