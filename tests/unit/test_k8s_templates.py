@@ -75,7 +75,9 @@ def _env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-        ANSIBLE_FILTER_PLUGINS=str(ROLES / "container_runtime" / "filter_plugins"),
+        ANSIBLE_FILTER_PLUGINS=os.pathsep.join(
+            str(ROLES / r / "filter_plugins") for r in ("container_runtime", "node_roles")
+        ),
         ANSIBLE_LOCALHOST_WARNING="false",
         ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
         ANSIBLE_NOCOLOR="1",
