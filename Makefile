@@ -14,8 +14,8 @@ demo: bootstrap
 	@scripts/demo.sh
 
 lint: bootstrap
-	ruff check appliance_cli tests bench
-	ruff format --check appliance_cli tests bench
+	ruff check appliance_cli tests bench module_utils roles/*/library roles/*/filter_plugins
+	ruff format --check appliance_cli tests bench module_utils roles/*/library roles/*/filter_plugins
 	yamllint -s .
 	ansible-lint --profile production --offline playbooks roles
 

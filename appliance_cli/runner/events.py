@@ -9,10 +9,12 @@ from typing import Literal
 
 HostStatus = Literal["ok", "changed", "failed", "unreachable", "skipped"]
 
-# A task whose name ends with this reports, per host, something the node cannot do that is not
-# an error on this kind of node (e.g. read-only global sysctls in a container): its `msg`
-# becomes a HostWarning, so limits are shown to the user instead of silently skipped.
-WARNING_TASK_SUFFIX = "| Report limits"
+# A task result carrying this key reports, per host, what the node cannot do that is not an
+# error on this kind of node (e.g. read-only global sysctls in a container): each message
+# becomes a HostWarning, so limits are shown to the user instead of silently skipped. A
+# module returns it (os_prereqs' kernel_prereqs); any task can with
+# `ansible.builtin.debug: {var: appliance_warnings}`. The key, not the task's name, is the contract.
+WARNINGS_KEY = "appliance_warnings"
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from appliance_cli.runner.events import (
-    WARNING_TASK_SUFFIX,
+    WARNINGS_KEY,
     Event,
     HostResult,
     HostStats,
@@ -65,12 +65,18 @@ def translate(raw: dict[str, Any]) -> list[Event]:
             ignored=bool(data.get("ignore_errors")),
         )
     ]
-    if status == "ok" and task.endswith(WARNING_TASK_SUFFIX):
-        msgs = res.get("msg")
-        for m in msgs if isinstance(msgs, list) else [msgs]:
-            if m:
-                events.append(HostWarning(host=host, message=str(m)))
+    if status in ("ok", "changed"):
+        events += [HostWarning(host=host, message=m) for m in _warnings(res)]
     return events
+
+
+def _warnings(res: dict[str, Any]) -> list[str]:
+    """The messages under WARNINGS_KEY, of the result and of each loop item's result."""
+    found: list[str] = []
+    for r in [res, *(r for r in res.get("results") or [] if isinstance(r, dict))]:
+        msgs = r.get(WARNINGS_KEY)
+        found += [str(m) for m in (msgs if isinstance(msgs, list) else [msgs]) if m]
+    return found
 
 
 def stats_from_event(raw: dict[str, Any]) -> dict[str, HostStats] | None:

@@ -26,9 +26,11 @@ PLAYBOOK = """---
       ansible.builtin.command: echo s3cr3t-token
       no_log: true
       changed_when: false
-    - name: Probe | Report limits
+    - name: Probe | Tell what this node cannot do
       ansible.builtin.debug:
-        msg: ["cannot do X here"]
+        var: appliance_warnings
+      vars:
+        appliance_warnings: ["cannot do X here"]
     - name: Probe | Fail on demand
       ansible.builtin.fail:
         msg: "asked to fail"
@@ -105,9 +107,11 @@ WHO_RUNS_MODULES = """---
       ansible.builtin.shell: tr '\\\\0' ' ' < /proc/$PPID/cmdline
       register: parent
       changed_when: false
-    - name: Probe | Report limits
+    - name: Probe | Report the parent
       ansible.builtin.debug:
-        msg: ["parent: {{ parent.stdout }}"]
+        var: appliance_warnings
+      vars:
+        appliance_warnings: ["parent: {{ parent.stdout }}"]
 """
 
 

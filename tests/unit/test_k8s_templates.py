@@ -75,7 +75,9 @@ def _env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-        ANSIBLE_FILTER_PLUGINS=str(ROLES / "container_runtime" / "filter_plugins"),
+        ANSIBLE_FILTER_PLUGINS=os.pathsep.join(
+            str(ROLES / r / "filter_plugins") for r in ("container_runtime", "node_roles")
+        ),
         ANSIBLE_LOCALHOST_WARNING="false",
         ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
         ANSIBLE_NOCOLOR="1",
@@ -312,6 +314,76 @@ def test_kube_binaries_names_every_missing_artifact_at_once(
     assert (proc.returncode == 0) is (message is None), proc.stdout
     if message:
         assert message in proc.stdout
+
+
+def _record_versions(tmp: Path, record: dict[str, str] | None, downloaded: bool) -> tuple[str, int]:
+    """kube_binaries' 0050-facts.yml with fake binaries on PATH: (the fact file, how often they ran)."""
+    bindir, calls = tmp / "bin", tmp / "calls"
+    bindir.mkdir(parents=True)
+    outputs = {
+        "kubeadm": "v1.23.17",
+        "kubelet": "Kubernetes v1.23.17",
+        "kubectl": json.dumps({"clientVersion": {"gitVersion": "v1.23.17"}}),
+        "crictl": "crictl version v1.23.0",
+    }
+    for name, out in outputs.items():
+        script = bindir / name
+        script.write_text(f"#!/bin/sh\necho {name} >> {calls}\ncat <<'EOF'\n{out}\nEOF\n")
+        script.chmod(0o755)
+    fact = tmp / "facts.d" / "appliance_kube.fact"
+    if record is not None:
+        fact.parent.mkdir()
+        fact.write_text(json.dumps(record))
+    play = {
+        "name": "Facts",
+        "hosts": "localhost",
+        "gather_facts": False,
+        "environment": {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"},
+        "vars_files": [str(ROLES / "kube_binaries/defaults/main.yml")],
+        "tasks": [
+            {
+                "name": "Facts | A download of this run",
+                "ansible.builtin.set_fact": {"kube_binaries_download": {"changed": downloaded}},
+            },
+            {
+                "name": "Facts | Role task file",
+                "ansible.builtin.include_tasks": str(ROLES / "kube_binaries/tasks/0050-facts.yml"),
+            },
+        ],
+    }
+    files = {"cni-plugins": {"sha256": SHA, "version": "v1.1.1"}}
+    run_playbook(tmp, [play], {**SITE, "appliance_bundle_files": files, "kube_binaries_fact_file": str(fact)})
+    ran = len(calls.read_text().split()) if calls.exists() else 0
+    return (fact.read_text() if fact.exists() else ""), ran
+
+
+RECORD = {
+    "kubeadm": "v1.23.17",
+    "kubelet": "v1.23.17",
+    "kubectl": "v1.23.17",
+    "crictl": "v1.23.0",
+    "cni_plugins": "v1.1.1",
+    "installed_at": "2026-01-01T00:00:00Z",
+}
+
+
+def test_kube_binaries_asks_the_binaries_only_when_needed(tmp_path: Path) -> None:
+    # first run: no record, the binaries are asked and their versions recorded
+    text, ran = _record_versions(tmp_path / "first", None, downloaded=True)
+    assert ran == 4
+    assert {k: v for k, v in json.loads(text).items() if k != "installed_at"} == {
+        k: v for k, v in RECORD.items() if k != "installed_at"
+    }
+    # nothing downloaded and the record agrees: nothing asked, the record (and its time) kept
+    text, ran = _record_versions(tmp_path / "same", RECORD, downloaded=False)
+    assert (ran, json.loads(text)) == (0, RECORD)
+    # a binary downloaded again: asked; same versions, so installed_at does not move
+    text, ran = _record_versions(tmp_path / "again", RECORD, downloaded=True)
+    assert (ran, json.loads(text)) == (4, RECORD)
+    # the record names another CNI release: asked, and the new record gets a new time
+    text, ran = _record_versions(tmp_path / "cni", {**RECORD, "cni_plugins": "v0.9"}, downloaded=False)
+    assert ran == 4 and json.loads(text)["cni_plugins"] == "v1.1.1"
+    assert json.loads(text)["installed_at"] != RECORD["installed_at"]
 
 
 # --------------------------------------------------------------------------- kubelet

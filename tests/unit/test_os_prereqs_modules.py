@@ -13,6 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
+from appliance_cli.runner.events import HostWarning
+from appliance_cli.runner.translate import translate
+
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "os_prereqs"
 
 
@@ -108,7 +111,7 @@ def test_swap_active_reads_proc_swaps_lines():
 def test_first_run_writes_files_sets_what_differs_and_second_run_changes_nothing(kernel_tree):
     m = FakeModule(kernel_params(kernel_tree))
     r = kernel.converge(m)
-    assert r["changed"] and r["limits"] == []
+    assert r["changed"] and r["appliance_warnings"] == []
     # both modules active (loaded / built in): no modprobe; swap off already: no swapoff
     assert ["sysctl", "-w", "net.ipv4.ip_forward=1"] in m.ran
     assert ["sysctl", "-w", "fs.inotify.max_user_watches=524288"] in m.ran
@@ -152,13 +155,22 @@ def test_a_container_node_reports_what_the_host_owns_as_limits(kernel_tree):
     }
     m = FakeModule(kernel_params(kernel_tree, host_owned=True, modules=["nf_conntrack"]), answers=refused)
     r = kernel.converge(m)
-    assert r["limits"] == [
+    assert r["appliance_warnings"] == [
         "kernel module nf_conntrack could not be loaded in this systemd-nspawn node: modprobe: FATAL: Module "
         "nf_conntrack not found (it must be loaded or built into the host kernel)",
         "sysctl fs.inotify.max_user_watches=524288 cannot be set in this systemd-nspawn node (sysctl: "
         "permission denied on key); live value is 8192: set it on the host",
     ]
     assert r["sysctls_set"] == ["net.ipv4.ip_forward=1"] and r["modules_loaded"] == []
+    # the result as the job event carries it reaches the CLI as warnings naming the node,
+    # whatever the task is called
+    event = {
+        "event": "runner_on_ok",
+        "event_data": {"host": "worker1", "task": "Kernel | Any name", "res": r},
+    }
+    assert [w for w in translate(event) if isinstance(w, HostWarning)] == [
+        HostWarning("worker1", msg) for msg in r["appliance_warnings"]
+    ]
 
 
 def test_check_mode_writes_and_runs_nothing_and_predicts_read_only_parameters(kernel_tree, monkeypatch):
@@ -169,7 +181,7 @@ def test_check_mode_writes_and_runs_nothing_and_predicts_read_only_parameters(ke
     r = kernel.converge(m)
     assert m.ran == [] and {p: p.read_text() for p in kernel_tree.rglob("*") if p.is_file()} == before
     assert r["changed"] and r["sysctls_set"] == ["net.ipv4.ip_forward=1"]
-    assert r["limits"] == [
+    assert r["appliance_warnings"] == [
         "sysctl fs.inotify.max_user_watches=524288 cannot be set in this systemd-nspawn node "
         f"({kernel_tree}/proc/sys/fs/inotify/max_user_watches: read-only); live value is 8192: set it on the host"
     ]

@@ -109,19 +109,51 @@ def test_ignored_failure_is_flagged():
     assert r.ignored
 
 
-def test_report_limits_task_becomes_warnings():
+def test_results_carrying_appliance_warnings_become_warnings():
+    # a job event as kernel_prereqs' task sends it on a container node (changed: it set other sysctls)
     events = translate(
         ev(
             "runner_on_ok",
             host="worker1",
-            task="OS prereqs | Report limits",
-            res={"msg": ["sysctl fs.inotify.max_user_watches=524288 cannot be set", "kernel module x"]},
+            task="Kernel | Swap off, modules loaded, parameters set (now and at boot)",
+            res={
+                "changed": True,
+                "sysctls_set": ["net.ipv4.ip_forward=1"],
+                "appliance_warnings": [
+                    "sysctl fs.inotify.max_user_watches=524288 cannot be set in this systemd-nspawn node",
+                    "kernel module x",
+                ],
+            },
         )
     )
+    assert events[0].status == "changed"
     assert events[1:] == [
-        HostWarning("worker1", "sysctl fs.inotify.max_user_watches=524288 cannot be set"),
+        HostWarning(
+            "worker1", "sysctl fs.inotify.max_user_watches=524288 cannot be set in this systemd-nspawn node"
+        ),
         HostWarning("worker1", "kernel module x"),
     ]
+
+
+def test_loop_items_carry_warnings_too_and_names_do_not_matter():
+    events = translate(
+        ev(
+            "runner_on_ok",
+            host="w1",
+            task="Anything",
+            res={"results": [{"appliance_warnings": ["a"]}, {"changed": False}, {"appliance_warnings": "b"}]},
+        )
+    )
+    assert events[1:] == [HostWarning("w1", "a"), HostWarning("w1", "b")]
+    # the old convention, a task name, carries nothing any more: only the result's key does
+    named = translate(ev("runner_on_ok", host="w1", task="OS prereqs | Report limits", res={"msg": ["x"]}))
+    assert [e for e in named if isinstance(e, HostWarning)] == []
+
+
+def test_failed_and_skipped_results_give_no_warnings():
+    res = {"msg": "boom", "appliance_warnings": ["a"]}
+    assert [type(e) for e in translate(ev("runner_on_failed", host="w1", task="t", res=res))] == [HostResult]
+    assert [type(e) for e in translate(ev("runner_on_skipped", host="w1", task="t", res=res))] == [HostResult]
 
 
 def test_unrelated_events_are_ignored_and_stats_are_read():

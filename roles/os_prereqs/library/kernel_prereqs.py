@@ -24,7 +24,8 @@ description:
   - "Parameters: C(sysctl_file) written; each parameter whose live value (C(/proc/sys)) differs is
     set with C(sysctl -w)."
   - "With C(host_owned) (a container node: its kernel is the host's), a module or parameter that
-    cannot be applied is returned in C(limits) with the reason; otherwise the module fails naming it."
+    cannot be applied is returned in C(appliance_warnings) with the reason (the CLI shows each as a
+    warning naming the node); otherwise the module fails naming it."
 options:
   swap_off: {description: Turn swap off now and in fstab., type: bool, default: true}
   fstab: {description: The fstab to edit., type: path, default: /etc/fstab}
@@ -34,12 +35,12 @@ options:
   sysctls: {description: Parameter name to value., type: dict, default: {}}
   sysctl_file: {description: sysctl.d file., type: path, default: /etc/sysctl.d/99-kubernetes.conf}
   sysctl_content: {description: Its text (rendered on the controller)., type: str, required: true}
-  host_owned: {description: The kernel belongs to a host (container node); failures become limits., type: bool, default: false}
-  virtualization: {description: The node's virtualisation type, named in limits., type: str, default: ""}
+  host_owned: {description: The kernel belongs to a host (container node); failures become warnings., type: bool, default: false}
+  virtualization: {description: The node's virtualisation type, named in the warnings., type: str, default: ""}
 """
 
 RETURN = r"""
-limits: {description: What could not be applied here and why (only with host_owned)., type: list, elements: str}
+appliance_warnings: {description: What could not be applied here and why (only with host_owned); the CLI reads this key., type: list, elements: str}
 swap_disabled: {description: swapoff ran., type: bool}
 modules_loaded: {description: Modules loaded by this run., type: list, elements: str}
 sysctls_set: {description: Parameters set by this run., type: list, elements: str}
@@ -105,7 +106,7 @@ def converge(module: Any) -> dict[str, Any]:
 
     def refuse(what: str, limit: str) -> None:
         if not p["host_owned"]:
-            module.fail_json(msg=what, limits=limits)
+            module.fail_json(msg=what, appliance_warnings=limits)
         limits.append(limit)
 
     if p["swap_off"]:
@@ -157,7 +158,7 @@ def converge(module: Any) -> dict[str, Any]:
             )
 
     acted = result["swap_disabled"] or result["modules_loaded"] or result["sysctls_set"]
-    return {**result, "changed": bool(diffs or acted), "diff": diffs, "limits": limits}
+    return {**result, "changed": bool(diffs or acted), "diff": diffs, "appliance_warnings": limits}
 
 
 def main() -> None:

@@ -1,0 +1,135 @@
+"""node_roles' plan (roles/node_roles/filter_plugins/node_roles_plan.py) as plain functions:
+what kubectl must change, given what `kubectl get nodes -o json` printed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROLE = Path(__file__).resolve().parents[2] / "roles" / "node_roles"
+_spec = importlib.util.spec_from_file_location(
+    "node_roles_plan", ROLE / "filter_plugins" / "node_roles_plan.py"
+)
+assert _spec and _spec.loader
+f = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(f)
+
+DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+HOSTVARS = {
+    "master1": {"appliance_node_roles": ["master", "runai-system"], "appliance_hardware_class": "S5SP"},
+    "worker1": {"appliance_node_roles": ["gpu-worker"], "appliance_hardware_class": "S5N-3U"},
+    "worker3": {
+        "appliance_node_roles": ["cpu-worker"],
+        "appliance_hardware_class": "CPU",
+        "node_roles_disable_gpu_operands": "yes",
+    },
+}
+
+
+def _node(name: str, labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None):
+    return {"metadata": {"name": name, "labels": labels}, "spec": {"taints": taints} if taints else {}}
+
+
+def plan(items: list[dict[str, Any]], nodes: list[str] | None = None, **opts: Any) -> list[dict[str, str]]:
+    o = {k: DEFAULTS[f"node_roles_{k}"] for k in (
+        "role_labels", "node_group_label", "gpu_operands_label", "gpu_operands_disabled",
+        "extra_labels", "taints", "taints_absent")}  # fmt: skip
+    o.update(opts)
+    current = {"stdout": json.dumps({"kind": "NodeList", "items": items}), "changed": False}
+    names = nodes if nodes is not None else [i["metadata"]["name"] for i in items]
+    return f.node_roles_plan(current, names, HOSTVARS, **o)
+
+
+def test_only_what_differs_is_planned():
+    got = plan(
+        [
+            _node("master1", {"node-role.kubernetes.io/runai-system": "true", "run.ai/type": "S5SP"}),
+            _node("worker1", {"node-role.kubernetes.io/cpu-worker": "true", "run.ai/type": "old", "x": "y"}),
+            _node("worker3", {}, [{"key": "runai", "value": "drain", "effect": "NoExecute"}]),
+        ],
+        taints=[{"node": "worker1", "key": "dedicated", "value": "gpu", "effect": "NoSchedule"}],
+        taints_absent=[{"node": "worker3", "key": "runai"}],
+    )
+    assert [(p["node"], p["verb"], p["arg"]) for p in got] == [
+        ("worker1", "label", "node-role.kubernetes.io/gpu-worker=true"),
+        ("worker1", "label", "run.ai/type=S5N-3U"),
+        ("worker1", "label", "node-role.kubernetes.io/cpu-worker-"),  # managed, no longer wanted
+        ("worker1", "taint", "dedicated=gpu:NoSchedule"),
+        ("worker3", "label", "node-role.kubernetes.io/cpu-worker=true"),
+        ("worker3", "label", "run.ai/type=CPU"),
+        ("worker3", "label", "nvidia.com/gpu.deploy.operands=false"),  # host var "yes" is true
+        ("worker3", "taint", "runai-"),
+    ]
+
+
+def test_a_converged_cluster_plans_nothing():
+    items = [
+        _node(
+            "worker1",
+            {
+                "node-role.kubernetes.io/gpu-worker": "true",
+                "run.ai/type": "S5N-3U",
+                "kubernetes.io/os": "linux",
+            },
+            [
+                {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
+                {"key": "solo", "effect": "NoSchedule"},
+            ],
+        )
+    ]
+    taints = [
+        {"node": "worker1", "key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
+        {"node": "worker1", "key": "solo", "effect": "NoSchedule"},
+    ]
+    assert plan(items, taints=taints) == []
+
+
+def test_a_taint_matches_only_with_the_same_value_and_effect():
+    items = [_node("worker1", {"node-role.kubernetes.io/gpu-worker": "true", "run.ai/type": "S5N-3U"},
+                   [{"key": "a", "value": "v", "effect": "NoSchedule"}, {"key": "b", "effect": "NoSchedule"}])]  # fmt: skip
+    taints = [
+        {"node": "worker1", "key": "a", "effect": "NoSchedule"},  # the node's has a value
+        {"node": "worker1", "key": "b", "value": "v", "effect": "NoSchedule"},  # the node's has none
+        {"node": "worker1", "key": "a", "value": "v", "effect": "NoExecute"},  # other effect
+    ]
+    assert [p["arg"] for p in plan(items, taints=taints)] == [
+        "a:NoSchedule",
+        "b=v:NoSchedule",
+        "a=v:NoExecute",
+    ]
+
+
+def test_nodes_outside_the_run_and_unlisted_hosts():
+    items = [_node("worker1", {}), _node("stranger", {})]
+    # worker1 is not among the nodes to label; stranger has no host vars: only extra labels apply
+    got = plan(items, nodes=["stranger"], extra_labels={"stranger": {"zone": 3}, "worker1": {"zone": 1}})
+    assert got == [{"node": "stranger", "verb": "label", "arg": "zone=3"}]
+
+
+def test_an_empty_node_group_label_is_off_and_not_managed():
+    items = [_node("worker1", {"node-role.kubernetes.io/gpu-worker": "true", "run.ai/type": "x"})]
+    assert plan(items, node_group_label="") == []
+
+
+def test_a_skipped_read_plans_nothing():
+    """--check before the cluster exists: kubectl was skipped, the registered result has no stdout."""
+    assert f.node_roles_plan({"skipped": True}, ["worker1"], HOSTVARS, {}, "", "g", [], {}, [], []) == []
+
+
+def test_one_call_per_verb_and_node_labels_first():
+    p = [
+        {"node": "w1", "verb": "taint", "arg": "t-"},
+        {"node": "w2", "verb": "label", "arg": "a=1"},
+        {"node": "w1", "verb": "label", "arg": "b=2"},
+        {"node": "w1", "verb": "label", "arg": "c-"},
+    ]
+    assert f.node_roles_calls(p) == [
+        {"verb": "label", "node": "w1", "args": ["b=2", "c-"]},
+        {"verb": "label", "node": "w2", "args": ["a=1"]},
+        {"verb": "taint", "node": "w1", "args": ["t-"]},
+    ]
+    assert f.node_roles_calls([]) == []
