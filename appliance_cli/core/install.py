@@ -53,6 +53,7 @@ def run_playbook(
         diff=opts.diff,
         verbosity=opts.verbosity,
         mitogen=cfg.ssh.mitogen,
+        node_names={n.address: n.name for n in cfg.nodes},
     )
     result = runner.run(req, on_event)
     if not result.ok:
@@ -61,11 +62,23 @@ def run_playbook(
 
 
 def _failure_line(result: RunResult) -> str:
+    """One line: an unreachable node first (named once, with its address and the cause: a node
+    that cannot be reached explains the failures that follow from it), else the first failure."""
+    unreachable = {f.host: f for f in reversed(result.failures) if f.status == "unreachable"}
+    if unreachable:
+        f = unreachable[next(f.host for f in result.failures if f.status == "unreachable")]
+        others = len(unreachable) - 1
+        more = (
+            f" (+{others} more unreachable: {', '.join(h for h in unreachable if h != f.host)})"
+            if others
+            else ""
+        )
+        where = f" ({f.address})" if f.address and f.address != f.host else ""
+        return f"{f.host}{where} unreachable: {f.message or 'no message'} (task '{f.task}'){more}"
     if result.failures:
         f = result.failures[0]
         more = f" (+{len(result.failures) - 1} more)" if len(result.failures) > 1 else ""
-        what = "unreachable" if f.status == "unreachable" else "failed"
-        return f"{f.host}: task '{f.task}' {what}: {f.message or 'no message'}{more}"
+        return f"{f.host}: task '{f.task}' failed: {f.message or 'no message'}{more}"
     return f"ansible-playbook ended with status {result.status} (rc={result.rc})"
 
 

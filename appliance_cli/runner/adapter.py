@@ -98,7 +98,7 @@ class AnsibleRunner:
             final = stats_from_event(raw)
             if final is not None:
                 stats.update(final)
-            for ev in translate(raw):
+            for ev in translate(raw, req.node_names):
                 if isinstance(ev, HostResult) and ev.status in ("failed", "unreachable") and not ev.ignored:
                     failures.append(ev)
                 if isinstance(ev, HostWarning):

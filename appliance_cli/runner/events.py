@@ -35,6 +35,7 @@ class HostResult:
     status: HostStatus
     message: str = ""
     ignored: bool = False
+    address: str = ""  # unreachable: the address that could not be reached (a delegated task's target)
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,9 @@ class RunRequest:
     verbosity: int = 0
     envvars: dict[str, str] = field(default_factory=dict)
     mitogen: bool = False  # run through Mitogen's strategy (site config ssh.mitogen)
+    # address -> inventory name: an unreachable delegated task is reported against the node it
+    # could not reach, not the node that ran it
+    node_names: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

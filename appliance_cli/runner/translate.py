@@ -3,6 +3,7 @@ tested with recorded events."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from appliance_cli.runner.events import (
@@ -41,7 +42,47 @@ def _message(res: dict[str, Any]) -> str:
     return ""
 
 
-def translate(raw: dict[str, Any]) -> list[Event]:
+# What ssh says when it cannot reach a node, and what that means for the person at the rack.
+_SSH_CAUSES = (
+    ("No route to host", "no route to host: the node is down or the network path to it is broken"),
+    ("Connection refused", "connection refused: the node answers but nothing listens on its SSH port"),
+    ("timed out", "connection timed out: the node is down or a firewall drops the traffic"),
+    (
+        "Connection closed by remote host",
+        "connection closed during the SSH handshake: sshd refuses connections",
+    ),
+    ("Connection reset", "connection reset during the SSH handshake: sshd refuses connections"),
+    ("Permission denied", "authentication failed: check ssh.user and ssh.private_key"),
+    (
+        "Host key verification failed",
+        "its host key does not match known_hosts (`appliance hosts trust` after checking)",
+    ),
+    ("Could not resolve hostname", "its name does not resolve"),
+)
+_ADDRESS = re.compile(
+    r'(?:connect to host |connect to |remote host "|Connection closed by )\[?([0-9A-Fa-f.:]+?)\]?(?:"| port )'
+)
+
+
+def unreachable_cause(message: str) -> tuple[str, str]:
+    """(address, cause) of an unreachable result: ssh's words turned into what they mean."""
+    m = _ADDRESS.search(message)
+    cause = next((f"{meaning} (ssh: {words})" for words, meaning in _SSH_CAUSES if words in message), "")
+    return (m.group(1) if m else ""), cause or (message.strip().splitlines() or [""])[-1]
+
+
+def _unreachable(
+    res: dict[str, Any], host: str, task: str, names: dict[str, str], ignored: bool
+) -> HostResult:
+    """One result naming the node that could not be reached: for a delegated task that is the
+    delegation's target (found by its address), not the node that ran the task."""
+    items = [r for r in res.get("results") or [] if isinstance(r, dict) and r.get("unreachable")]
+    address, cause = unreachable_cause(str((items[0] if items else res).get("msg", "")))
+    return HostResult(host=names.get(address, host), task=task, status="unreachable", message=cause,
+                      ignored=ignored, address=address)  # fmt: skip
+
+
+def translate(raw: dict[str, Any], names: dict[str, str] | None = None) -> list[Event]:
     kind = raw.get("event")
     data = raw.get("event_data") or {}
     if kind == "playbook_on_play_start":
@@ -56,6 +97,8 @@ def translate(raw: dict[str, Any]) -> list[Event]:
     host = data.get("host", "?")
     if status == "ok" and res.get("changed"):
         status = "changed"
+    if status == "unreachable":
+        return [_unreachable(res, host, task, names or {}, bool(data.get("ignore_errors")))]
     events: list[Event] = [
         HostResult(
             host=host,

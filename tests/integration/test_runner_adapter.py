@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 from pathlib import Path
 
@@ -142,3 +143,38 @@ def test_missing_mitogen_is_a_prerequisite_error_with_the_way_out(tmp_path, monk
     with pytest.raises(PrerequisiteError) as err:
         adapter._envvars(_request(tmp_path, mitogen=True))
     assert "ansible_mitogen" in err.value.message and "ssh.mitogen: false" in err.value.hint
+
+
+DELEGATING = """---
+- name: Delegates
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Probe | Ask the other node
+      ansible.builtin.command: "true"
+      delegate_to: ghost
+      loop: [1]
+      changed_when: false
+"""
+
+
+def test_an_unreachable_delegation_target_is_named_not_the_node_that_delegated(tmp_path):
+    """A task on localhost delegated to a node whose SSH port is closed: the result names that
+    node, ssh's cause in plain words, and its address (the real ansible-runner event stream)."""
+    pb = tmp_path / "delegating.yml"
+    pb.write_text(DELEGATING)
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(
+        f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+        f"ghost ansible_host=127.0.0.9 ansible_port={port} ansible_user=root\n"
+    )
+    req = RunRequest(playbook=pb, inventory=inv, private_data_dir=tmp_path / "runs" / "r1",
+                     node_names={"127.0.0.9": "ghost"})  # fmt: skip
+    result = AnsibleRunner().run(req, lambda e: None)
+    assert not result.ok
+    [f] = result.failures
+    assert (f.host, f.status, f.address) == ("ghost", "unreachable", "127.0.0.9")
+    assert f.message.startswith("connection refused: the node answers but nothing listens")

@@ -74,3 +74,27 @@ def test_failed_run_names_host_task_and_artifacts(site, tmp_path):
         install(FakeRunner(failed), site, RunOptions(), lambda e: None)
     assert exc.value.message == "gpu2: task 'Packages | Install' failed: No package matching 'socat'"
     assert str(tmp_path / "artifacts") in exc.value.hint
+
+
+def test_an_unreachable_node_is_named_once_first_with_its_address(site, tmp_path):
+    cause = "no route to host: the node is down or the network path to it is broken"
+    failed = RunResult(
+        "failed",
+        2,
+        {},
+        tmp_path / "artifacts",
+        failures=[
+            HostResult("master1", "Registry | Pull check", "failed", "pull failed"),
+            HostResult("gpu2", "Gathering Facts", "unreachable", cause, address="192.168.10.22"),
+            HostResult("gpu2", "Join | Token", "unreachable", cause, address="192.168.10.22"),
+        ],
+    )
+    with pytest.raises(RunFailed) as exc:
+        install(FakeRunner(failed), site, RunOptions(), lambda e: None)
+    assert exc.value.message == f"gpu2 (192.168.10.22) unreachable: {cause} (task 'Gathering Facts')"
+
+
+def test_the_runner_is_told_which_node_has_which_address(site):
+    runner = FakeRunner()
+    install(runner, site, RunOptions(), lambda e: None)
+    assert runner.requests[0].node_names == {n.address: n.name for n in site.nodes}
