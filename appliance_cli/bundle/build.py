@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from appliance_cli import __version__
-from appliance_cli.bundle import debdir, oci, toolkit_script
+from appliance_cli.bundle import oci, toolkit_script
 from appliance_cli.bundle.fetch import fetch
 from appliance_cli.bundle.model import (
     BLOB_DIR,
@@ -55,6 +55,7 @@ from appliance_cli.bundle.progress import ProgressEvent, ProgressFn, no_progress
 from appliance_cli.bundle.store import BlobStore
 from appliance_cli.bundle.verify import hash_file
 from appliance_cli.content import content_root
+from appliance_cli.debian import aptclosure, debdir, rootfs
 from appliance_cli.errors import BundleError
 
 BUNDLE_ENTRIES = {MANIFEST, SIGNATURE, OCI_LAYOUT, OCI_INDEX, INSTALL_SCRIPT, "blobs", STAGING}
@@ -411,11 +412,6 @@ class _Builder:
     def apt(self, spec) -> Artifact:
         label = f"apt-repo/{spec.name}"
         self.progress(ProgressEvent("start", label))
-        try:
-            from appliance_cli.core import aptclosure
-            from appliance_cli.lab import rootfs
-        except ImportError as exc:
-            raise BundleError(f"{label}: the apt closure resolver is not available ({exc})") from None
         repo = self.cache / "apt" / spec.name
         # download_closure is itself incremental (it stamps base digest + sources + packages)
         self.note(label, "resolving the package closure (slow the first time, cached after)")

@@ -5,7 +5,6 @@ over the same blobs so skopeo/containerd can read the bundle directly."""
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import json
 import subprocess
@@ -26,6 +25,7 @@ from appliance_cli.bundle.model import (
     sha256_digest,
 )
 from appliance_cli.bundle.store import BlobStore
+from appliance_cli.digest import sha256_file
 from appliance_cli.errors import BundleError
 
 MT_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -317,8 +317,4 @@ def write_root_layout(root: Path, artifacts: list[Artifact]) -> OciIndexRef | No
 
 
 def digest_of_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while b := f.read(1 << 22):
-            h.update(b)
-    return "sha256:" + h.hexdigest()
+    return "sha256:" + sha256_file(path)[0]

@@ -5,7 +5,6 @@ so a plain thread pool with large reads scales across cores without processes.""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +25,7 @@ from appliance_cli.bundle.model import (
 )
 from appliance_cli.bundle.progress import ProgressEvent, ProgressFn, no_progress
 from appliance_cli.bundle.signing import WRONG_KEY, check_signature, load_public_key
+from appliance_cli.digest import sha256_file
 from appliance_cli.errors import BundleError
 
 READ_SIZE = 4 * 1024 * 1024
@@ -90,16 +90,7 @@ def default_jobs() -> int:
 
 
 def hash_file(path: Path, buf_size: int = READ_SIZE, progress: ProgressFn = no_progress) -> tuple[str, int]:
-    h = hashlib.sha256()
-    buf = bytearray(buf_size)
-    view = memoryview(buf)
-    total = 0
-    with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(buf):
-            h.update(view[:n])
-            total += n
-            progress(ProgressEvent("advance", "verify", nbytes=n))
-    return h.hexdigest(), total
+    return sha256_file(path, buf_size, lambda n: progress(ProgressEvent("advance", "verify", nbytes=n)))
 
 
 def verify_bundle(

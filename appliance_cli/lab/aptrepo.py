@@ -1,6 +1,6 @@
 """The lab's interim offline apt repository (the offline bundle's repo replaces it later).
 
-Built once into the shared cache with core.aptclosure, then served read-only by a Python
+Built once into the shared cache with debian.aptclosure, then served read-only by a Python
 http.server bound to the bridge address inside the lab's own network namespace.
 """
 
@@ -11,13 +11,13 @@ import sys
 import time
 from pathlib import Path
 
-from appliance_cli.core.aptclosure import download_closure, index_flat_repo
+from appliance_cli.debian.aptclosure import download_closure, index_flat_repo
+from appliance_cli.debian.rootfs import host_sources_file
 from appliance_cli.errors import LabError
 from appliance_cli.lab import proc
 from appliance_cli.lab.layout import LabLayout
-from appliance_cli.lab.locks import file_lock
 from appliance_cli.lab.netns import tcp_banner
-from appliance_cli.lab.rootfs import host_sources_file
+from appliance_cli.locks import file_lock
 
 LAB_APT_PACKAGES = [
     "containerd",

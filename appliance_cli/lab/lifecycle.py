@@ -18,15 +18,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from appliance_cli.debian.rootfs import ensure_base_rootfs
 from appliance_cli.errors import ApplianceError, LabError, UsageError
 from appliance_cli.lab import aptrepo, cgroups, netns, proc, sitegen
 from appliance_cli.lab.layout import MAX_NODES, LabLayout
-from appliance_cli.lab.locks import file_lock
 from appliance_cli.lab.node import LabNode, create_rootfs, ensure_keypair, host_keys, marker, refresh_identity
 from appliance_cli.lab.prereq import check_prerequisites
-from appliance_cli.lab.rootfs import ensure_base_rootfs
 from appliance_cli.lab.state import LabState, NodeState
 from appliance_cli.lab.supervisor import MARKER, NodeSpec
+from appliance_cli.locks import file_lock
 
 Progress = Callable[[str], None]
 BOOT_TIMEOUT = 90.0

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from appliance_cli.errors import LabError
 from appliance_cli.lab.layout import LabLayout
-from appliance_cli.lab.proc import run
+from appliance_cli.proc import run
 
 NETNS_DIR = Path("/run/netns")
 CLONE_NEWNET = 0x40000000
@@ -31,7 +32,7 @@ def exists(name: str) -> bool:
 
 
 def _ip(*args: str, log: Path) -> None:
-    run(["ip", *args], what=f"ip {' '.join(args)}", log=log, hint="lab network setup")
+    run(["ip", *args], what=f"ip {' '.join(args)}", log=log, hint="lab network setup", error=LabError)
 
 
 def delete(name: str, log: Path) -> None:

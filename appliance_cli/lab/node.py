@@ -9,10 +9,10 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from appliance_cli.debian import rootfs
 from appliance_cli.errors import LabError
-from appliance_cli.lab import rootfs
 from appliance_cli.lab.layout import LabLayout
-from appliance_cli.lab.proc import run
+from appliance_cli.proc import run
 
 # The host kernel has CONFIG_MODULES=n; these are built in. Declaring them in modules.builtin
 # lets `modprobe X` exit 0 as on a real host (ip_vs etc. still fail, correctly).
@@ -93,7 +93,12 @@ def _install_shims(root: Path, node: LabNode, log: Path) -> None:
     moddir = root / "lib/modules" / kver
     moddir.mkdir(parents=True, exist_ok=True)
     (moddir / "modules.builtin").write_text("\n".join(BUILTIN_MODULES) + "\n")
-    run(["chroot", str(root), "depmod", "-a", kver], what=f"{node.name}: depmod (modprobe shim)", log=log)
+    run(
+        ["chroot", str(root), "depmod", "-a", kver],
+        what=f"{node.name}: depmod (modprobe shim)",
+        log=log,
+        error=LabError,
+    )
     dropin = root / "etc/systemd/system/chrony.service.d"
     dropin.mkdir(parents=True, exist_ok=True)
     (dropin / "lab-no-clock.conf").write_text(CHRONY_DROPIN)

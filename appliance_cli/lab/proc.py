@@ -1,47 +1,13 @@
-"""Small process helpers: run a command with a LabError on failure, and PID bookkeeping that
-never kills anything it cannot prove it started (PID files + command-line check)."""
+"""PID bookkeeping that never kills anything it cannot prove it started (PID files +
+command-line check)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
-import subprocess
 import time
-from collections.abc import Sequence
 from pathlib import Path
-
-from appliance_cli.errors import LabError
-
-
-def run(
-    argv: Sequence[str],
-    *,
-    what: str,
-    log: Path | None = None,
-    hint: str | None = None,
-    input: str | None = None,
-    env: dict[str, str] | None = None,
-) -> str:
-    """Run argv; on failure raise LabError naming `what` and the log (stderr goes there too)."""
-    res = subprocess.run(
-        list(argv),
-        capture_output=True,
-        text=True,
-        input=input,
-        env=env,
-        check=False,
-        stdin=None if input is not None else subprocess.DEVNULL,
-    )
-    if log is not None:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("a") as fh:
-            fh.write(f"$ {' '.join(argv)}\n{res.stdout}{res.stderr}")
-    if res.returncode != 0:
-        detail = (res.stderr.strip().splitlines() or [f"exit code {res.returncode}"])[-1]
-        where = f"; log: {log}" if log else ""
-        raise LabError(f"{what} failed: {detail}", hint=(hint or "see the log") + where)
-    return res.stdout
 
 
 def read_pid(path: Path) -> int | None:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from appliance_cli.bundle.debdir import find_deb, pack_deb_dir
 from appliance_cli.bundle.profile import load_profile
+from appliance_cli.debian.debdir import find_deb, pack_deb_dir
 from appliance_cli.errors import BundleError
 
 pytestmark = pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs dpkg-deb to make a .deb")

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance_cli.core.aptclosure import _sources_path, closure_key, index_flat_repo
+from appliance_cli.debian.aptclosure import _sources_path, closure_key, index_flat_repo
 
 
 def test_closure_key_ignores_package_order() -> None:

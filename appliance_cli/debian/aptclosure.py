@@ -11,10 +11,11 @@ import gzip
 import hashlib
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
+from appliance_cli.debian.rootfs import base_digest
 from appliance_cli.errors import ApplianceError
+from appliance_cli.proc import run
 
 STAMP = ".closure.json"
 
@@ -23,29 +24,8 @@ class AptClosureError(ApplianceError):
     """Downloading or indexing packages failed."""
 
 
-def _run(argv: list[str], what: str, log: Path, **kw: object) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run(argv, capture_output=True, text=True, check=False, **kw)  # type: ignore[call-overload]
-    with log.open("a") as fh:
-        fh.write(f"$ {' '.join(argv)}\n{res.stdout}{res.stderr}")
-    if res.returncode != 0:
-        last = (res.stderr.strip().splitlines() or [f"exit code {res.returncode}"])[-1]
-        raise AptClosureError(f"{what} failed: {last}", hint=f"see {log}")
-    return res
-
-
-def _digest(path: Path) -> str:
-    side = path.with_name(path.name + ".sha256")  # written by the lab's rootfs builder
-    if side.is_file() and side.stat().st_mtime >= path.stat().st_mtime:
-        return side.read_text().strip()
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def closure_key(base_digest: str, sources: str, packages: list[str]) -> str:
-    text = json.dumps({"base": base_digest, "sources": sources, "packages": sorted(set(packages))})
+def closure_key(base_sha256: str, sources: str, packages: list[str]) -> str:
+    text = json.dumps({"base": base_sha256, "sources": sources, "packages": sorted(set(packages))})
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -64,7 +44,7 @@ def download_closure(
     nothing is downloaded again.
     """
     dest.mkdir(parents=True, exist_ok=True)
-    key = closure_key(_digest(base_rootfs_tar), sources, packages)
+    key = closure_key(base_digest(base_rootfs_tar), sources, packages)
     stamp = dest / STAMP
     if stamp.is_file():
         try:
@@ -82,10 +62,11 @@ def download_closure(
     if root.exists():
         shutil.rmtree(root)
     root.mkdir()
-    _run(
+    run(
         ["tar", "--zstd", "--numeric-owner", "-C", str(root), "-xf", str(base_rootfs_tar)],
-        "unpacking the base rootfs",
-        log,
+        what="unpacking the base rootfs",
+        log=log,
+        error=AptClosureError,
     )
     (root / "etc/apt/sources.list.d").mkdir(parents=True, exist_ok=True)
     _sources_path(root, sources).write_text(sources)
@@ -93,8 +74,13 @@ def download_closure(
     archives = root / "var/cache/apt/archives"
     for old_deb in archives.glob("*.deb"):
         old_deb.unlink()
-    _run(["chroot", str(root), "apt-get", "update", "-q"], "apt-get update in the closure chroot", log)
-    _run(
+    run(
+        ["chroot", str(root), "apt-get", "update", "-q"],
+        what="apt-get update in the closure chroot",
+        log=log,
+        error=AptClosureError,
+    )
+    run(
         [
             "chroot",
             str(root),
@@ -108,8 +94,9 @@ def download_closure(
             "--no-install-recommends",
             *packages,
         ],
-        "apt-get install --download-only",
-        log,
+        what="apt-get install --download-only",
+        log=log,
+        error=AptClosureError,
     )
     if stamp.is_file():  # drop what the previous closure put here, keep unrelated files
         for name in json.loads(stamp.read_text()).get("files", []):
@@ -130,26 +117,20 @@ def download_closure(
 
 def index_flat_repo(repo_dir: Path) -> Path:
     """Write Packages + Packages.gz for every .deb below repo_dir (paths relative to it)."""
-    res = subprocess.run(
+    index = run(
         ["dpkg-scanpackages", "--multiversion", ".", "/dev/null"],
+        what=f"dpkg-scanpackages in {repo_dir}",
         cwd=repo_dir,
-        capture_output=True,
-        text=True,
-        check=False,
+        hint="is dpkg-dev installed? (apt-get install dpkg-dev)",
+        error=AptClosureError,
     )
-    if res.returncode != 0:
-        last = (res.stderr.strip().splitlines() or [f"exit code {res.returncode}"])[-1]
-        raise AptClosureError(
-            f"dpkg-scanpackages in {repo_dir} failed: {last}",
-            hint="is dpkg-dev installed? (apt-get install dpkg-dev)",
-        )
     packages = repo_dir / "Packages"
     tmp = repo_dir / "Packages.tmp"
-    tmp.write_text(res.stdout)
+    tmp.write_text(index)
     tmp.replace(packages)
     gz_tmp = repo_dir / "Packages.gz.tmp"
     # mtime=0: the same package set gives the same bytes, so a rebuilt bundle keeps its blob digests.
     with open(gz_tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as fh:
-        fh.write(res.stdout.encode())
+        fh.write(index.encode())
     gz_tmp.replace(repo_dir / "Packages.gz")
     return packages

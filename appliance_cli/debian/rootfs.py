@@ -7,14 +7,14 @@ The image is air-gapped by construction (no apt sources) and carries no per-node
 
 from __future__ import annotations
 
-import hashlib
 import shlex
 import sys
 from pathlib import Path
 
+from appliance_cli.digest import sha256_file
 from appliance_cli.errors import LabError
-from appliance_cli.lab.locks import file_lock
-from appliance_cli.lab.proc import run
+from appliance_cli.locks import file_lock
+from appliance_cli.proc import run
 
 SUITE = "bookworm"
 BASE_NAME = "bookworm-node-base.tar.zst"
@@ -77,7 +77,7 @@ def ensure_base_rootfs(cache_dir: Path, rebuild: bool = False) -> Path:
         log.write_text("")
         tmp = cache_dir / (BASE_NAME + ".tmp.tar.zst")
         tmp.unlink(missing_ok=True)
-        hook = f'{shlex.quote(sys.executable)} -m appliance_cli.lab.customize "$1"'
+        hook = f'{shlex.quote(sys.executable)} -m appliance_cli.debian.customize "$1"'
         run(
             [
                 "mmdebstrap",
@@ -92,6 +92,7 @@ def ensure_base_rootfs(cache_dir: Path, rebuild: bool = False) -> Path:
                 str(host_sources_file()),
             ],
             what="building the base rootfs with mmdebstrap",
+            error=LabError,
             log=log,
             hint="check the host's Debian mirror is reachable (apt-get update)",
         )
@@ -102,11 +103,7 @@ def ensure_base_rootfs(cache_dir: Path, rebuild: bool = False) -> Path:
 
 
 def file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
+    return sha256_file(path)[0]
 
 
 def base_digest(base: Path) -> str:
@@ -136,4 +133,5 @@ def unpack(base: Path, dest: Path, log: Path | None = None) -> None:
         ],
         what=f"unpacking {base.name} into {dest}",
         log=log,
+        error=LabError,
     )

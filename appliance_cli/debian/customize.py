@@ -1,4 +1,4 @@
-"""mmdebstrap customize hook for the base image: `python -m appliance_cli.lab.customize ROOTFS`.
+"""mmdebstrap customize hook for the base image: `python -m appliance_cli.debian.customize ROOTFS`.
 
 Runs on the host with the finished rootfs as argument (mmdebstrap root mode)."""
 
