@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.standin.k8s_standin import util
+from tests.standin.k8s_standin import preflight, util
 from tests.standin.k8s_standin.apiserver import ApiServer
 from tests.standin.k8s_standin.client import ApiClient, Unreachable
 from tests.standin.k8s_standin.config import control_plane_images, load_init_config
@@ -33,17 +33,7 @@ from tests.standin.k8s_standin.pki import (
     token_expired,
     token_secret_object,
 )
-from tests.standin.k8s_standin.preflight import (
-    Check,
-    check_dir_available,
-    check_file_available,
-    check_file_content,
-    check_in_path,
-    check_port,
-    check_swap,
-    parse_ignore,
-    run_checks,
-)
+from tests.standin.k8s_standin.preflight import Check, parse_ignore, run_checks
 from tests.standin.k8s_standin.util import (
     STACK_HINT,
     Fail,
@@ -215,22 +205,83 @@ def test_init_refuses_mixing_config_and_flags(tmp_path: Path, capsys: pytest.Cap
 # ---------------------------------------------------------------- preflight against a fake node tree
 
 
+def pick(stage: str, ctx: preflight.Ctx, names: list[str]) -> list[Check]:
+    """Checks of the table by name, in the order given (each must be in the stage)."""
+    by_name = {c.name: c for c in preflight.select(stage, ctx)}
+    return [by_name[n] for n in names]
+
+
+def test_preflight_table_order_is_kubeadms() -> None:
+    """RunInitNodeChecks / RunJoinNodeChecks + addCommonChecks (1.23), in that order."""
+    common = [
+        "CRI",
+        "FileExisting-crictl",
+        "FileContent--proc-sys-net-bridge-bridge-nf-call-iptables",
+        "FileContent--proc-sys-net-ipv4-ip_forward",
+        "Swap",
+        "FileExisting-conntrack",
+        "FileExisting-ip",
+        "FileExisting-iptables",
+        "FileExisting-mount",
+        "FileExisting-nsenter",
+        "FileExisting-ebtables",
+        "FileExisting-ethtool",
+        "FileExisting-socat",
+        "FileExisting-tc",
+        "FileExisting-touch",
+        "SystemVerification",
+        "Hostname",
+        "KubeletVersion",
+        "Service-Kubelet",
+        "Port-10250",
+    ]
+    init = preflight.select(preflight.INIT, preflight.Ctx(port=6443, etcd_dir="/var/lib/etcd"))
+    assert [c.name for c in init] == [
+        "NumCPU",
+        "Mem",
+        "KubernetesVersion",
+        "Firewalld",
+        "Port-6443",
+        "Port-10259",
+        "Port-10257",
+        "FileAvailable--etc-kubernetes-manifests-kube-apiserver.yaml",
+        "FileAvailable--etc-kubernetes-manifests-kube-controller-manager.yaml",
+        "FileAvailable--etc-kubernetes-manifests-kube-scheduler.yaml",
+        "FileAvailable--etc-kubernetes-manifests-etcd.yaml",
+        *common,
+        "Port-2379",
+        "Port-2380",
+        "DirAvailable--var-lib-etcd",
+    ]
+    join = preflight.select(preflight.JOIN, preflight.Ctx(cri="unix:///var/run/dockershim.sock"))
+    assert [c.name for c in join] == [
+        "FileAvailable--etc-kubernetes-kubelet.conf",
+        "FileAvailable--etc-kubernetes-bootstrap-kubelet.conf",
+        *(n for n in common if n != "FileExisting-crictl"),
+        "FileAvailable--etc-kubernetes-pki-ca.crt",
+    ]
+    assert [c.name for c in preflight.select(preflight.ROOT)] == ["IsPrivilegedUser"]
+    pull = preflight.select(preflight.PULL, preflight.Ctx(images=("a:1", "b:2")))
+    assert [c.name for c in pull] == ["ImagePull", "ImagePull"]  # one per image, as kubeadm's errors
+
+
 def test_preflight_wording(fake_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     put(fake_root, "/proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n/swapfile file 1024 0 -2\n")
     put(fake_root, "/proc/sys/net/ipv4/ip_forward", "0\n")  # bridge-nf-call-iptables absent: no br_netfilter
     put(fake_root, "/etc/kubernetes/kubelet.conf", "x")
     monkeypatch.setattr(shutil, "which", lambda t: None if t in ("conntrack", "socat") else f"/usr/bin/{t}")
-    checks = [
-        check_file_content("/proc/sys/net/bridge/bridge-nf-call-iptables"),
-        check_file_content("/proc/sys/net/ipv4/ip_forward"),
-        check_swap(),
-        check_in_path("conntrack", True),
-        check_in_path("socat", False),
-        check_file_available("/etc/kubernetes/kubelet.conf"),
-        Check(
-            "CRI", lambda: ([], ["container runtime is not running: output: boom\n, error: exit status 1"])
-        ),
+    names = [
+        "FileContent--proc-sys-net-bridge-bridge-nf-call-iptables",
+        "FileContent--proc-sys-net-ipv4-ip_forward",
+        "Swap",
+        "FileExisting-conntrack",
+        "FileExisting-socat",
+        "FileAvailable--etc-kubernetes-kubelet.conf",
     ]
+    checks = pick(preflight.JOIN, preflight.Ctx(node="w1"), names)
+    checks.append(
+        Check("CRI", lambda: ([], ["container runtime is not running: output: boom\n, error: exit status 1"]))
+    )  # fmt: skip
     warn = io.StringIO()
     with pytest.raises(Fail) as e:
         run_checks(checks, set(), warn)
@@ -262,9 +313,13 @@ def test_preflight_clean_node_passes(fake_root: Path) -> None:
     put(fake_root, "/proc/sys/net/ipv4/ip_forward", "1\n")
     put(fake_root, "/proc/sys/net/bridge/bridge-nf-call-iptables", "1\n")
     (fake_root / "var/lib/etcd").mkdir(parents=True)
-    checks = [check_file_content("/proc/sys/net/ipv4/ip_forward"), check_swap(),
-              check_file_content("/proc/sys/net/bridge/bridge-nf-call-iptables"),
-              check_dir_available("/var/lib/etcd")]  # fmt: skip
+    names = [
+        "FileContent--proc-sys-net-ipv4-ip_forward",
+        "Swap",
+        "FileContent--proc-sys-net-bridge-bridge-nf-call-iptables",
+        "DirAvailable--var-lib-etcd",
+    ]
+    checks = pick(preflight.INIT, preflight.Ctx(etcd_dir="/var/lib/etcd"), names)  # fmt: skip
     run_checks(checks, set(), io.StringIO())
     (fake_root / "var/lib/etcd/member").mkdir()
     with pytest.raises(Fail, match=r"\[ERROR DirAvailable--var-lib-etcd\]: /var/lib/etcd is not empty"):
@@ -279,7 +334,8 @@ def test_port_check_detects_a_listener() -> None:
     s.listen(1)
     try:
         port = s.getsockname()[1]
-        assert check_port(port).fn() == ([], [f"Port {port} is in use"])
+        [check] = pick(preflight.INIT, preflight.Ctx(port=port), [f"Port-{port}"])
+        assert check.fn() == ([], [f"Port {port} is in use"])
     finally:
         s.close()
 

@@ -27,7 +27,7 @@ from .files import K8S, KUBELET_CONFIG_CM, KUBELET_DIR, PKI, kubeadm_flags_env
 from .flags import parse_flags
 from .kubeadm import kubelet_check_messages, kubelet_healthy, phase, wait_for
 from .pki import TOKEN_RE, ca_cert_hash, jws_detached
-from .preflight import join_checks, parse_ignore, root_check, run_checks
+from .preflight import JOIN, Ctx, parse_ignore, root_check, run_checks, select
 from .util import (
     DEFAULT_IMAGE_REPOSITORY,
     DISCOVERY_RETRY,
@@ -170,7 +170,7 @@ def cmd_kubeadm_join(argv: list[str]) -> int:
         out.write("[preflight] Running pre-flight checks\n")
         out.flush()
         root_check(ignore)
-        run_checks(join_checks(node, cri), ignore)
+        run_checks(select(JOIN, Ctx(node=node, cri=cri)), ignore)
         try:
             state["kc"], state["ca"] = discover(endpoint, token, pins, timeout)
         except Fail as e:

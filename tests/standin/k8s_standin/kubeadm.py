@@ -31,7 +31,7 @@ from .files import (
 )
 from .flags import parse_flags
 from .pki import join_command, token_secret_object
-from .preflight import check_image_pull, init_checks, parse_ignore, root_check, run_checks
+from .preflight import INIT, PULL, Ctx, parse_ignore, root_check, run_checks, select
 from .util import (
     APISERVER_UNIT,
     Fail,
@@ -152,7 +152,7 @@ def cmd_kubeadm_init(argv: list[str]) -> int:
         out.write("[preflight] Running pre-flight checks\n")
         out.flush()
         root_check(ignore)
-        run_checks(init_checks(cfg), ignore)
+        run_checks(select(INIT, Ctx.for_init(cfg)), ignore)
         out.write("[preflight] Pulling images required for setting up a Kubernetes cluster\n")
         out.write(
             "[preflight] This might take a minute or two, depending on the speed of your internet connection\n"
@@ -161,7 +161,7 @@ def cmd_kubeadm_init(argv: list[str]) -> int:
             "[preflight] You can also perform this action in beforehand using 'kubeadm config images pull'\n"
         )
         out.flush()
-        run_checks([check_image_pull(cfg.cri_socket, control_plane_images(cfg))], ignore)
+        run_checks(select(PULL, Ctx.for_init(cfg, control_plane_images(cfg))), ignore)
 
     if "preflight" not in skip:
         phase("preflight", preflight)
