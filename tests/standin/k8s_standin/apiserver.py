@@ -361,6 +361,89 @@ class ApiServer:
         }  # fmt: skip
 
     # ---- request handling
+    def _authorize_or_raise(
+        self,
+        user: str,
+        groups: list[str],
+        verb: str,
+        group: str,
+        plural: str,
+        ns: str,
+        name: str,
+        authz_name: str,
+    ) -> None:
+        if not self.authorize(user, groups, verb, group, plural, ns, authz_name):
+            if user == "system:anonymous":
+                raise ApiError(401, "Unauthorized", "Unauthorized")
+            scope = f'in the namespace "{ns}"' if ns else "at the cluster scope"
+            what = f'resource "{plural}" in API group "{group}" {scope}'
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'{qualified(plural, group)}{" " + repr(name).replace(chr(39), chr(34)) if name else ""} is forbidden: User "{user}" cannot {verb} {what}',
+            )
+
+    def _list(
+        self, r: tuple, group: str, version: str, plural: str, ns: str, query: dict[str, str], warn: list[str]
+    ) -> tuple[int, Any, list[str]]:
+        items = self.store.items(group, plural, ns or None)
+        if plural == "nodes":
+            items = [self.lifecycle(n) for n in items]
+        sel = query.get("labelSelector", "")
+        items = [i for i in items if match_selector(sel, (i.get("metadata") or {}).get("labels") or {})]
+        kind = r[2] + "List"
+        return 200, {"kind": kind, "apiVersion": f"{group}/{version}" if group else version,
+                     "metadata": {"resourceVersion": str(self.store.rv)}, "items": items}, warn  # fmt: skip
+
+    def _delete(
+        self, key: str, cur: Any, qn: str, name: str, plural: str, warn: list[str]
+    ) -> tuple[int, Any, list[str]]:
+        if cur is None:
+            raise not_found(qn, name)
+        self.store.delete(key)
+        if plural == "namespaces":
+            for k in [k for k in self.store.objects if k.split("|")[2] == name]:
+                self.store.delete(k)
+        return 200, cur, warn
+
+    def _create(
+        self,
+        obj: dict,
+        r: tuple,
+        group: str,
+        version: str,
+        plural: str,
+        ns: str,
+        qn: str,
+        user: str,
+        groups: list[str],
+        warn: list[str],
+    ) -> tuple[int, Any, list[str]]:
+        name = (obj.get("metadata") or {}).get("name", "")
+        if not name:
+            raise ApiError(
+                422,
+                "Invalid",
+                f'{r[2]} "" is invalid: metadata.name: Required value: name or generateName is required',
+            )
+        if ns and Store.key("", "namespaces", "", ns) not in self.store.objects:
+            raise not_found("namespaces", ns)
+        key = Store.key(group, plural, ns, name)
+        if key in self.store.objects:
+            raise ApiError(409, "AlreadyExists", f'{qn} "{name}" already exists',
+                           {"name": name, "kind": plural})  # fmt: skip
+        obj.setdefault("metadata", {})["name"] = name
+        if ns:
+            obj["metadata"]["namespace"] = ns
+        obj.setdefault("apiVersion", f"{group}/{version}" if group else version)
+        obj.setdefault("kind", r[2])
+        if plural == "certificatesigningrequests":
+            self.sign_node_csr(obj, user, groups)
+        if plural == "nodes" and self.cluster_cidr and not obj.get("spec", {}).get("podCIDR"):
+            obj.setdefault("spec", {})["podCIDR"] = self.next_pod_cidr()
+            obj["spec"]["podCIDRs"] = [obj["spec"]["podCIDR"]]
+        return 201, self.store.put(key, obj), warn
+
     def handle(self, method: str, path: str, query: dict[str, str], body: bytes, peer: dict | None,
                authz: str | None) -> tuple[int, Any, list[str]]:  # fmt: skip
         if path in ("/healthz", "/livez", "/readyz"):
@@ -397,30 +480,12 @@ class ApiServer:
         if method == "POST" and not name:  # creates are authorized on the name in the body
             with contextlib.suppress(ValueError, AttributeError):
                 authz_name = (json.loads(body or b"{}").get("metadata") or {}).get("name", "")
-        if not self.authorize(user, groups, verb, group, plural, ns, authz_name):
-            if user == "system:anonymous":
-                raise ApiError(401, "Unauthorized", "Unauthorized")
-            scope = f'in the namespace "{ns}"' if ns else "at the cluster scope"
-            what = f'resource "{plural}" in API group "{group}" {scope}'
-            raise ApiError(
-                403,
-                "Forbidden",
-                f'{qualified(plural, group)}{" " + repr(name).replace(chr(39), chr(34)) if name else ""} is forbidden: User "{user}" cannot {verb} {what}',
-            )
+        self._authorize_or_raise(user, groups, verb, group, plural, ns, name, authz_name)
         qn = qualified(plural, group)
         with self.store.lock:
             self.purge_expired_tokens()
             if method == "GET" and not name:
-                items = self.store.items(group, plural, ns or None)
-                if plural == "nodes":
-                    items = [self.lifecycle(n) for n in items]
-                sel = query.get("labelSelector", "")
-                items = [
-                    i for i in items if match_selector(sel, (i.get("metadata") or {}).get("labels") or {})
-                ]
-                kind = r[2] + "List"
-                return 200, {"kind": kind, "apiVersion": f"{group}/{version}" if group else version,
-                             "metadata": {"resourceVersion": str(self.store.rv)}, "items": items}, warn  # fmt: skip
+                return self._list(r, group, version, plural, ns, query, warn)
             key = Store.key(group, plural, ns, name)
             cur = copy.deepcopy(self.store.objects.get(key))
             if method == "GET":
@@ -432,42 +497,13 @@ class ApiServer:
                     cur = self.cluster_info(cur)
                 return 200, cur, warn
             if method == "DELETE":
-                if cur is None:
-                    raise not_found(qn, name)
-                self.store.delete(key)
-                if plural == "namespaces":
-                    for k in [k for k in self.store.objects if k.split("|")[2] == name]:
-                        self.store.delete(k)
-                return 200, cur, warn
+                return self._delete(key, cur, qn, name, plural, warn)
             try:
                 obj = json.loads(body or b"{}")
             except ValueError as e:
                 raise ApiError(400, "BadRequest", f"error decoding body: {e}") from e
             if method == "POST":
-                name = (obj.get("metadata") or {}).get("name", "")
-                if not name:
-                    raise ApiError(
-                        422,
-                        "Invalid",
-                        f'{r[2]} "" is invalid: metadata.name: Required value: name or generateName is required',
-                    )
-                if ns and Store.key("", "namespaces", "", ns) not in self.store.objects:
-                    raise not_found("namespaces", ns)
-                key = Store.key(group, plural, ns, name)
-                if key in self.store.objects:
-                    raise ApiError(409, "AlreadyExists", f'{qn} "{name}" already exists',
-                                   {"name": name, "kind": plural})  # fmt: skip
-                obj.setdefault("metadata", {})["name"] = name
-                if ns:
-                    obj["metadata"]["namespace"] = ns
-                obj.setdefault("apiVersion", f"{group}/{version}" if group else version)
-                obj.setdefault("kind", r[2])
-                if plural == "certificatesigningrequests":
-                    self.sign_node_csr(obj, user, groups)
-                if plural == "nodes" and self.cluster_cidr and not obj.get("spec", {}).get("podCIDR"):
-                    obj.setdefault("spec", {})["podCIDR"] = self.next_pod_cidr()
-                    obj["spec"]["podCIDRs"] = [obj["spec"]["podCIDR"]]
-                return 201, self.store.put(key, obj), warn
+                return self._create(obj, r, group, version, plural, ns, qn, user, groups, warn)
             if cur is None:
                 raise not_found(qn, name)
             if method == "PUT":

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import os
 import sys
+from typing import Any
 
 import yaml
 
@@ -14,6 +15,23 @@ from .flags import parse_flags
 from .util import CRICTL_VERSION, Fail, read_text, tabwrite
 
 # --------------------------------------------------------------------------- crictl
+
+
+def _crictl_images(ep: str, flags: dict[str, Any]) -> None:
+    _, out = ctr(ep, "-n", "k8s.io", "images", "ls")
+    rows = [["IMAGE", "TAG", "IMAGE ID", "SIZE"]]
+    for line in out.splitlines()[1:]:
+        f = line.split()
+        if len(f) < 5 or f[0].startswith("sha256:") or "@" in f[0]:
+            continue
+        repo, _, tag = f[0].rpartition(":")
+        if "/" in tag:
+            repo, tag = f[0], "<none>"
+        rows.append([repo, tag, f[2].split(":")[-1][:13], f[3] + f[4].replace("i", "").replace("B", "B")])
+    if flags.get("quiet"):
+        print("\n".join(r[0] + ":" + r[1] for r in rows[1:]))
+    else:
+        sys.stdout.write(tabwrite(rows))
 
 
 def crictl_main(argv: list[str]) -> int:
@@ -56,20 +74,7 @@ def crictl_main(argv: list[str]) -> int:
             f"Version:  0.1.0\nRuntimeName:  containerd\nRuntimeVersion:  {containerd_version(ver)}\nRuntimeApiVersion:  v1alpha2"
         )
     elif sub == "images":
-        _, out = ctr(ep, "-n", "k8s.io", "images", "ls")
-        rows = [["IMAGE", "TAG", "IMAGE ID", "SIZE"]]
-        for line in out.splitlines()[1:]:
-            f = line.split()
-            if len(f) < 5 or f[0].startswith("sha256:") or "@" in f[0]:
-                continue
-            repo, _, tag = f[0].rpartition(":")
-            if "/" in tag:
-                repo, tag = f[0], "<none>"
-            rows.append([repo, tag, f[2].split(":")[-1][:13], f[3] + f[4].replace("i", "").replace("B", "B")])
-        if flags.get("quiet"):
-            print("\n".join(r[0] + ":" + r[1] for r in rows[1:]))
-        else:
-            sys.stdout.write(tabwrite(rows))
+        _crictl_images(ep, flags)
     elif sub == "ps":
         _, out = ctr(ep, "-n", "k8s.io", "tasks", "ls")
         rows = [["CONTAINER", "IMAGE", "CREATED", "STATE", "NAME", "ATTEMPT", "POD ID"]]

@@ -8,7 +8,7 @@ import hmac
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 
@@ -122,50 +122,17 @@ def discover(endpoint: str, token: str, pins: list[str], timeout: float, interva
     return kc, ca
 
 
-def cmd_kubeadm_join(argv: list[str]) -> int:
-    flags, pos = parse_flags(argv, JOIN_FLAGS)
-    out = sys.stdout
-    jc: dict = {}
-    if flags.get("config"):
-        text = read_text(flags["config"])
-        if text is None:
-            raise Fail(
-                f'unable to read config from "{flags["config"]}" : open {flags["config"]}: no such file or directory'
-            )
-        jc = classify_documents(split_documents(text), ("JoinConfiguration",)).get("JoinConfiguration") or {}
-    if flags.get("control-plane") or jc.get("controlPlane"):
-        raise Fail(
-            "standin: joining additional control-plane nodes is not supported (see tests/standin/README.md)"
-        )
-    disc = jc.get("discovery") or {}
-    bt = disc.get("bootstrapToken") or {}
-    endpoint = pos[0] if pos else bt.get("apiServerEndpoint", "")
-    token = flags.get("discovery-token") or flags.get("token") or bt.get("token", "")
-    pins = flags.get("discovery-token-ca-cert-hash") or bt.get("caCertHashes") or []
-    unsafe = flags.get("discovery-token-unsafe-skip-ca-verification") or bt.get(
-        "unsafeSkipCAVerification", False
-    )
-    nr = jc.get("nodeRegistration") or {}
-    node = flags.get("node-name") or nr.get("name") or hostname()
-    cri = flags.get("cri-socket") or nr.get("criSocket") or detect_cri_socket()
-    timeout = parse_duration(str(disc.get("timeout", "5m0s")))
-    if not endpoint and not flags.get("discovery-file"):
-        raise Fail('discovery: Invalid value: "": bootstrapToken or file must be set')
-    errs = []
-    if not pins and not unsafe:
-        errs.append(field_invalid("discovery.bootstrapToken", "", "using token-based discovery without caCertHashes "
-                    "can be unsafe. Set unsafeSkipCAVerification as true in your kubeadm config file or pass "
-                    "--discovery-token-unsafe-skip-ca-verification flag to continue"))  # fmt: skip
-    if not TOKEN_RE.match(token):
-        errs.append(field_invalid("discovery.bootstrapToken.token", token, "the bootstrap token is invalid"))
-    if not DNS1123.match(node):
-        errs.append(field_invalid("nodeRegistration.name", node, DNS1123_MSG))
-    errs += validate_cri_socket(cri, "nodeRegistration.criSocket")
-    if errs:
-        raise Fail(errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]")
-    ignore = parse_ignore(flags.get("ignore-preflight-errors", []), nr.get("ignorePreflightErrors"))
-    state: dict[str, Any] = {}
-
+def _join_preflight(
+    state: dict[str, Any],
+    endpoint: str,
+    token: str,
+    pins: list[str],
+    timeout: float,
+    node: str,
+    cri: str,
+    ignore: set[str],
+    out: TextIO,
+) -> None:
     def preflight() -> None:
         out.write("[preflight] Running pre-flight checks\n")
         out.flush()
@@ -194,6 +161,10 @@ def cmd_kubeadm_join(argv: list[str]) -> int:
 
     phase("preflight", preflight)
 
+
+def _join_kubelet_start(
+    state: dict[str, Any], endpoint: str, token: str, node: str, cri: str, nr: dict, out: TextIO
+) -> None:
     def kubelet_start() -> None:
         boot: ApiClient = state["boot"]
         write_file(hp(f"{PKI}/ca.crt"), state["ca"])
@@ -250,6 +221,55 @@ def cmd_kubeadm_join(argv: list[str]) -> int:
             raise Fail("error uploading crisocket: timed out waiting for the condition")
 
     phase("kubelet-start", kubelet_start)
+
+
+def cmd_kubeadm_join(argv: list[str]) -> int:
+    flags, pos = parse_flags(argv, JOIN_FLAGS)
+    out = sys.stdout
+    jc: dict = {}
+    if flags.get("config"):
+        text = read_text(flags["config"])
+        if text is None:
+            raise Fail(
+                f'unable to read config from "{flags["config"]}" : open {flags["config"]}: no such file or directory'
+            )
+        jc = classify_documents(split_documents(text), ("JoinConfiguration",)).get("JoinConfiguration") or {}
+    if flags.get("control-plane") or jc.get("controlPlane"):
+        raise Fail(
+            "standin: joining additional control-plane nodes is not supported (see tests/standin/README.md)"
+        )
+    disc = jc.get("discovery") or {}
+    bt = disc.get("bootstrapToken") or {}
+    endpoint = pos[0] if pos else bt.get("apiServerEndpoint", "")
+    token = flags.get("discovery-token") or flags.get("token") or bt.get("token", "")
+    pins = flags.get("discovery-token-ca-cert-hash") or bt.get("caCertHashes") or []
+    unsafe = flags.get("discovery-token-unsafe-skip-ca-verification") or bt.get(
+        "unsafeSkipCAVerification", False
+    )
+    nr = jc.get("nodeRegistration") or {}
+    node = flags.get("node-name") or nr.get("name") or hostname()
+    cri = flags.get("cri-socket") or nr.get("criSocket") or detect_cri_socket()
+    timeout = parse_duration(str(disc.get("timeout", "5m0s")))
+    if not endpoint and not flags.get("discovery-file"):
+        raise Fail('discovery: Invalid value: "": bootstrapToken or file must be set')
+    errs = []
+    if not pins and not unsafe:
+        errs.append(field_invalid("discovery.bootstrapToken", "", "using token-based discovery without caCertHashes "
+                    "can be unsafe. Set unsafeSkipCAVerification as true in your kubeadm config file or pass "
+                    "--discovery-token-unsafe-skip-ca-verification flag to continue"))  # fmt: skip
+    if not TOKEN_RE.match(token):
+        errs.append(field_invalid("discovery.bootstrapToken.token", token, "the bootstrap token is invalid"))
+    if not DNS1123.match(node):
+        errs.append(field_invalid("nodeRegistration.name", node, DNS1123_MSG))
+    errs += validate_cri_socket(cri, "nodeRegistration.criSocket")
+    if errs:
+        raise Fail(errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]")
+    ignore = parse_ignore(flags.get("ignore-preflight-errors", []), nr.get("ignorePreflightErrors"))
+    state: dict[str, Any] = {}
+
+    _join_preflight(state, endpoint, token, pins, timeout, node, cri, ignore, out)
+
+    _join_kubelet_start(state, endpoint, token, node, cri, nr, out)
     out.write(JOIN_SUCCESS)
     return 0
 

@@ -8,7 +8,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 
@@ -133,21 +133,7 @@ def dump(doc: Any) -> str:
     return yaml.safe_dump(doc, default_flow_style=False)
 
 
-def cmd_kubeadm_init(argv: list[str]) -> int:
-    flags, _ = parse_flags(argv, INIT_FLAGS)
-    if flags.get("config"):
-        mixed = sorted(k for k in flags if k not in INIT_MIXABLE)
-        if mixed:
-            raise Fail(f"can not mix '--config' with arguments [{' '.join(mixed)}]")
-    cfg = load_init_config(flags.get("config"), flags)
-    nr = cfg.init["nodeRegistration"]
-    ignore = parse_ignore(flags.get("ignore-preflight-errors", []), nr.get("ignorePreflightErrors"))
-    skip = {s for v in flags.get("skip-phases", []) for s in v.split(",")} | set(
-        cfg.init.get("skipPhases") or []
-    )
-    out = sys.stdout
-    out.write(f"[init] Using Kubernetes version: {cfg.version}\n")
-
+def _init_node(cfg: InitConfig, nr: dict, ignore: set[str], skip: set[str], out: TextIO) -> None:
     def preflight() -> None:
         out.write("[preflight] Running pre-flight checks\n")
         out.flush()
@@ -209,8 +195,9 @@ def cmd_kubeadm_init(argv: list[str]) -> int:
             os.makedirs(hp(cfg.cluster["etcd"]["local"]["dataDir"] + "/member"), mode=0o700, exist_ok=True)
 
     phase("control-plane", control_plane)
-    client = admin_client()
 
+
+def _init_wait_and_upload(cfg: InitConfig, client: ApiClient, out: TextIO) -> None:
     def wait_control_plane() -> None:
         limit = parse_duration(cfg.cluster["apiServer"]["timeoutForControlPlane"])
         out.write(f'[wait-control-plane] Waiting for the kubelet to boot up the control plane as static Pods from '
@@ -257,6 +244,8 @@ def cmd_kubeadm_init(argv: list[str]) -> int:
 
     phase("upload-config", upload_config)
 
+
+def _init_mark_control_plane(cfg: InitConfig, nr: dict, client: ApiClient, out: TextIO) -> None:
     def mark_control_plane() -> None:
         labels = ["node-role.kubernetes.io/master", "node-role.kubernetes.io/control-plane",
                   "node.kubernetes.io/exclude-from-external-load-balancers"]  # fmt: skip
@@ -290,8 +279,11 @@ def cmd_kubeadm_init(argv: list[str]) -> int:
             raise Fail("timed out waiting for the condition")
 
     phase("mark-control-plane", mark_control_plane)
-    tokens = [bt["token"] for bt in cfg.init["bootstrapTokens"]]
 
+
+def _init_tokens_and_addons(
+    cfg: InitConfig, client: ApiClient, tokens: list[str], skip: set[str], out: TextIO
+) -> None:
     def bootstrap_token() -> None:
         out.write(f"[bootstrap-token] Using token: {tokens[0]}\n")
         out.write("[bootstrap-token] Configuring bootstrap tokens, cluster-info ConfigMap, RBAC Roles\n")
@@ -324,6 +316,32 @@ def cmd_kubeadm_init(argv: list[str]) -> int:
             out.write("[addons] Applied essential addon: kube-proxy\n")
 
     phase("addons", addons)
+
+
+def cmd_kubeadm_init(argv: list[str]) -> int:
+    flags, _ = parse_flags(argv, INIT_FLAGS)
+    if flags.get("config"):
+        mixed = sorted(k for k in flags if k not in INIT_MIXABLE)
+        if mixed:
+            raise Fail(f"can not mix '--config' with arguments [{' '.join(mixed)}]")
+    cfg = load_init_config(flags.get("config"), flags)
+    nr = cfg.init["nodeRegistration"]
+    ignore = parse_ignore(flags.get("ignore-preflight-errors", []), nr.get("ignorePreflightErrors"))
+    skip = {s for v in flags.get("skip-phases", []) for s in v.split(",")} | set(
+        cfg.init.get("skipPhases") or []
+    )
+    out = sys.stdout
+    out.write(f"[init] Using Kubernetes version: {cfg.version}\n")
+
+    _init_node(cfg, nr, ignore, skip, out)
+    client = admin_client()
+
+    _init_wait_and_upload(cfg, client, out)
+
+    _init_mark_control_plane(cfg, nr, client, out)
+    tokens = [bt["token"] for bt in cfg.init["bootstrapTokens"]]
+
+    _init_tokens_and_addons(cfg, client, tokens, skip, out)
     out.write(INIT_SUCCESS)
     if not flags.get("skip-token-print"):
         out.write(join_command(cfg.endpoint, tokens[0], read_text(hp(f"{PKI}/ca.crt")) or "", False) + "\n")

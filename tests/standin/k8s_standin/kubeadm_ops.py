@@ -9,11 +9,12 @@ import re
 import shutil
 import sys
 from collections.abc import Callable
+from typing import TextIO
 
 import yaml
 
 from .apiserver import res_path, version_info
-from .client import ApiError, Unreachable
+from .client import ApiClient, ApiError, Unreachable
 from .config import control_plane_images, load_init_config, parse_version
 from .containerd import image_exists, pull_image
 from .files import K8S, KUBELET_CONFIG_CM, KUBELET_DIR, MANIFESTS, PKI, STATE_DIR
@@ -214,6 +215,47 @@ def version_policy(cluster: str, target: str, force: bool) -> list[str]:
     return skippable
 
 
+def _upgrade_node(client: ApiClient, out: TextIO) -> int:
+    if not os.path.exists(hp(f"{MANIFESTS}/kube-apiserver.yaml")):
+        out.write(
+            "[preflight] Running pre-flight checks\n[preflight] Skipping prepull. Not a control plane node.\n"
+        )
+        out.write("[upgrade] Skipping phase. Not a control plane node.\n")
+    kcm = client.get(res_path("", "v1", "configmaps", "kube-system", KUBELET_CONFIG_CM))
+    write_file(hp(f"{KUBELET_DIR}/config.yaml"), kcm["data"]["kubelet"])
+    out.write(f'[kubelet-start] Writing kubelet configuration to file "{KUBELET_DIR}/config.yaml"\n')
+    out.write("[upgrade] The configuration for this node was successfully updated!\n")
+    out.write(
+        "[upgrade] Now you should go ahead and upgrade the kubelet package using your package manager.\n"
+    )
+    return 0
+
+
+def _upgrade_plan(client: ApiClient, cur: str, out: TextIO) -> int:
+    out.write("[upgrade] Fetching available versions to upgrade to\n")
+    out.write(f"[upgrade/versions] Cluster version: {cur}\n[upgrade/versions] kubeadm version: {VERSION}\n")
+    out.write(f"[upgrade/versions] Target version: {VERSION}\n")
+    cv = parse_version(cur)
+    if cv is None or cv >= (parse_version(VERSION) or cv):
+        out.write("\nAwesome, you're up-to-date! Enjoy!\n")
+        return 0
+    rows = [["COMPONENT", "CURRENT", "TARGET"]]
+    for n in client.get(res_path("", "v1", "nodes"))["items"]:
+        rows.append(
+            [
+                "kubelet",
+                f"1 x {(n.get('status') or {}).get('nodeInfo', {}).get('kubeletVersion', '')}",
+                VERSION,
+            ]
+        )
+    out.write("\nComponents that must be upgraded manually after you have upgraded the control plane with "
+              "'kubeadm upgrade apply':\n" + tabwrite(rows))  # fmt: skip
+    out.write(
+        f"\nYou can now apply the upgrade by executing the following command:\n\n\tkubeadm upgrade apply {VERSION}\n\n"
+    )
+    return 0
+
+
 def cmd_kubeadm_upgrade(argv: list[str]) -> int:
     spec = {"yes": "bool", "force": "bool", "config": "str", "kubeconfig": "str", "v": "str",
             "ignore-preflight-errors": "list", "certificate-renewal": "bool", "dry-run": "bool", "etcd-upgrade": "bool",
@@ -242,45 +284,10 @@ def cmd_kubeadm_upgrade(argv: list[str]) -> int:
     ccfg = yaml.safe_load(cm["data"]["ClusterConfiguration"])
     cur = ccfg["kubernetesVersion"]
     if sub == "node":
-        if not os.path.exists(hp(f"{MANIFESTS}/kube-apiserver.yaml")):
-            out.write(
-                "[preflight] Running pre-flight checks\n[preflight] Skipping prepull. Not a control plane node.\n"
-            )
-            out.write("[upgrade] Skipping phase. Not a control plane node.\n")
-        kcm = client.get(res_path("", "v1", "configmaps", "kube-system", KUBELET_CONFIG_CM))
-        write_file(hp(f"{KUBELET_DIR}/config.yaml"), kcm["data"]["kubelet"])
-        out.write(f'[kubelet-start] Writing kubelet configuration to file "{KUBELET_DIR}/config.yaml"\n')
-        out.write("[upgrade] The configuration for this node was successfully updated!\n")
-        out.write(
-            "[upgrade] Now you should go ahead and upgrade the kubelet package using your package manager.\n"
-        )
-        return 0
+        return _upgrade_node(client, out)
     out.write("[preflight] Running pre-flight checks.\n[upgrade] Running cluster health checks\n")
     if sub == "plan":
-        out.write("[upgrade] Fetching available versions to upgrade to\n")
-        out.write(
-            f"[upgrade/versions] Cluster version: {cur}\n[upgrade/versions] kubeadm version: {VERSION}\n"
-        )
-        out.write(f"[upgrade/versions] Target version: {VERSION}\n")
-        cv = parse_version(cur)
-        if cv is None or cv >= (parse_version(VERSION) or cv):
-            out.write("\nAwesome, you're up-to-date! Enjoy!\n")
-            return 0
-        rows = [["COMPONENT", "CURRENT", "TARGET"]]
-        for n in client.get(res_path("", "v1", "nodes"))["items"]:
-            rows.append(
-                [
-                    "kubelet",
-                    f"1 x {(n.get('status') or {}).get('nodeInfo', {}).get('kubeletVersion', '')}",
-                    VERSION,
-                ]
-            )
-        out.write("\nComponents that must be upgraded manually after you have upgraded the control plane with "
-                  "'kubeadm upgrade apply':\n" + tabwrite(rows))  # fmt: skip
-        out.write(
-            f"\nYou can now apply the upgrade by executing the following command:\n\n\tkubeadm upgrade apply {VERSION}\n\n"
-        )
-        return 0
+        return _upgrade_plan(client, cur, out)
     if len(pos) < 2:
         raise Fail("[upgrade/version] FATAL: missing version argument; use `kubeadm upgrade apply <version>`")
     target = "v" + pos[1].lstrip("v")

@@ -373,6 +373,30 @@ def _serve_text(port: int, bind: str, code: int, body: bytes) -> http.server.Thr
     return srv
 
 
+def _kubelet_loop(kl: Kubelet, flags: dict[str, Any], cfg: dict[str, Any]) -> None:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    period = parse_duration(str(cfg.get("nodeStatusUpdateFrequency") or "10s")) or 10.0
+    next_hb = 0.0
+    while not stop.is_set():
+        kl.sync_static_pods()
+        try:
+            if kl.client is None:
+                kl.client = ApiClient(Credentials.from_kubeconfig(load_kubeconfig(kl.kubeconfig)))
+            if flags.get("register-node", True) and not kl.registered:
+                kl.register()
+                next_hb = now() + period
+            elif kl.registered and now() >= next_hb:
+                kl.heartbeat()
+                next_hb = now() + period
+        except Unreachable as e:
+            log_klog("E", "kubelet_node_status.go:92", f'"Unable to register node with API server" err="Post '
+                     f'\\"{kl.client.creds.server if kl.client else ""}/api/v1/nodes\\": {e.reason}" node="{kl.node}"')  # fmt: skip
+        except (ApiError, Fail) as e:
+            log_klog("E", "kubelet.go:2424", f'"Error getting node" err="{getattr(e, "message", e)}"')
+        stop.wait(1.0)
+
+
 def kubelet_main(argv: list[str]) -> int:
     try:
         flags, _ = parse_flags(argv, KUBELET_FLAGS)
@@ -433,27 +457,7 @@ def kubelet_main(argv: list[str]) -> int:
         return kubelet_fail(
             f"failed to listen on 0.0.0.0:10250: listen tcp 0.0.0.0:10250: bind: {e.strerror}"
         )
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    period = parse_duration(str(cfg.get("nodeStatusUpdateFrequency") or "10s")) or 10.0
-    next_hb = 0.0
-    while not stop.is_set():
-        kl.sync_static_pods()
-        try:
-            if kl.client is None:
-                kl.client = ApiClient(Credentials.from_kubeconfig(load_kubeconfig(kl.kubeconfig)))
-            if flags.get("register-node", True) and not kl.registered:
-                kl.register()
-                next_hb = now() + period
-            elif kl.registered and now() >= next_hb:
-                kl.heartbeat()
-                next_hb = now() + period
-        except Unreachable as e:
-            log_klog("E", "kubelet_node_status.go:92", f'"Unable to register node with API server" err="Post '
-                     f'\\"{kl.client.creds.server if kl.client else ""}/api/v1/nodes\\": {e.reason}" node="{kl.node}"')  # fmt: skip
-        except (ApiError, Fail) as e:
-            log_klog("E", "kubelet.go:2424", f'"Error getting node" err="{getattr(e, "message", e)}"')
-        stop.wait(1.0)
+    _kubelet_loop(kl, flags, cfg)
     for s in servers:
         s.shutdown()
     return 0
