@@ -309,8 +309,9 @@ class _Builder:
         if not packed.is_file():
             packed.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(packed, data)
-        entry = self.store.add_file(fname, packed, mode=spec.mode)
-        return entry, Source(path=spec.source, packed="zipapp")
+        expect = "sha256:" + spec.sha256 if spec.sha256 else None  # a pin holds for the packed bytes
+        entry = self.store.add_file(fname, packed, mode=spec.mode, expect_digest=expect)
+        return entry, Source(path=spec.source, sha256=spec.sha256, packed="zipapp")
 
     # -- images -------------------------------------------------------------------------------
     def image(self, spec: ImageSpec) -> Artifact:
