@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from appliance_cli import __version__
-from appliance_cli.bundle import oci, toolkit_script
+from appliance_cli.bundle import oci, toolkit_script, zipapp
 from appliance_cli.bundle.fetch import fetch
 from appliance_cli.bundle.model import (
     BLOB_DIR,
@@ -149,7 +149,8 @@ def build_bundle(opts: BuildOptions) -> BuildResult:
 
 def _check_sources(prof: Profile, repo_root: Path) -> None:
     for e in [*prof.files, *prof.charts]:
-        if e.source and not (repo_root / e.source).is_file():
+        src = repo_root / e.source if e.source else None
+        if src and not (src.is_file() or zipapp.is_package_dir(src)):
             raise BundleError(
                 f"profile {prof.name}: {e.name}: source file {repo_root / e.source} does not exist",
                 hint="test stand-ins live under tests/standin/; build them first or fix the path",
@@ -257,6 +258,8 @@ class _Builder:
             source = Source(url=spec.url, sha256=spec.sha256)
         elif spec.from_deb:
             entry, source = self._packed_from_deb(spec, label)
+        elif spec.source and (self.repo_root / spec.source).is_dir():
+            entry, source = self._packed_zipapp(spec, label)
         else:
             assert spec.source
             src = self.repo_root / spec.source
@@ -297,6 +300,19 @@ class _Builder:
             self.note(label, f"packed {n} files of /{spec.from_deb.path} from {deb.name}")
         entry = self.store.add_file(spec.filename, packed, mode=spec.mode)
         return entry, Source(deb=deb.name, path=spec.from_deb.path, sha256=deb_sha)
+
+    def _packed_zipapp(self, spec: FileSpec, label: str) -> tuple[FileEntry, Source]:
+        """A package directory (a test stand-in) as one executable zipapp; same files, same bytes."""
+        assert spec.source
+        data = zipapp.pack(self.repo_root / spec.source, label)
+        fname = spec.filename or Path(spec.source).name
+        packed = self.cache / "zipapp" / hashlib.sha256(data).hexdigest()[:16] / fname
+        if not packed.is_file():
+            packed.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(packed, data)
+        expect = "sha256:" + spec.sha256 if spec.sha256 else None  # a pin holds for the packed bytes
+        entry = self.store.add_file(fname, packed, mode=spec.mode, expect_digest=expect)
+        return entry, Source(path=spec.source, sha256=spec.sha256, packed="zipapp")
 
     # -- images -------------------------------------------------------------------------------
     def image(self, spec: ImageSpec) -> Artifact:

@@ -102,6 +102,7 @@ class Source(_Strict):
     path: str | None = None  # a repository path, or the directory a `deb` tarball was packed from
     deb: str | None = None  # the Debian package file (of this bundle's apt repo) it was packed from
     sha256: str | None = None  # the pinned upstream checksum (hex), when there is one
+    packed: Literal["zipapp"] | None = None  # `path` is a package directory packed as one zipapp
 
 
 class ImageInfo(_Strict):

@@ -124,7 +124,7 @@ def test_missing_standin_source_is_named(tmp_path: Path) -> None:
 def test_lab_profile_names_missing_standins(tmp_path: Path) -> None:
     from appliance_cli.bundle import BuildOptions
 
-    with pytest.raises(BundleError, match=r"kubeadm: source file .*tests/standin/k8s_standin.py"):
+    with pytest.raises(BundleError, match=r"kubeadm: source file .*tests/standin/k8s_standin does not exist"):
         build_bundle(BuildOptions(profile="lab", out=tmp_path / "b", repo_root=tmp_path))
 
 

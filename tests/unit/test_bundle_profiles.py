@@ -108,7 +108,7 @@ def test_lab_profile_is_test_only() -> None:
     lab = load_profile("lab")
     assert not lab.production
     assert all(f.test_only for f in lab.files)
-    standins = {f.name for f in lab.files if f.source == "tests/standin/k8s_standin.py"}
+    standins = {f.name for f in lab.files if f.source == "tests/standin/k8s_standin"}
     assert standins == {"kubeadm", "kubelet", "kubectl", "crictl"}
     # the CNI plugins: Debian's build packed like the upstream tarball, from a package the lab's apt
     # closure downloads (the roles take it through the production path)

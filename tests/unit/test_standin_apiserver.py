@@ -10,7 +10,22 @@ from typing import Any
 
 import pytest
 
-from tests.unit.standin_module import S
+from tests.standin.k8s_standin import kubelet, util
+from tests.standin.k8s_standin.apiserver import serve_api
+from tests.standin.k8s_standin.client import (
+    ApiClient,
+    ApiError,
+    Credentials,
+    Unreachable,
+    cluster_info_kubeconfig,
+    kubeconfig,
+    load_kubeconfig,
+)
+from tests.standin.k8s_standin.entry import main
+from tests.standin.k8s_standin.join import discover
+from tests.standin.k8s_standin.kubelet import Kubelet
+from tests.standin.k8s_standin.pki import ca_cert_hash, make_ca, make_cert, token_secret_object
+from tests.standin.k8s_standin.util import Fail, b64, rfc3339
 
 TOKEN = "abcdef.0123456789abcdef"
 
@@ -20,39 +35,39 @@ class Cluster:
         self.root = root
         pki = root / "pki"
         pki.mkdir()
-        S.make_ca(str(pki / "ca.crt"), str(pki / "ca.key"), "kubernetes")
-        S.make_cert(str(pki / "apiserver.crt"), str(pki / "apiserver.key"), str(pki / "ca.crt"), str(pki / "ca.key"),
+        make_ca(str(pki / "ca.crt"), str(pki / "ca.key"), "kubernetes")
+        make_cert(str(pki / "apiserver.crt"), str(pki / "apiserver.key"), str(pki / "ca.crt"), str(pki / "ca.key"),
                     "kube-apiserver", server=True, client=False, sans=["IP:127.0.0.1"])  # fmt: skip
-        self.srv, self.api = S.serve_api(str(root / "state"), str(pki / "apiserver.crt"), str(pki / "apiserver.key"),
+        self.srv, self.api = serve_api(str(root / "state"), str(pki / "apiserver.crt"), str(pki / "apiserver.key"),
                                          str(pki / "ca.crt"), str(pki / "ca.key"), "127.0.0.1", 0, "10.244.0.0/16")  # fmt: skip
         self.endpoint = f"127.0.0.1:{self.srv.server_address[1]}"
         self.ca = (pki / "ca.crt").read_text()
         self.kubeconfig = root / "admin.conf"
         self.kubeconfig.write_text(self.client_kubeconfig("kubernetes-admin", ["system:masters"]))
         admin = self.admin()
-        admin.call("POST", "/api/v1/namespaces/kube-system/secrets", S.token_secret_object(TOKEN, 3600))
+        admin.call("POST", "/api/v1/namespaces/kube-system/secrets", token_secret_object(TOKEN, 3600))
         admin.call("POST", "/api/v1/namespaces/kube-public/configmaps", {
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cluster-info", "namespace": "kube-public"},
-            "data": {"kubeconfig": S.cluster_info_kubeconfig(f"https://{self.endpoint}", self.ca)}})  # fmt: skip
+            "data": {"kubeconfig": cluster_info_kubeconfig(f"https://{self.endpoint}", self.ca)}})  # fmt: skip
 
     def client_kubeconfig(self, user: str, orgs: list[str]) -> str:
         pki = self.root / "pki"
         crt, key = self.root / f"{user}.crt", self.root / f"{user}.key"
-        S.make_cert(str(crt), str(key), str(pki / "ca.crt"), str(pki / "ca.key"), user, orgs)
-        cred = {"client-certificate-data": S.b64(crt.read_text()), "client-key-data": S.b64(key.read_text())}
-        return S.kubeconfig(f"https://{self.endpoint}", self.ca, user, cred)
+        make_cert(str(crt), str(key), str(pki / "ca.crt"), str(pki / "ca.key"), user, orgs)
+        cred = {"client-certificate-data": b64(crt.read_text()), "client-key-data": b64(key.read_text())}
+        return kubeconfig(f"https://{self.endpoint}", self.ca, user, cred)
 
     def admin(self) -> Any:
-        return S.ApiClient(S.Credentials.from_kubeconfig(S.load_kubeconfig(str(self.kubeconfig))))
+        return ApiClient(Credentials.from_kubeconfig(load_kubeconfig(str(self.kubeconfig))))
 
     def kubectl(self, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-        rc = S.main(["/usr/bin/kubectl", f"--kubeconfig={self.kubeconfig}", *args])
+        rc = main(["/usr/bin/kubectl", f"--kubeconfig={self.kubeconfig}", *args])
         cap = capsys.readouterr()
         return rc, cap.out, cap.err
 
     def add_node(self, name: str, ready: bool = True) -> None:
         conds = [{"type": "Ready", "status": "True" if ready else "False", "reason": "KubeletReady",
-                  "lastHeartbeatTime": S.rfc3339(), "lastTransitionTime": S.rfc3339()}]  # fmt: skip
+                  "lastHeartbeatTime": rfc3339(), "lastTransitionTime": rfc3339()}]  # fmt: skip
         self.admin().call("POST", "/api/v1/nodes", {
             "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
             "status": {"conditions": conds, "nodeInfo": {"kubeletVersion": "v1.23.17"},
@@ -67,18 +82,18 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def test_health_and_auth(cluster: Cluster) -> None:
-    anon = S.ApiClient(S.Credentials(f"https://{cluster.endpoint}", ca_pem=cluster.ca))
+    anon = ApiClient(Credentials(f"https://{cluster.endpoint}", ca_pem=cluster.ca))
     assert anon.raw("GET", "/healthz") == (200, b"ok")
-    with pytest.raises(S.ApiError) as e:
+    with pytest.raises(ApiError) as e:
         anon.get("/api/v1/nodes")
     assert e.value.code == 401 and e.value.message == "Unauthorized"
-    bad = S.ApiClient(
-        S.Credentials(f"https://{cluster.endpoint}", ca_pem=cluster.ca, token="zzzzzz.zzzzzzzzzzzzzzzz")
+    bad = ApiClient(
+        Credentials(f"https://{cluster.endpoint}", ca_pem=cluster.ca, token="zzzzzz.zzzzzzzzzzzzzzzz")
     )
-    with pytest.raises(S.ApiError, match="Unauthorized"):
+    with pytest.raises(ApiError, match="Unauthorized"):
         bad.get("/api/v1/namespaces/kube-public/configmaps/cluster-info")
-    other_ca = S.ApiClient(S.Credentials(f"https://{cluster.endpoint}"))
-    with pytest.raises(S.Unreachable, match="x509: certificate signed by unknown authority"):
+    other_ca = ApiClient(Credentials(f"https://{cluster.endpoint}"))
+    with pytest.raises(Unreachable, match="x509: certificate signed by unknown authority"):
         other_ca.get("/version")
 
 
@@ -173,53 +188,53 @@ spec: {}
 
 
 def test_discovery_token_and_pins(cluster: Cluster) -> None:
-    good = S.ca_cert_hash(cluster.ca)
-    kc, ca = S.discover(cluster.endpoint, TOKEN, [good], timeout=1, interval=0.2)
+    good = ca_cert_hash(cluster.ca)
+    kc, ca = discover(cluster.endpoint, TOKEN, [good], timeout=1, interval=0.2)
     assert ca == cluster.ca and "certificate-authority-data" in kc
     with pytest.raises(
-        S.Fail, match='could not find a JWS signature in the cluster-info ConfigMap for token ID "zzzzzz"'
+        Fail, match='could not find a JWS signature in the cluster-info ConfigMap for token ID "zzzzzz"'
     ):
-        S.discover(cluster.endpoint, "zzzzzz.0123456789abcdef", [good], timeout=0.5, interval=0.2)
+        discover(cluster.endpoint, "zzzzzz.0123456789abcdef", [good], timeout=0.5, interval=0.2)
     wrong = "sha256:" + "0" * 64
-    with pytest.raises(S.Fail, match=f'none of the public keys "{good}" are pinned'):
-        S.discover(cluster.endpoint, TOKEN, [wrong], timeout=1, interval=0.2)
-    with pytest.raises(S.Fail, match="connect: connection refused"):
-        S.discover("127.0.0.1:1", TOKEN, [good], timeout=0.3, interval=0.1)
+    with pytest.raises(Fail, match=f'none of the public keys "{good}" are pinned'):
+        discover(cluster.endpoint, TOKEN, [wrong], timeout=1, interval=0.2)
+    with pytest.raises(Fail, match="connect: connection refused"):
+        discover("127.0.0.1:1", TOKEN, [good], timeout=0.3, interval=0.1)
 
 
 def test_expired_token_loses_its_signature(cluster: Cluster) -> None:
     admin = cluster.admin()
     admin.call(
-        "POST", "/api/v1/namespaces/kube-system/secrets", S.token_secret_object("shortt.0123456789abcdef", 3)
+        "POST", "/api/v1/namespaces/kube-system/secrets", token_secret_object("shortt.0123456789abcdef", 3)
     )
-    S.discover(cluster.endpoint, "shortt.0123456789abcdef", [], timeout=1, interval=0.2)
+    discover(cluster.endpoint, "shortt.0123456789abcdef", [], timeout=1, interval=0.2)
     time.sleep(3.1)
-    with pytest.raises(S.Fail, match='for token ID "shortt"'):
-        S.discover(cluster.endpoint, "shortt.0123456789abcdef", [], timeout=0.3, interval=0.1)
+    with pytest.raises(Fail, match='for token ID "shortt"'):
+        discover(cluster.endpoint, "shortt.0123456789abcdef", [], timeout=0.3, interval=0.1)
 
 
 def test_kubelet_tls_bootstrap_and_node_authz(
     cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(S, "ROOT", str(tmp_path))
+    monkeypatch.setattr(util, "ROOT", str(tmp_path))
     boot = tmp_path / "etc/kubernetes/bootstrap-kubelet.conf"
     boot.parent.mkdir(parents=True)
     boot.write_text(
-        S.kubeconfig(f"https://{cluster.endpoint}", cluster.ca, "tls-bootstrap-token-user", {"token": TOKEN})
+        kubeconfig(f"https://{cluster.endpoint}", cluster.ca, "tls-bootstrap-token-user", {"token": TOKEN})
     )
-    kl = S.Kubelet({"bootstrap-kubeconfig": "/etc/kubernetes/bootstrap-kubelet.conf", "hostname-override": "w2"},
+    kl = Kubelet({"bootstrap-kubeconfig": "/etc/kubernetes/bootstrap-kubelet.conf", "hostname-override": "w2"},
                    {"cgroupDriver": "systemd"})  # fmt: skip
     kl.tls_bootstrap()
     assert (tmp_path / "etc/kubernetes/kubelet.conf").exists()
-    creds = S.Credentials.from_kubeconfig(S.load_kubeconfig(str(tmp_path / "etc/kubernetes/kubelet.conf")))
-    kl.client = S.ApiClient(creds)
-    monkeypatch.setattr(S, "ctr", lambda *a, **k: (1, "ctr: failed to dial"))
+    creds = Credentials.from_kubeconfig(load_kubeconfig(str(tmp_path / "etc/kubernetes/kubelet.conf")))
+    kl.client = ApiClient(creds)
+    monkeypatch.setattr(kubelet, "ctr", lambda *a, **k: (1, "ctr: failed to dial"))
     kl.register()
     node = cluster.admin().get("/api/v1/nodes/w2")
     ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "False" and "container runtime is down" in ready["message"]
     assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.23.17"
     kl.heartbeat()
-    with pytest.raises(S.ApiError) as e:  # a node may not touch another node
+    with pytest.raises(ApiError) as e:  # a node may not touch another node
         kl.client.call("PUT", "/api/v1/nodes/w1", cluster.admin().get("/api/v1/nodes/w1"))
     assert e.value.code == 403

@@ -5,19 +5,50 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.unit.standin_module import S
+from tests.standin.k8s_standin import preflight, util
+from tests.standin.k8s_standin.apiserver import ApiServer
+from tests.standin.k8s_standin.client import ApiClient, Unreachable
+from tests.standin.k8s_standin.config import control_plane_images, load_init_config
+from tests.standin.k8s_standin.containerd import cni_ready, containerd_config
+from tests.standin.k8s_standin.entry import main
+from tests.standin.k8s_standin.join import validate_pins
+from tests.standin.k8s_standin.jsonpath import jsonpath
+from tests.standin.k8s_standin.kubeadm_ops import version_policy
+from tests.standin.k8s_standin.kubectl import table_rows, three_way
+from tests.standin.k8s_standin.kubelet import check_node_labels
+from tests.standin.k8s_standin.pki import (
+    TOKEN_RE,
+    ca_cert_hash,
+    join_command,
+    jws_detached,
+    make_ca,
+    secret_data,
+    token_expired,
+    token_secret_object,
+)
+from tests.standin.k8s_standin.preflight import Check, parse_ignore, run_checks
+from tests.standin.k8s_standin.util import (
+    STACK_HINT,
+    Fail,
+    format_duration,
+    human_duration,
+    parse_duration,
+    rfc3339,
+    tabwrite,
+)
 
 
 @pytest.fixture
 def fake_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fake node tree: STANDIN_ROOT is the test-only relocation of /proc, /etc/kubernetes ..."""
-    monkeypatch.setattr(S, "ROOT", str(tmp_path))
+    monkeypatch.setattr(util, "ROOT", str(tmp_path))
     return tmp_path
 
 
@@ -31,14 +62,14 @@ def put(root: Path, path: str, text: str) -> None:
 
 
 def test_durations_and_age() -> None:
-    assert S.parse_duration("24h0m0s") == 86400
-    assert S.parse_duration("1h30m") == 5400
-    assert S.parse_duration("0") == 0
+    assert parse_duration("24h0m0s") == 86400
+    assert parse_duration("1h30m") == 5400
+    assert parse_duration("0") == 0
     with pytest.raises(ValueError, match="invalid duration"):
-        S.parse_duration("1d")
-    assert S.format_duration(240) == "4m0s"
-    assert S.format_duration(86400) == "24h0m0s"
-    assert [S.human_duration(x) for x in (5, 119, 125, 600, 3 * 3600 + 60, 9 * 3600, 3 * 86400)] == [
+        parse_duration("1d")
+    assert format_duration(240) == "4m0s"
+    assert format_duration(86400) == "24h0m0s"
+    assert [human_duration(x) for x in (5, 119, 125, 600, 3 * 3600 + 60, 9 * 3600, 3 * 86400)] == [
         "5s",
         "119s",
         "2m5s",
@@ -50,14 +81,14 @@ def test_durations_and_age() -> None:
 
 
 def test_tabwriter_matches_kubectl_padding() -> None:
-    out = S.tabwrite([["NAME", "STATUS"], ["master", "Ready"]])
+    out = tabwrite([["NAME", "STATUS"], ["master", "Ready"]])
     assert out == "NAME     STATUS\nmaster   Ready\n"
 
 
 def test_version_outputs(capsys: pytest.CaptureFixture[str]) -> None:
-    assert S.main(["/usr/bin/kubeadm", "version", "-o", "short"]) == 0
-    assert S.main(["/usr/bin/kubelet", "--version"]) == 0
-    assert S.main(["/usr/bin/crictl", "--version"]) == 0
+    assert main(["/usr/bin/kubeadm", "version", "-o", "short"]) == 0
+    assert main(["/usr/bin/kubelet", "--version"]) == 0
+    assert main(["/usr/bin/crictl", "--version"]) == 0
     assert capsys.readouterr().out == "v1.23.17\nKubernetes v1.23.17\ncrictl version v1.23.0\n"
 
 
@@ -94,21 +125,21 @@ def cfg_file(tmp_path: Path, text: str) -> str:
 
 
 def test_config_loads_and_defaults(tmp_path: Path) -> None:
-    cfg = S.load_init_config(cfg_file(tmp_path, INIT_CFG), {}, resolve_host=False)
+    cfg = load_init_config(cfg_file(tmp_path, INIT_CFG), {}, resolve_host=False)
     assert cfg.endpoint == "10.77.0.10:6443"
     assert cfg.node_name == "master"
     assert cfg.cluster["networking"]["dnsDomain"] == "cluster.local"
     assert cfg.kubelet == {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
                            "cgroupDriver": "systemd"}  # fmt: skip
-    assert S.TOKEN_RE.match(cfg.init["bootstrapTokens"][0]["token"])
+    assert TOKEN_RE.match(cfg.init["bootstrapTokens"][0]["token"])
     assert cfg.init["nodeRegistration"]["taints"] == [
         {"effect": "NoSchedule", "key": "node-role.kubernetes.io/master"}
     ]
 
 
 def test_image_list_custom_repo_and_default_coredns_rule(tmp_path: Path) -> None:
-    cfg = S.load_init_config(cfg_file(tmp_path, INIT_CFG), {}, resolve_host=False)
-    assert S.control_plane_images(cfg) == [
+    cfg = load_init_config(cfg_file(tmp_path, INIT_CFG), {}, resolve_host=False)
+    assert control_plane_images(cfg) == [
         "10.77.0.10:5000/kube-apiserver:v1.23.17",
         "10.77.0.10:5000/kube-controller-manager:v1.23.17",
         "10.77.0.10:5000/kube-scheduler:v1.23.17",
@@ -117,8 +148,8 @@ def test_image_list_custom_repo_and_default_coredns_rule(tmp_path: Path) -> None
         "10.77.0.10:5000/etcd:3.5.6-0",
         "10.77.0.10:5000/coredns:v1.8.6",
     ]
-    default = S.load_init_config(None, {"kubernetes-version": "v1.23.17"}, resolve_host=False)
-    assert S.control_plane_images(default)[-1] == "registry.k8s.io/coredns/coredns:v1.8.6"
+    default = load_init_config(None, {"kubernetes-version": "v1.23.17"}, resolve_host=False)
+    assert control_plane_images(default)[-1] == "registry.k8s.io/coredns/coredns:v1.8.6"
 
 
 @pytest.mark.parametrize(
@@ -140,8 +171,8 @@ def test_image_list_custom_repo_and_default_coredns_rule(tmp_path: Path) -> None
 )  # fmt: skip
 def test_config_validation_errors(tmp_path: Path, edit: tuple[str, str], message: str) -> None:
     assert edit[0] in INIT_CFG
-    with pytest.raises(S.Fail) as e:
-        S.load_init_config(cfg_file(tmp_path, INIT_CFG.replace(edit[0], edit[1], 1)), {}, resolve_host=False)
+    with pytest.raises(Fail) as e:
+        load_init_config(cfg_file(tmp_path, INIT_CFG.replace(edit[0], edit[1], 1)), {}, resolve_host=False)
     assert message in e.value.message
 
 
@@ -150,14 +181,14 @@ def test_unknown_kind_and_field_are_warnings_like_kubeadm(
 ) -> None:
     text = INIT_CFG + "---\napiVersion: kubeadm.k8s.io/v1beta3\nkind: Banana\n"
     text = text.replace("imageRepository:", "bogusField: 1\nimageRepository:")
-    S.load_init_config(cfg_file(tmp_path, text), {}, resolve_host=False)
+    load_init_config(cfg_file(tmp_path, text), {}, resolve_host=False)
     err = capsys.readouterr().err
     assert "Ignored YAML document with GroupVersionKind kubeadm.k8s.io/v1beta3, Kind=Banana" in err
     assert 'json: unknown field "bogusField"' in err
 
 
 def test_init_refuses_mixing_config_and_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc = S.main(
+    rc = main(
         [
             "/usr/bin/kubeadm",
             "init",
@@ -168,31 +199,92 @@ def test_init_refuses_mixing_config_and_flags(tmp_path: Path, capsys: pytest.Cap
     )
     assert rc == 1
     err = capsys.readouterr().err
-    assert err == "can not mix '--config' with arguments [pod-network-cidr]\n" + S.STACK_HINT + "\n"
+    assert err == "can not mix '--config' with arguments [pod-network-cidr]\n" + STACK_HINT + "\n"
 
 
 # ---------------------------------------------------------------- preflight against a fake node tree
+
+
+def pick(stage: str, ctx: preflight.Ctx, names: list[str]) -> list[Check]:
+    """Checks of the table by name, in the order given (each must be in the stage)."""
+    by_name = {c.name: c for c in preflight.select(stage, ctx)}
+    return [by_name[n] for n in names]
+
+
+def test_preflight_table_order_is_kubeadms() -> None:
+    """RunInitNodeChecks / RunJoinNodeChecks + addCommonChecks (1.23), in that order."""
+    common = [
+        "CRI",
+        "FileExisting-crictl",
+        "FileContent--proc-sys-net-bridge-bridge-nf-call-iptables",
+        "FileContent--proc-sys-net-ipv4-ip_forward",
+        "Swap",
+        "FileExisting-conntrack",
+        "FileExisting-ip",
+        "FileExisting-iptables",
+        "FileExisting-mount",
+        "FileExisting-nsenter",
+        "FileExisting-ebtables",
+        "FileExisting-ethtool",
+        "FileExisting-socat",
+        "FileExisting-tc",
+        "FileExisting-touch",
+        "SystemVerification",
+        "Hostname",
+        "KubeletVersion",
+        "Service-Kubelet",
+        "Port-10250",
+    ]
+    init = preflight.select(preflight.INIT, preflight.Ctx(port=6443, etcd_dir="/var/lib/etcd"))
+    assert [c.name for c in init] == [
+        "NumCPU",
+        "Mem",
+        "KubernetesVersion",
+        "Firewalld",
+        "Port-6443",
+        "Port-10259",
+        "Port-10257",
+        "FileAvailable--etc-kubernetes-manifests-kube-apiserver.yaml",
+        "FileAvailable--etc-kubernetes-manifests-kube-controller-manager.yaml",
+        "FileAvailable--etc-kubernetes-manifests-kube-scheduler.yaml",
+        "FileAvailable--etc-kubernetes-manifests-etcd.yaml",
+        *common,
+        "Port-2379",
+        "Port-2380",
+        "DirAvailable--var-lib-etcd",
+    ]
+    join = preflight.select(preflight.JOIN, preflight.Ctx(cri="unix:///var/run/dockershim.sock"))
+    assert [c.name for c in join] == [
+        "FileAvailable--etc-kubernetes-kubelet.conf",
+        "FileAvailable--etc-kubernetes-bootstrap-kubelet.conf",
+        *(n for n in common if n != "FileExisting-crictl"),
+        "FileAvailable--etc-kubernetes-pki-ca.crt",
+    ]
+    assert [c.name for c in preflight.select(preflight.ROOT)] == ["IsPrivilegedUser"]
+    pull = preflight.select(preflight.PULL, preflight.Ctx(images=("a:1", "b:2")))
+    assert [c.name for c in pull] == ["ImagePull", "ImagePull"]  # one per image, as kubeadm's errors
 
 
 def test_preflight_wording(fake_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     put(fake_root, "/proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n/swapfile file 1024 0 -2\n")
     put(fake_root, "/proc/sys/net/ipv4/ip_forward", "0\n")  # bridge-nf-call-iptables absent: no br_netfilter
     put(fake_root, "/etc/kubernetes/kubelet.conf", "x")
-    monkeypatch.setattr(S.shutil, "which", lambda t: None if t in ("conntrack", "socat") else f"/usr/bin/{t}")
-    checks = [
-        S.check_file_content("/proc/sys/net/bridge/bridge-nf-call-iptables"),
-        S.check_file_content("/proc/sys/net/ipv4/ip_forward"),
-        S.check_swap(),
-        S.check_in_path("conntrack", True),
-        S.check_in_path("socat", False),
-        S.check_file_available("/etc/kubernetes/kubelet.conf"),
-        S.Check(
-            "CRI", lambda: ([], ["container runtime is not running: output: boom\n, error: exit status 1"])
-        ),
+    monkeypatch.setattr(shutil, "which", lambda t: None if t in ("conntrack", "socat") else f"/usr/bin/{t}")
+    names = [
+        "FileContent--proc-sys-net-bridge-bridge-nf-call-iptables",
+        "FileContent--proc-sys-net-ipv4-ip_forward",
+        "Swap",
+        "FileExisting-conntrack",
+        "FileExisting-socat",
+        "FileAvailable--etc-kubernetes-kubelet.conf",
     ]
+    checks = pick(preflight.JOIN, preflight.Ctx(node="w1"), names)
+    checks.append(
+        Check("CRI", lambda: ([], ["container runtime is not running: output: boom\n, error: exit status 1"]))
+    )  # fmt: skip
     warn = io.StringIO()
-    with pytest.raises(S.Fail) as e:
-        S.run_checks(checks, set(), warn)
+    with pytest.raises(Fail) as e:
+        run_checks(checks, set(), warn)
     assert warn.getvalue() == "\t[WARNING FileExisting-socat]: socat not found in system path\n"
     assert e.value.message == (
         "[preflight] Some fatal errors occurred:\n"
@@ -208,12 +300,12 @@ def test_preflight_wording(fake_root: Path, monkeypatch: pytest.MonkeyPatch) -> 
     )
     # names are matched case-insensitively; "all" demotes everything to warnings
     warn = io.StringIO()
-    S.run_checks(checks, S.parse_ignore(["Swap,FileContent--proc-sys-net-ipv4-ip_forward", "all"][1:]), warn)
+    run_checks(checks, parse_ignore(["Swap,FileContent--proc-sys-net-ipv4-ip_forward", "all"][1:]), warn)
     assert "[WARNING Swap]" in warn.getvalue()
-    ignore = S.parse_ignore(["swap", "FileExisting-conntrack,CRI"])
+    ignore = parse_ignore(["swap", "FileExisting-conntrack,CRI"])
     assert ignore == {"swap", "fileexisting-conntrack", "cri"}
-    with pytest.raises(S.Fail, match="don't specify individual checks if 'all' is used"):
-        S.parse_ignore(["all,Swap"])
+    with pytest.raises(Fail, match="don't specify individual checks if 'all' is used"):
+        parse_ignore(["all,Swap"])
 
 
 def test_preflight_clean_node_passes(fake_root: Path) -> None:
@@ -221,13 +313,17 @@ def test_preflight_clean_node_passes(fake_root: Path) -> None:
     put(fake_root, "/proc/sys/net/ipv4/ip_forward", "1\n")
     put(fake_root, "/proc/sys/net/bridge/bridge-nf-call-iptables", "1\n")
     (fake_root / "var/lib/etcd").mkdir(parents=True)
-    checks = [S.check_file_content("/proc/sys/net/ipv4/ip_forward"), S.check_swap(),
-              S.check_file_content("/proc/sys/net/bridge/bridge-nf-call-iptables"),
-              S.check_dir_available("/var/lib/etcd")]  # fmt: skip
-    S.run_checks(checks, set(), io.StringIO())
+    names = [
+        "FileContent--proc-sys-net-ipv4-ip_forward",
+        "Swap",
+        "FileContent--proc-sys-net-bridge-bridge-nf-call-iptables",
+        "DirAvailable--var-lib-etcd",
+    ]
+    checks = pick(preflight.INIT, preflight.Ctx(etcd_dir="/var/lib/etcd"), names)  # fmt: skip
+    run_checks(checks, set(), io.StringIO())
     (fake_root / "var/lib/etcd/member").mkdir()
-    with pytest.raises(S.Fail, match=r"\[ERROR DirAvailable--var-lib-etcd\]: /var/lib/etcd is not empty"):
-        S.run_checks(checks, set(), io.StringIO())
+    with pytest.raises(Fail, match=r"\[ERROR DirAvailable--var-lib-etcd\]: /var/lib/etcd is not empty"):
+        run_checks(checks, set(), io.StringIO())
 
 
 def test_port_check_detects_a_listener() -> None:
@@ -238,7 +334,8 @@ def test_port_check_detects_a_listener() -> None:
     s.listen(1)
     try:
         port = s.getsockname()[1]
-        assert S.check_port(port).fn() == ([], [f"Port {port} is in use"])
+        [check] = pick(preflight.INIT, preflight.Ctx(port=port), [f"Port-{port}"])
+        assert check.fn() == ([], [f"Port {port} is in use"])
     finally:
         s.close()
 
@@ -252,11 +349,11 @@ def test_cni_and_containerd_config(fake_root: Path) -> None:
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = "/etc/containerd/certs.d"
 """)  # fmt: skip
-    cfg = S.containerd_config()
+    cfg = containerd_config()
     assert cfg["systemd_cgroup"] is True and cfg["config_path"] == "/etc/containerd/certs.d"
-    assert S.cni_ready() == (False, "Network plugin returns error: cni plugin not initialized")
+    assert cni_ready() == (False, "Network plugin returns error: cni plugin not initialized")
     put(fake_root, "/etc/cni/net.d/10-flannel.conflist", '{"name": "cbr0", "plugins": [{"type": "flannel"}]}')
-    assert S.cni_ready() == (True, "")
+    assert cni_ready() == (True, "")
 
 
 # ---------------------------------------------------------------- join command, CA hash, tokens
@@ -264,20 +361,20 @@ def test_cni_and_containerd_config(fake_root: Path) -> None:
 
 def test_ca_hash_matches_openssl_pipeline(tmp_path: Path) -> None:
     crt, key = tmp_path / "ca.crt", tmp_path / "ca.key"
-    S.make_ca(str(crt), str(key), "kubernetes")
+    make_ca(str(crt), str(key), "kubernetes")
     pub = subprocess.run(
         ["openssl", "x509", "-in", str(crt), "-pubkey", "-noout"], capture_output=True, check=True
     )
     der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "DER"], input=pub.stdout, capture_output=True,
                          check=True)  # fmt: skip
     want = "sha256:" + hashlib.sha256(der.stdout).hexdigest()
-    assert S.ca_cert_hash(crt.read_text()) == want
-    cmd = S.join_command("10.77.0.10:6443", "abcdef.0123456789abcdef", crt.read_text(), one_line=True)
+    assert ca_cert_hash(crt.read_text()) == want
+    cmd = join_command("10.77.0.10:6443", "abcdef.0123456789abcdef", crt.read_text(), one_line=True)
     assert (
         cmd
         == f"kubeadm join 10.77.0.10:6443 --token abcdef.0123456789abcdef --discovery-token-ca-cert-hash {want} "
     )
-    multi = S.join_command("10.77.0.10:6443", "abcdef.0123456789abcdef", crt.read_text(), one_line=False)
+    multi = join_command("10.77.0.10:6443", "abcdef.0123456789abcdef", crt.read_text(), one_line=False)
     assert (
         multi
         == f"kubeadm join 10.77.0.10:6443 --token abcdef.0123456789abcdef \\\n\t--discovery-token-ca-cert-hash {want} "
@@ -285,17 +382,17 @@ def test_ca_hash_matches_openssl_pipeline(tmp_path: Path) -> None:
 
 
 def test_token_secret_ttl_and_jws() -> None:
-    sec = S.token_secret_object("abcdef.0123456789abcdef", 2.0)
+    sec = token_secret_object("abcdef.0123456789abcdef", 2.0)
     assert sec["metadata"]["name"] == "bootstrap-token-abcdef"
-    assert S.secret_data(sec)["token-secret"] == "0123456789abcdef"
-    assert not S.token_expired(sec)
-    assert S.token_expired(sec, at=time.time() + 3)
-    assert not S.token_expired(S.token_secret_object("abcdef.0123456789abcdef", 0), at=time.time() + 1e9)
-    sig = S.jws_detached("content", "abcdef", "0123456789abcdef")
+    assert secret_data(sec)["token-secret"] == "0123456789abcdef"
+    assert not token_expired(sec)
+    assert token_expired(sec, at=time.time() + 3)
+    assert not token_expired(token_secret_object("abcdef.0123456789abcdef", 0), at=time.time() + 1e9)
+    sig = jws_detached("content", "abcdef", "0123456789abcdef")
     header, empty, _mac = sig.split(".")
     assert empty == ""
     assert base64.urlsafe_b64decode(header + "==") == b'{"alg":"HS256","kid":"abcdef"}'
-    assert sig != S.jws_detached("content", "abcdef", "0123456789abcdeX")
+    assert sig != jws_detached("content", "abcdef", "0123456789abcdeX")
 
 
 @pytest.mark.parametrize(
@@ -308,17 +405,17 @@ def test_token_secret_ttl_and_jws() -> None:
     ],
 )
 def test_ca_pin_validation(pin: str, message: str) -> None:
-    with pytest.raises(S.Fail, match=message):
-        S.validate_pins([pin])
+    with pytest.raises(Fail, match=message):
+        validate_pins([pin])
 
 
 def test_upgrade_version_skew_rules() -> None:
-    with pytest.raises(S.Fail, match="kubeadm can upgrade only 1 minor version at a time"):
-        S.version_policy("v1.22.5", "v1.24.0", force=True)
-    with pytest.raises(S.Fail, match="Can be bypassed if you pass the --force flag"):
-        S.version_policy("v1.23.17", "v1.24.0", force=False)
-    assert S.version_policy("v1.23.17", "v1.24.0", force=True)
-    assert S.version_policy("v1.22.17", "v1.23.17", force=False) == []
+    with pytest.raises(Fail, match="kubeadm can upgrade only 1 minor version at a time"):
+        version_policy("v1.22.5", "v1.24.0", force=True)
+    with pytest.raises(Fail, match="Can be bypassed if you pass the --force flag"):
+        version_policy("v1.23.17", "v1.24.0", force=False)
+    assert version_policy("v1.23.17", "v1.24.0", force=True)
+    assert version_policy("v1.22.17", "v1.23.17", force=False) == []
 
 
 # ---------------------------------------------------------------- kubectl output helpers
@@ -336,28 +433,28 @@ NODES = {
 
 
 def test_jsonpath_subset() -> None:
-    assert S.jsonpath("{.items[*].metadata.name}", NODES) == "master w1"
-    assert S.jsonpath("{.items[0].metadata.labels}", NODES) == '{"a":"b","node-role.kubernetes.io/master":""}'
+    assert jsonpath("{.items[*].metadata.name}", NODES) == "master w1"
+    assert jsonpath("{.items[0].metadata.labels}", NODES) == '{"a":"b","node-role.kubernetes.io/master":""}'
     assert (
-        S.jsonpath("{.metadata.labels}", NODES["items"][0]) == '{"a":"b","node-role.kubernetes.io/master":""}'
+        jsonpath("{.metadata.labels}", NODES["items"][0]) == '{"a":"b","node-role.kubernetes.io/master":""}'
     )
-    assert S.jsonpath(r"{.metadata.labels.node-role\.kubernetes\.io/master}x", NODES["items"][0]) == "x"
+    assert jsonpath(r"{.metadata.labels.node-role\.kubernetes\.io/master}x", NODES["items"][0]) == "x"
     tmpl = '{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}'
-    assert S.jsonpath(tmpl, NODES) == "master=True\nw1=False\n"
-    assert S.jsonpath("{.missing.key}", NODES) == ""  # allow-missing-template-keys=true
+    assert jsonpath(tmpl, NODES) == "master=True\nw1=False\n"
+    assert jsonpath("{.missing.key}", NODES) == ""  # allow-missing-template-keys=true
 
 
 def test_node_table() -> None:
-    header, rows = S.table_rows("Node", NODES["items"], wide=False)
+    header, rows = table_rows("Node", NODES["items"], wide=False)
     assert header == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
     assert rows[0][:3] == ["master", "Ready", "master"] and rows[1][:3] == ["w1", "NotReady", "<none>"]
 
 
 def test_lifecycle_marks_silent_node_unknown_and_taints() -> None:
-    old = S.rfc3339(time.time() - 60)
+    old = rfc3339(time.time() - 60)
     node = {"metadata": {"name": "w1"}, "spec": {"unschedulable": True},
             "status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": old}]}}  # fmt: skip
-    out = S.ApiServer.lifecycle(node)
+    out = ApiServer.lifecycle(node)
     assert out["status"]["conditions"][0]["status"] == "Unknown"
     assert out["status"]["conditions"][0]["reason"] == "NodeStatusUnknown"
     keys = {(t["key"], t["effect"]) for t in out["spec"]["taints"]}
@@ -373,7 +470,7 @@ def test_three_way_apply_merge_keeps_foreign_fields() -> None:
     }
     last = {"metadata": {"labels": {"mine": "1"}}, "data": {"a": "1", "b": "2"}}
     new = {"metadata": {"labels": {"mine": "2"}}, "data": {"a": "1"}}
-    out = S.three_way(cur, last, new)
+    out = three_way(cur, last, new)
     assert out == {
         "metadata": {"labels": {"mine": "2", "theirs": "x"}},
         "data": {"a": "1"},
@@ -382,12 +479,12 @@ def test_three_way_apply_merge_keeps_foreign_fields() -> None:
 
 
 def test_kubelet_refuses_reserved_node_labels() -> None:
-    assert S.check_node_labels({"node-role.kubernetes.io/worker": ""}) is not None
-    assert S.check_node_labels({"node.kubernetes.io/worker": "", "nvidia.com/gpu": "1"}) is None
+    assert check_node_labels({"node-role.kubernetes.io/worker": ""}) is not None
+    assert check_node_labels({"node.kubernetes.io/worker": "", "nvidia.com/gpu": "1"}) is None
 
 
 def test_kubelet_without_config_crash_loops(fake_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc = S.main(
+    rc = main(
         [
             "/usr/bin/kubelet",
             "--config=/var/lib/kubelet/config.yaml",
@@ -403,12 +500,12 @@ def test_kubectl_without_kubeconfig_falls_back_to_localhost(
 ) -> None:
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setattr(S.ApiClient, "raw", _refused)
-    assert S.main(["/usr/bin/kubectl", "get", "nodes"]) == 1
+    monkeypatch.setattr(ApiClient, "raw", _refused)
+    assert main(["/usr/bin/kubectl", "get", "nodes"]) == 1
     assert capsys.readouterr().err == (
         "The connection to the server localhost:8080 was refused - did you specify the right host or port?\n"
     )
 
 
 def _refused(self: object, *a: object, **k: object) -> None:
-    raise S.Unreachable("localhost:8080", "dial tcp localhost:8080: connect: connection refused", True)
+    raise Unreachable("localhost:8080", "dial tcp localhost:8080: connect: connection refused", True)

@@ -1,0 +1,636 @@
+"""The API server stand-in: a small REST store over JSON files, with authn/authz like the real one."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import copy
+import http.client
+import http.server
+import ipaddress
+import json
+import os
+import re
+import secrets
+import socket
+import ssl
+import threading
+import urllib.parse
+from typing import Any
+
+from .client import ApiError, not_found
+from .pki import TOKEN_RE, csr_subject, jws_detached, secret_data, sign_csr, token_expired
+from .util import (
+    BUILD_DATE,
+    CONTROLLER_TAINTS,
+    GIT_COMMIT,
+    GO_VERSION,
+    NODE_MONITOR_GRACE,
+    VERSION,
+    Fail,
+    b64,
+    now,
+    parse_rfc3339,
+    read_text,
+    rfc3339,
+    write_file,
+)
+
+# --------------------------------------------------------------------------- API resources
+
+# (group, version, kind, plural, namespaced, shortNames, deprecation warning)
+BUILTIN_RESOURCES: list[tuple[str, str, str, str, bool, list[str], str]] = [
+    ("", "v1", "Namespace", "namespaces", False, ["ns"], ""),
+    ("", "v1", "Node", "nodes", False, ["no"], ""),
+    ("", "v1", "ServiceAccount", "serviceaccounts", True, ["sa"], ""),
+    ("", "v1", "ConfigMap", "configmaps", True, ["cm"], ""),
+    ("", "v1", "Secret", "secrets", True, [], ""),
+    ("", "v1", "Service", "services", True, ["svc"], ""),
+    ("", "v1", "Pod", "pods", True, ["po"], ""),
+    ("", "v1", "Endpoints", "endpoints", True, ["ep"], ""),
+    ("", "v1", "Event", "events", True, ["ev"], ""),
+    ("", "v1", "PersistentVolume", "persistentvolumes", False, ["pv"], ""),
+    ("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, ["pvc"], ""),
+    ("", "v1", "LimitRange", "limitranges", True, ["limits"], ""),
+    ("", "v1", "ResourceQuota", "resourcequotas", True, ["quota"], ""),
+    ("apps", "v1", "Deployment", "deployments", True, ["deploy"], ""),
+    ("apps", "v1", "DaemonSet", "daemonsets", True, ["ds"], ""),
+    ("apps", "v1", "StatefulSet", "statefulsets", True, ["sts"], ""),
+    ("apps", "v1", "ReplicaSet", "replicasets", True, ["rs"], ""),
+    ("batch", "v1", "Job", "jobs", True, [], ""),
+    ("batch", "v1", "CronJob", "cronjobs", True, ["cj"], ""),
+    ("batch", "v1beta1", "CronJob", "cronjobs", True, ["cj"],
+     "batch/v1beta1 CronJob is deprecated in v1.21+, unavailable in v1.25+; use batch/v1 CronJob"),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False, [], ""),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False, [], ""),
+    ("rbac.authorization.k8s.io", "v1", "Role", "roles", True, [], ""),
+    ("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True, [], ""),
+    ("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ["pdb"], ""),
+    ("policy", "v1beta1", "PodDisruptionBudget", "poddisruptionbudgets", True, ["pdb"],
+     "policy/v1beta1 PodDisruptionBudget is deprecated in v1.21+, unavailable in v1.25+; "
+     "use policy/v1 PodDisruptionBudget"),
+    ("policy", "v1beta1", "PodSecurityPolicy", "podsecuritypolicies", False, ["psp"],
+     "policy/v1beta1 PodSecurityPolicy is deprecated in v1.21+, unavailable in v1.25+"),
+    ("networking.k8s.io", "v1", "Ingress", "ingresses", True, ["ing"], ""),
+    ("networking.k8s.io", "v1", "IngressClass", "ingressclasses", False, [], ""),
+    ("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True, ["netpol"], ""),
+    ("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, ["sc"], ""),
+    ("storage.k8s.io", "v1", "CSIDriver", "csidrivers", False, [], ""),
+    ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False,
+     ["crd", "crds"], ""),
+    ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration",
+     "mutatingwebhookconfigurations", False, [], ""),
+    ("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration",
+     "validatingwebhookconfigurations", False, [], ""),
+    ("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ["pc"], ""),
+    ("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", False, [], ""),
+    ("coordination.k8s.io", "v1", "Lease", "leases", True, [], ""),
+    ("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", False,
+     ["csr"], ""),
+    ("apiregistration.k8s.io", "v1", "APIService", "apiservices", False, [], ""),
+]  # fmt: skip
+
+
+def res_path(group: str, version: str, plural: str, ns: str | None = None, name: str | None = None) -> str:
+    base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
+    if ns:
+        base += f"/namespaces/{ns}"
+    base += f"/{plural}"
+    return base + (f"/{urllib.parse.quote(name, safe='')}" if name else "")
+
+
+def qualified(plural: str, group: str) -> str:
+    return f"{plural}.{group}" if group else plural
+
+
+# --------------------------------------------------------------------------- API server (stand-in)
+
+
+class Store:
+    """Cluster state (what etcd holds), persisted as one JSON file after every write."""
+
+    def __init__(self, state_dir: str) -> None:
+        self.path = os.path.join(state_dir, "state.json")
+        self.lock = threading.RLock()
+        self.rv = 1
+        self.objects: dict[str, dict] = {}
+        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+        text = read_text(self.path)
+        if text:
+            doc = json.loads(text)
+            self.rv, self.objects = doc["resourceVersion"], doc["objects"]
+        for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
+            key = self.key("", "namespaces", "", ns)
+            if key not in self.objects:
+                self.put(key, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+
+    @staticmethod
+    def key(group: str, plural: str, ns: str, name: str) -> str:
+        return f"{group}|{plural}|{ns}|{name}"
+
+    def put(self, key: str, obj: dict) -> dict:
+        with self.lock:
+            self.rv += 1
+            md = obj.setdefault("metadata", {})
+            md["resourceVersion"] = str(self.rv)
+            md.setdefault("uid", str(_uuid4()))
+            md.setdefault("creationTimestamp", rfc3339())
+            if obj.get("kind") == "Namespace":
+                obj.setdefault("spec", {"finalizers": ["kubernetes"]})
+                obj["status"] = {"phase": "Active"}
+                md.setdefault("labels", {})["kubernetes.io/metadata.name"] = md["name"]
+            self.objects[key] = obj
+            self.save()
+            return obj
+
+    def delete(self, key: str) -> dict | None:
+        with self.lock:
+            obj = self.objects.pop(key, None)
+            if obj is not None:
+                self.save()
+            return obj
+
+    def save(self) -> None:
+        write_file(self.path, json.dumps({"resourceVersion": self.rv, "objects": self.objects}), 0o600)
+
+    def items(self, group: str, plural: str, ns: str | None = None) -> list[dict]:
+        pre = f"{group}|{plural}|"
+        with self.lock:
+            out = [
+                copy.deepcopy(o)
+                for k, o in sorted(self.objects.items())
+                if k.startswith(pre) and (ns is None or k.split("|")[2] == ns)
+            ]
+        return out
+
+
+def _uuid4() -> str:
+    b = bytearray(secrets.token_bytes(16))
+    b[6] = (b[6] & 0x0F) | 0x40
+    b[8] = (b[8] & 0x3F) | 0x80
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+class ApiServer:
+    """The stand-in kube-apiserver: REST subset + authn (x509 / bootstrap tokens) + node lifecycle."""
+
+    def __init__(self, state_dir: str, ca_cert: str, ca_key: str) -> None:
+        self.store = Store(state_dir)
+        self.ca_cert = ca_cert
+        self.ca_key = ca_key
+        self.cluster_cidr = ""
+
+    def next_pod_cidr(self) -> str:
+        """kube-controller-manager --allocate-node-cidrs: the first free /24 of --cluster-cidr."""
+        used = {n.get("spec", {}).get("podCIDR") for n in self.store.items("", "nodes")}
+        net = ipaddress.ip_network(self.cluster_cidr.split(",")[0], strict=False)
+        for sub in net.subnets(new_prefix=max(24, net.prefixlen)):
+            if str(sub) not in used:
+                return str(sub)
+        raise ApiError(
+            500, "InternalError", "CIDR allocation failed; there are no remaining CIDRs left to allocate"
+        )
+
+    # ---- discovery
+    def resources(self) -> list[tuple[str, str, str, str, bool, list[str], str]]:
+        out = list(BUILTIN_RESOURCES)
+        for crd in self.store.items("apiextensions.k8s.io", "customresourcedefinitions"):
+            spec = crd.get("spec") or {}
+            names = spec.get("names") or {}
+            for v in spec.get("versions") or []:
+                if v.get("served", True):
+                    out.append((spec.get("group", ""), v.get("name", ""), names.get("kind", ""),
+                                names.get("plural", ""), spec.get("scope") == "Namespaced",
+                                names.get("shortNames") or [], ""))  # fmt: skip
+        return out
+
+    def find(self, group: str, version: str, plural: str) -> tuple[str, str, str, str, bool, list[str], str]:
+        for r in self.resources():
+            if r[0] == group and r[1] == version and r[3] == plural:
+                return r
+        raise ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    def discovery(self, parts: list[str]) -> dict | None:
+        res = self.resources()
+        if parts == ["api"]:
+            return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+        if parts == ["apis"]:
+            groups: dict[str, list[str]] = {}
+            for r in res:
+                if r[0] and r[1] not in groups.setdefault(r[0], []):
+                    groups[r[0]].append(r[1])
+            items = []
+            for g, vs in groups.items():
+                vers = [{"groupVersion": f"{g}/{v}", "version": v} for v in vs]
+                items.append({"name": g, "versions": vers, "preferredVersion": vers[0]})
+            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": items}
+        gv = None
+        if len(parts) == 2 and parts[0] == "api":
+            gv = ("", parts[1])
+        elif len(parts) == 3 and parts[0] == "apis":
+            gv = (parts[1], parts[2])
+        if gv is None:
+            return None
+        lst = [
+            {"name": r[3], "singularName": "", "namespaced": r[4], "kind": r[2], "shortNames": r[5],
+             "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}
+            for r in res if (r[0], r[1]) == gv
+        ]  # fmt: skip
+        if not lst:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return {"kind": "APIResourceList", "apiVersion": "v1",
+                "groupVersion": f"{gv[0]}/{gv[1]}" if gv[0] else gv[1], "resources": lst}  # fmt: skip
+
+    # ---- authentication / authorization
+    def authenticate(self, peer: dict | None, authz: str | None) -> tuple[str, list[str]]:
+        if authz:
+            m = TOKEN_RE.match(authz.removeprefix("Bearer ").strip())
+            if not m:
+                raise ApiError(401, "Unauthorized", "Unauthorized")
+            sec = self.store.objects.get(
+                Store.key("", "secrets", "kube-system", f"bootstrap-token-{m.group(1)}")
+            )
+            d = secret_data(sec) if sec else {}
+            if (not sec or d.get("token-secret") != m.group(2) or token_expired(sec)
+                    or d.get("usage-bootstrap-authentication") != "true"):  # fmt: skip
+                raise ApiError(401, "Unauthorized", "Unauthorized")
+            extra = [g for g in d.get("auth-extra-groups", "").split(",") if g]
+            return f"system:bootstrap:{m.group(1)}", ["system:bootstrappers", *extra, "system:authenticated"]
+        if peer:
+            cn, orgs = "", []
+            for rdn in peer.get("subject", ()):
+                for k, v in rdn:
+                    if k == "commonName":
+                        cn = v
+                    elif k == "organizationName":
+                        orgs.append(v)
+            return cn, [*orgs, "system:authenticated"]
+        return "system:anonymous", ["system:unauthenticated"]
+
+    @staticmethod
+    def authorize(
+        user: str, groups: list[str], verb: str, group: str, plural: str, ns: str, name: str
+    ) -> bool:
+        if "system:masters" in groups or user in ("system:kube-controller-manager", "system:kube-scheduler"):
+            return True
+        public_ci = (
+            plural == "configmaps" and ns == "kube-public" and name == "cluster-info" and verb == "get"
+        )
+        if public_ci:  # kubeadm's RBAC: cluster-info is readable by anonymous
+            return True
+        joining = "system:bootstrappers" in groups or "system:nodes" in groups
+        if joining and plural == "configmaps" and ns == "kube-system" and verb == "get":
+            return name in ("kubeadm-config", f"kubelet-config-{VERSION[1:5]}", "kube-proxy")
+        if joining and plural == "certificatesigningrequests" and verb in ("create", "get"):
+            return True
+        if "system:bootstrappers" in groups and plural == "nodes" and verb == "get":
+            return True  # kubeadm:get-nodes
+        if "system:nodes" in groups and plural == "nodes":
+            own = user == f"system:node:{name}"
+            return verb in ("get", "list", "watch") or (own and verb in ("create", "update", "patch"))
+        return False
+
+    # ---- node lifecycle controller, evaluated on read
+    @staticmethod
+    def lifecycle(node: dict) -> dict:
+        st = node.setdefault("status", {})
+        conds = st.get("conditions") or []
+        hb = max(
+            (parse_rfc3339(c["lastHeartbeatTime"]) for c in conds if c.get("lastHeartbeatTime")), default=0
+        )
+        if conds and now() - hb > NODE_MONITOR_GRACE:
+            for c in conds:
+                if c.get("status") != "Unknown":
+                    c.update({"status": "Unknown", "reason": "NodeStatusUnknown",
+                              "message": "Kubelet stopped posting node status.", "lastTransitionTime": rfc3339()})  # fmt: skip
+        ready = next((c.get("status") for c in conds if c.get("type") == "Ready"), None)
+        spec = node.setdefault("spec", {})
+        taints = [t for t in spec.get("taints") or [] if t.get("key") not in CONTROLLER_TAINTS]
+        if ready == "Unknown":
+            taints += [
+                {"key": "node.kubernetes.io/unreachable", "effect": e} for e in ("NoSchedule", "NoExecute")
+            ]
+        elif ready != "True":
+            taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
+        if spec.get("unschedulable"):
+            taints.append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+        seen: set[tuple[str, str]] = set()
+        spec["taints"] = [
+            t for t in taints if (t["key"], t["effect"]) not in seen and not seen.add((t["key"], t["effect"]))
+        ]
+        if not spec["taints"]:
+            del spec["taints"]
+        return node
+
+    def cluster_info(self, cm: dict) -> dict:
+        """The bootstrap signer: one jws-kubeconfig-<id> per valid signing token."""
+        data = cm.setdefault("data", {})
+        for k in [k for k in data if k.startswith("jws-kubeconfig-")]:
+            del data[k]
+        for sec in self.store.items("", "secrets", "kube-system"):
+            d = secret_data(sec)
+            if sec.get("type") == "bootstrap.kubernetes.io/token" and d.get("usage-bootstrap-signing") == "true" \
+                    and not token_expired(sec):  # fmt: skip
+                data[f"jws-kubeconfig-{d['token-id']}"] = jws_detached(data.get("kubeconfig", ""), d["token-id"],
+                                                                       d["token-secret"])  # fmt: skip
+        return cm
+
+    def purge_expired_tokens(self) -> None:
+        """The token cleaner controller."""
+        for sec in self.store.items("", "secrets", "kube-system"):
+            if sec.get("type") == "bootstrap.kubernetes.io/token" and token_expired(sec):
+                self.store.delete(Store.key("", "secrets", "kube-system", sec["metadata"]["name"]))
+
+    def sign_node_csr(self, obj: dict, user: str, groups: list[str]) -> None:
+        """csrapprover + csrsigner for kubelet client certificates."""
+        pem = base64.b64decode(obj["spec"]["request"]).decode()
+        cn, orgs = csr_subject(pem)
+        if not cn.startswith("system:node:") or orgs != ["system:nodes"]:
+            raise ApiError(
+                403, "Forbidden", f"standin: only kubelet client CSRs are signed, got CN={cn} O={orgs}"
+            )
+        if "system:nodes" in groups and user != cn:
+            raise ApiError(403, "Forbidden", f'{user} cannot request a certificate for "{cn}"')
+        cert = sign_csr(pem, self.ca_cert, self.ca_key, client=True)
+        obj["spec"].update({"username": user, "groups": groups})
+        obj["status"] = {
+            "certificate": b64(cert),
+            "conditions": [{"type": "Approved", "status": "True", "reason": "AutoApproved",
+                            "message": "Auto approving kubelet client certificate after SubjectAccessReview."}],
+        }  # fmt: skip
+
+    # ---- request handling
+    def _authorize_or_raise(
+        self,
+        user: str,
+        groups: list[str],
+        verb: str,
+        group: str,
+        plural: str,
+        ns: str,
+        name: str,
+        authz_name: str,
+    ) -> None:
+        if not self.authorize(user, groups, verb, group, plural, ns, authz_name):
+            if user == "system:anonymous":
+                raise ApiError(401, "Unauthorized", "Unauthorized")
+            scope = f'in the namespace "{ns}"' if ns else "at the cluster scope"
+            what = f'resource "{plural}" in API group "{group}" {scope}'
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'{qualified(plural, group)}{" " + repr(name).replace(chr(39), chr(34)) if name else ""} is forbidden: User "{user}" cannot {verb} {what}',
+            )
+
+    def _list(
+        self, r: tuple, group: str, version: str, plural: str, ns: str, query: dict[str, str], warn: list[str]
+    ) -> tuple[int, Any, list[str]]:
+        items = self.store.items(group, plural, ns or None)
+        if plural == "nodes":
+            items = [self.lifecycle(n) for n in items]
+        sel = query.get("labelSelector", "")
+        items = [i for i in items if match_selector(sel, (i.get("metadata") or {}).get("labels") or {})]
+        kind = r[2] + "List"
+        return 200, {"kind": kind, "apiVersion": f"{group}/{version}" if group else version,
+                     "metadata": {"resourceVersion": str(self.store.rv)}, "items": items}, warn  # fmt: skip
+
+    def _delete(
+        self, key: str, cur: Any, qn: str, name: str, plural: str, warn: list[str]
+    ) -> tuple[int, Any, list[str]]:
+        if cur is None:
+            raise not_found(qn, name)
+        self.store.delete(key)
+        if plural == "namespaces":
+            for k in [k for k in self.store.objects if k.split("|")[2] == name]:
+                self.store.delete(k)
+        return 200, cur, warn
+
+    def _create(
+        self,
+        obj: dict,
+        r: tuple,
+        group: str,
+        version: str,
+        plural: str,
+        ns: str,
+        qn: str,
+        user: str,
+        groups: list[str],
+        warn: list[str],
+    ) -> tuple[int, Any, list[str]]:
+        name = (obj.get("metadata") or {}).get("name", "")
+        if not name:
+            raise ApiError(
+                422,
+                "Invalid",
+                f'{r[2]} "" is invalid: metadata.name: Required value: name or generateName is required',
+            )
+        if ns and Store.key("", "namespaces", "", ns) not in self.store.objects:
+            raise not_found("namespaces", ns)
+        key = Store.key(group, plural, ns, name)
+        if key in self.store.objects:
+            raise ApiError(409, "AlreadyExists", f'{qn} "{name}" already exists',
+                           {"name": name, "kind": plural})  # fmt: skip
+        obj.setdefault("metadata", {})["name"] = name
+        if ns:
+            obj["metadata"]["namespace"] = ns
+        obj.setdefault("apiVersion", f"{group}/{version}" if group else version)
+        obj.setdefault("kind", r[2])
+        if plural == "certificatesigningrequests":
+            self.sign_node_csr(obj, user, groups)
+        if plural == "nodes" and self.cluster_cidr and not obj.get("spec", {}).get("podCIDR"):
+            obj.setdefault("spec", {})["podCIDR"] = self.next_pod_cidr()
+            obj["spec"]["podCIDRs"] = [obj["spec"]["podCIDR"]]
+        return 201, self.store.put(key, obj), warn
+
+    def handle(self, method: str, path: str, query: dict[str, str], body: bytes, peer: dict | None,
+               authz: str | None) -> tuple[int, Any, list[str]]:  # fmt: skip
+        if path in ("/healthz", "/livez", "/readyz"):
+            return 200, "ok", []
+        if path == "/version":
+            return 200, version_info(), []
+        user, groups = self.authenticate(peer, authz)
+        parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/") if p]
+        disc = self.discovery(parts)
+        if disc is not None:
+            if user == "system:anonymous":
+                raise ApiError(
+                    403, "Forbidden", f'forbidden: User "system:anonymous" cannot get path "{path}"'
+                )
+            return 200, disc, []
+        if parts[:1] == ["api"] and len(parts) >= 3:
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) >= 4:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        ns = ""
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            ns, rest = rest[1], rest[2:]
+        r = self.find(group, version, rest[0])
+        plural, namespaced, warn = r[3], r[4], [r[6]] if r[6] else []
+        name = rest[1] if len(rest) > 1 else ""
+        sub = rest[2] if len(rest) > 2 else ""
+        if namespaced != bool(ns) and not (namespaced and not ns and method == "GET" and not name):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        verb = {"GET": "get" if name else "list", "POST": "create", "PUT": "update", "PATCH": "patch",
+                "DELETE": "delete"}.get(method, "")  # fmt: skip
+        authz_name = name
+        if method == "POST" and not name:  # creates are authorized on the name in the body
+            with contextlib.suppress(ValueError, AttributeError):
+                authz_name = (json.loads(body or b"{}").get("metadata") or {}).get("name", "")
+        self._authorize_or_raise(user, groups, verb, group, plural, ns, name, authz_name)
+        qn = qualified(plural, group)
+        with self.store.lock:
+            self.purge_expired_tokens()
+            if method == "GET" and not name:
+                return self._list(r, group, version, plural, ns, query, warn)
+            key = Store.key(group, plural, ns, name)
+            cur = copy.deepcopy(self.store.objects.get(key))
+            if method == "GET":
+                if cur is None:
+                    raise not_found(qn, name)
+                if plural == "nodes":
+                    cur = self.lifecycle(cur)
+                if plural == "configmaps" and ns == "kube-public" and name == "cluster-info":
+                    cur = self.cluster_info(cur)
+                return 200, cur, warn
+            if method == "DELETE":
+                return self._delete(key, cur, qn, name, plural, warn)
+            try:
+                obj = json.loads(body or b"{}")
+            except ValueError as e:
+                raise ApiError(400, "BadRequest", f"error decoding body: {e}") from e
+            if method == "POST":
+                return self._create(obj, r, group, version, plural, ns, qn, user, groups, warn)
+            if cur is None:
+                raise not_found(qn, name)
+            if method == "PUT":
+                want_rv = (obj.get("metadata") or {}).get("resourceVersion")
+                if want_rv and want_rv != cur["metadata"]["resourceVersion"]:
+                    raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {qn} "{name}": the object has '
+                                   "been modified; please apply your changes to the latest version and try again")  # fmt: skip
+                new = obj
+                if sub == "status":
+                    new = dict(cur, status=obj.get("status", {}))
+                for f in ("uid", "creationTimestamp"):
+                    new.setdefault("metadata", {})[f] = cur["metadata"][f]
+            else:  # PATCH: JSON merge patch (strategic patches are treated the same way here)
+                new = merge_patch(cur, obj)
+            return 200, self.store.put(key, new), warn
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
+
+
+def match_selector(selector: str, labels: dict[str, str]) -> bool:
+    """Equality/existence label selectors: k=v, k==v, k!=v, k, !k (comma = AND)."""
+    for term in [t.strip() for t in selector.split(",") if t.strip()]:
+        if "!=" in term:
+            k, v = term.split("!=", 1)
+            if labels.get(k.strip()) == v.strip():
+                return False
+        elif "=" in term:
+            k, v = re.split(r"==?", term, maxsplit=1)
+            if labels.get(k.strip()) != v.strip():
+                return False
+        elif term.startswith("!"):
+            if term[1:].strip() in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def version_info() -> dict:
+    return {
+        "major": "1",
+        "minor": VERSION.split(".")[1],
+        "gitVersion": VERSION,
+        "gitCommit": GIT_COMMIT,
+        "gitTreeState": "clean",
+        "buildDate": BUILD_DATE,
+        "goVersion": GO_VERSION,
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    }
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "standin-apiserver"
+    api: ApiServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _serve(self) -> None:
+        u = urllib.parse.urlsplit(self.path)
+        q = dict(urllib.parse.parse_qsl(u.query))
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        peer = None
+        with contextlib.suppress(AttributeError, ValueError):
+            peer = self.connection.getpeercert() or None  # type: ignore[attr-defined]
+        warn: list[str] = []
+        try:
+            code, doc, warn = self.api.handle(
+                self.command, u.path, q, body, peer, self.headers.get("Authorization")
+            )
+        except ApiError as e:
+            code, doc = e.code, e.status()
+        except Fail as e:
+            code, doc = 500, ApiError(500, "InternalError", e.message).status()
+        payload = doc.encode() if isinstance(doc, str) else json.dumps(doc).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain" if isinstance(doc, str) else "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for w in warn:
+            self.send_header("Warning", f'299 - "{w}"')
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+
+class _TLSServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    ssl_ctx: ssl.SSLContext | None = None
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        request.settimeout(60)
+        if self.ssl_ctx is not None:  # handshake in the worker thread, not in accept()
+            try:
+                request = self.ssl_ctx.wrap_socket(request, server_side=True)
+            except (ssl.SSLError, OSError):
+                return
+        super().finish_request(request, client_address)
+
+
+def serve_api(state_dir: str, cert: str, key: str, client_ca: str, ca_key: str, bind: str, port: int,
+              cluster_cidr: str = "") -> tuple[_TLSServer, ApiServer]:  # fmt: skip
+    """Start the API server in a background thread (used by the unit and by tests)."""
+    api = ApiServer(state_dir, client_ca, ca_key)
+    api.cluster_cidr = cluster_cidr
+    handler = type("H", (_Handler,), {"api": api})
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    srv_cls = type("S", (_TLSServer,), {"address_family": family})
+    srv = srv_cls((bind, port), handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    ctx.load_verify_locations(client_ca)
+    ctx.verify_mode = ssl.CERT_OPTIONAL  # like --client-ca-file: certificates are verified when presented
+    srv.ssl_ctx = ctx
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, api

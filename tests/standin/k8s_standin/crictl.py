@@ -1,0 +1,104 @@
+"""crictl."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+from typing import Any
+
+import yaml
+
+from .containerd import containerd_version, cri_info, crictl_fatal, ctr, image_exists, pull_image, sock_path
+from .flags import parse_flags
+from .util import CRICTL_VERSION, Fail, read_text, tabwrite
+
+# --------------------------------------------------------------------------- crictl
+
+
+def _crictl_images(ep: str, flags: dict[str, Any]) -> None:
+    _, out = ctr(ep, "-n", "k8s.io", "images", "ls")
+    rows = [["IMAGE", "TAG", "IMAGE ID", "SIZE"]]
+    for line in out.splitlines()[1:]:
+        f = line.split()
+        if len(f) < 5 or f[0].startswith("sha256:") or "@" in f[0]:
+            continue
+        repo, _, tag = f[0].rpartition(":")
+        if "/" in tag:
+            repo, tag = f[0], "<none>"
+        rows.append([repo, tag, f[2].split(":")[-1][:13], f[3] + f[4].replace("i", "").replace("B", "B")])
+    if flags.get("quiet"):
+        print("\n".join(r[0] + ":" + r[1] for r in rows[1:]))
+    else:
+        sys.stdout.write(tabwrite(rows))
+
+
+def crictl_main(argv: list[str]) -> int:
+    try:
+        flags, pos = parse_flags(argv, {"runtime-endpoint": "str", "image-endpoint": "str", "timeout": "str",
+                                        "debug": "bool", "config": "str", "version": "bool", "all": "bool",
+                                        "quiet": "bool", "output": "str", "verbose": "bool"},
+                                 {"r": "runtime-endpoint", "i": "image-endpoint", "t": "timeout", "D": "debug",
+                                  "c": "config", "v": "version", "a": "all", "q": "quiet", "o": "output"})  # fmt: skip
+    except Fail as e:
+        sys.stderr.write(crictl_fatal(e.message))
+        return 1
+    if flags.get("version") and not pos:
+        print(f"crictl version {CRICTL_VERSION}")
+        return 0
+    ep = flags.get("runtime-endpoint")
+    if not ep:
+        cfg = yaml.safe_load(read_text(flags.get("config", "/etc/crictl.yaml")) or "") or {}
+        ep = cfg.get("runtime-endpoint") if isinstance(cfg, dict) else None
+    if not ep:
+        defaults = ["unix:///var/run/dockershim.sock", "unix:///run/containerd/containerd.sock",
+                    "unix:///run/crio/crio.sock", "unix:///var/run/cri-dockerd.sock"]  # fmt: skip
+        sys.stderr.write(f'time="{dt.datetime.now().astimezone().isoformat(timespec="seconds")}" level=warning '
+                         f'msg="runtime connect using default endpoints: {defaults}. As the default settings are now '
+                         'deprecated, you should set the endpoint instead."\n')  # fmt: skip
+        ep = next((d for d in defaults if os.path.exists(sock_path(d))), defaults[0])
+    sub = pos[0] if pos else ""
+    rc, ver = ctr(ep, "version", timeout=10)
+    if rc != 0 or "Server:" not in ver:
+        what = {"info": "getting status of runtime", "version": "getting the runtime version"}.get(
+            sub, "connect"
+        )
+        sys.stderr.write(crictl_fatal(f"{what}: connect: connect endpoint '{ep}', make sure you are running as root "
+                                      "and the endpoint has been started: context deadline exceeded"))  # fmt: skip
+        return 1
+    if sub == "info":
+        print(json.dumps(cri_info(ep, ver), indent=2))
+    elif sub == "version":
+        print(
+            f"Version:  0.1.0\nRuntimeName:  containerd\nRuntimeVersion:  {containerd_version(ver)}\nRuntimeApiVersion:  v1alpha2"
+        )
+    elif sub == "images":
+        _crictl_images(ep, flags)
+    elif sub == "ps":
+        _, out = ctr(ep, "-n", "k8s.io", "tasks", "ls")
+        rows = [["CONTAINER", "IMAGE", "CREATED", "STATE", "NAME", "ATTEMPT", "POD ID"]]
+        for line in out.splitlines()[1:]:
+            f = line.split()
+            if len(f) >= 3 and (flags.get("all") or f[2] == "RUNNING"):
+                rows.append(
+                    [f[0][:13], "", "", "Running" if f[2] == "RUNNING" else "Exited", f[0][:13], "0", ""]
+                )
+        sys.stdout.write(
+            "\n".join(r[0] for r in rows[1:]) + ("\n" if rows[1:] else "")
+            if flags.get("quiet")
+            else tabwrite(rows)
+        )
+    elif sub == "pull" and len(pos) > 1:
+        rc, out = pull_image(ep, pos[1])
+        (sys.stderr if rc else sys.stdout).write(out)
+        return rc
+    elif sub == "inspecti" and len(pos) > 1:
+        if not image_exists(ep, pos[1]):
+            sys.stderr.write(crictl_fatal(f'no such image "{pos[1]}" present'))
+            return 1
+        print(json.dumps({"status": {"repoTags": [pos[1]]}}, indent=2))
+    else:
+        sys.stderr.write(crictl_fatal(f"standin: crictl {sub} is not supported"))
+        return 1
+    return 0

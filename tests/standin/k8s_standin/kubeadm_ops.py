@@ -1,0 +1,396 @@
+"""kubeadm token, reset, upgrade, config, and the kubeadm command dispatch."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Callable
+from typing import TextIO
+
+import yaml
+
+from .apiserver import res_path, version_info
+from .client import ApiClient, ApiError, Unreachable
+from .config import control_plane_images, load_init_config, parse_version
+from .containerd import image_exists, pull_image
+from .files import K8S, KUBELET_CONFIG_CM, KUBELET_DIR, MANIFESTS, PKI, STATE_DIR
+from .flags import parse_flags
+from .join import cmd_kubeadm_join
+from .kubeadm import admin_client, cmd_kubeadm_init, dump
+from .kubelet import apiserver_main
+from .pki import TOKEN_RE, join_command, new_token, secret_data, token_secret_object
+from .preflight import parse_ignore, root_check
+from .util import (
+    APISERVER_UNIT,
+    MIN_CONTROL_PLANE,
+    STACK_HINT,
+    VERSION,
+    Fail,
+    hostname,
+    hp,
+    human_duration,
+    log_klog,
+    now,
+    parse_duration,
+    parse_rfc3339,
+    read_text,
+    systemctl,
+    tabwrite,
+    write_file,
+)
+
+
+def cmd_kubeadm_token(argv: list[str]) -> int:
+    spec = {"print-join-command": "bool", "ttl": "str", "kubeconfig": "str", "description": "str", "groups": "str",
+            "usages": "str", "config": "str", "v": "str", "dry-run": "bool", "certificate-key": "str", "output": "str"}  # fmt: skip
+    flags, pos = parse_flags(argv, spec, {"o": "output"})
+    kc = flags.get("kubeconfig", f"{K8S}/admin.conf")
+    sub = pos[0] if pos else ""
+    if sub == "generate":
+        print(new_token())
+        return 0
+    if sub not in ("create", "list", "delete"):
+        raise Fail(f'unknown command "{sub}" for "kubeadm token"')
+    client = admin_client(kc)
+    try:
+        if sub == "create":
+            token = pos[1] if len(pos) > 1 else new_token()
+            if not TOKEN_RE.match(token):
+                raise Fail(
+                    f'the bootstrap token "{token}" was not of the form "\\\\A([a-z0-9]{{6}})\\\\.([a-z0-9]{{16}})\\\\z"'
+                )
+            try:
+                ttl = parse_duration(flags.get("ttl", "24h0m0s"))
+            except ValueError as e:
+                raise Fail(f'invalid argument "{flags.get("ttl")}" for "--ttl" flag: {e}') from e
+            sec = token_secret_object(token, ttl, flags.get("description", ""), flags.get("groups", ""))
+            try:
+                client.call("POST", res_path("", "v1", "secrets", "kube-system"), sec)
+            except Unreachable as e:
+                raise Fail(f"failed to create or update bootstrap token with name {sec['metadata']['name']}: unable to "
+                           f'create Secret: Post "{client.creds.server}/api/v1/namespaces/kube-system/secrets?timeout=10s": '
+                           f"{e.reason}") from e  # fmt: skip
+            print(
+                join_command(client.hostport, token, client.creds.ca_pem or "", True)
+                if flags.get("print-join-command")
+                else token
+            )
+            return 0
+        if sub == "list":
+            rows = [["TOKEN", "TTL", "EXPIRES", "USAGES", "DESCRIPTION", "EXTRA GROUPS"]]
+            for sec in client.get(res_path("", "v1", "secrets", "kube-system"))["items"]:
+                if sec.get("type") != "bootstrap.kubernetes.io/token":
+                    continue
+                d = secret_data(sec)
+                exp = d.get("expiration", "")
+                ttl_s = human_duration(parse_rfc3339(exp) - now()) if exp else "<forever>"
+                usages = ",".join(
+                    k[len("usage-bootstrap-") :] for k in sorted(d) if k.startswith("usage-bootstrap-")
+                )
+                rows.append([f"{d['token-id']}.{d['token-secret']}", ttl_s, exp or "<never>", usages,
+                             d.get("description", "<none>"), d.get("auth-extra-groups", "")])  # fmt: skip
+            sys.stdout.write(tabwrite(rows) if len(rows) > 1 else "")
+            return 0
+        for t in pos[1:]:
+            tid = t.split(".")[0]
+            try:
+                client.call("DELETE", res_path("", "v1", "secrets", "kube-system", f"bootstrap-token-{tid}"))
+            except ApiError as e:
+                raise Fail(f'failed to delete bootstrap token "{tid}": {e.message}') from e
+            print(f'bootstrap token "{tid}" deleted')
+        return 0
+    except Unreachable as e:
+        raise Fail(f'failed to list bootstrap tokens: Get "{client.creds.server}/api/v1/namespaces/kube-system/secrets'
+                   f'?fieldSelector=type%3Dbootstrap.kubernetes.io%2Ftoken": {e.reason}') from e  # fmt: skip
+
+
+def cmd_kubeadm_reset(argv: list[str]) -> int:
+    spec = {"force": "bool", "ignore-preflight-errors": "list", "cri-socket": "str", "v": "str", "kubeconfig": "str",
+            "cert-dir": "str", "skip-phases": "list", "dry-run": "bool"}  # fmt: skip
+    flags, _ = parse_flags(argv, spec, {"f": "force"})
+    out = sys.stdout
+    is_cp = os.path.exists(hp(f"{MANIFESTS}/kube-apiserver.yaml"))
+    if is_cp:
+        out.write("[reset] Reading configuration from the cluster...\n")
+        out.write(
+            "[reset] FYI: You can look at this config file with 'kubectl -n kube-system get cm kubeadm-config -o yaml'\n"
+        )
+    else:
+        log_klog("W", "reset.go:101", "[reset] Unable to fetch the kubeadm-config ConfigMap from cluster: failed to get "
+                 'config map: Get "https://:6443/api/v1/namespaces/kube-system/configmaps/kubeadm-config?timeout=10s": '
+                 "dial tcp :6443: connect: connection refused")  # fmt: skip
+    if not flags.get("force"):
+        out.write(
+            "[reset] WARNING: Changes made to this host by 'kubeadm init' or 'kubeadm join' will be reverted.\n"
+        )
+        out.write("[reset] Are you sure you want to proceed? [y/N]: ")
+        out.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            raise Fail("aborted reset operation")
+    ignore = parse_ignore(flags.get("ignore-preflight-errors", []))
+    out.write("[preflight] Running pre-flight checks\n")
+    root_check(ignore)
+    if is_cp:
+        out.write(f'[reset] Removing info for node "{hostname()}" from the ConfigMap "kubeadm-config" in the '
+                  '"kube-system" Namespace\n')  # fmt: skip
+    out.write("[reset] Stopping the kubelet service\n")
+    systemctl("stop", "kubelet")
+    out.write(f'[reset] Unmounting mounted directories in "{KUBELET_DIR}"\n')
+    out.write("[reset] Removing kubernetes-managed containers\n")
+    if os.path.exists(hp(f"/etc/systemd/system/{APISERVER_UNIT}")):  # the "static pod" containers
+        systemctl("stop", APISERVER_UNIT)
+        os.remove(hp(f"/etc/systemd/system/{APISERVER_UNIT}"))
+        systemctl("daemon-reload")
+    if not is_cp:
+        out.write("[reset] No etcd config found. Assuming external etcd\n"
+                  "[reset] Please, manually reset etcd to prevent further issues\n")  # fmt: skip
+    dirs = [MANIFESTS, PKI]
+    out.write(f"[reset] Deleting contents of config directories: [{' '.join(dirs)}]\n")
+    files = [f"{K8S}/{n}" for n in ("admin.conf", "kubelet.conf", "bootstrap-kubelet.conf", "controller-manager.conf",
+                                     "scheduler.conf")]  # fmt: skip
+    out.write(f"[reset] Deleting files: [{' '.join(files)}]\n")
+    stateful = ["/var/lib/etcd", KUBELET_DIR, "/var/lib/dockershim", "/var/run/kubernetes", "/var/lib/cni"]
+    out.write(f"[reset] Deleting contents of stateful directories: [{' '.join(stateful)}]\n")
+    for d in dirs + stateful + [STATE_DIR]:  # STATE_DIR is the stand-in's etcd
+        p = hp(d)
+        if not os.path.isdir(p):
+            continue
+        for n in os.listdir(p):
+            q = os.path.join(p, n)
+            if os.path.isdir(q) and not os.path.islink(q):
+                shutil.rmtree(q, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.remove(q)
+    for f in files:
+        with contextlib.suppress(OSError):
+            os.remove(hp(f))
+    out.write(RESET_TAIL)
+    return 0
+
+
+RESET_TAIL = """
+The reset process does not clean CNI configuration. To do so, you must remove /etc/cni/net.d
+
+The reset process does not reset or clean up iptables rules or IPVS tables.
+If you wish to reset iptables, you must do so manually by using the "iptables" command.
+
+If your cluster was setup to utilize IPVS, run ipvsadm --clear (or similar)
+to reset your system's IPVS tables.
+
+The reset process does not clean your kubeconfig files and you must remove them manually.
+Please, check the contents of the $HOME/.kube/config file.
+"""
+
+
+def version_policy(cluster: str, target: str, force: bool) -> list[str]:
+    """upgrade.EnforceVersionPolicies (1.23): one minor at a time, never above kubeadm without --force."""
+    cv, tv, kv = parse_version(cluster), parse_version(target), parse_version(VERSION)
+    if cv is None or kv is None or tv is None:
+        raise Fail(f'[upgrade/version] FATAL: couldn\'t parse version "{target}"')
+    mandatory, skippable = [], []
+    if tv[:2] > (cv[0], cv[1] + 1):
+        mandatory.append(f'Specified version to upgrade to "{target}" is too high; kubeadm can upgrade only 1 minor '
+                         "version at a time")  # fmt: skip
+    if tv[:2] < (cv[0], cv[1] - 1):
+        mandatory.append(f'Specified version to downgrade to "{target}" is too low; kubeadm can downgrade only 1 minor '
+                         "version at a time")  # fmt: skip
+    if tv < MIN_CONTROL_PLANE:
+        mandatory.append(f'Specified version to upgrade to "{target}" is equal to or lower than the minimum supported '
+                         f'version "v{".".join(map(str, MIN_CONTROL_PLANE))}". Please specify a higher version to upgrade to')  # fmt: skip
+    if tv > kv:
+        skippable.append(f'Specified version to upgrade to "{target}" is higher than the kubeadm version "{VERSION}". '
+                         "Upgrade kubeadm first using the tool you used to install kubeadm")  # fmt: skip
+    if mandatory:
+        raise Fail("[upgrade/version] FATAL: the --version argument is invalid due to these fatal errors:\n\n"
+                   + "".join(f"\t- {m}\n" for m in mandatory)
+                   + "\nPlease fix the misalignments highlighted above and try upgrading again")  # fmt: skip
+    if skippable and not force:
+        raise Fail("[upgrade/version] FATAL: the --version argument is invalid due to these errors:\n\n"
+                   + "".join(f"\t- {m}\n" for m in skippable) + "\nCan be bypassed if you pass the --force flag")  # fmt: skip
+    return skippable
+
+
+def _upgrade_node(client: ApiClient, out: TextIO) -> int:
+    if not os.path.exists(hp(f"{MANIFESTS}/kube-apiserver.yaml")):
+        out.write(
+            "[preflight] Running pre-flight checks\n[preflight] Skipping prepull. Not a control plane node.\n"
+        )
+        out.write("[upgrade] Skipping phase. Not a control plane node.\n")
+    kcm = client.get(res_path("", "v1", "configmaps", "kube-system", KUBELET_CONFIG_CM))
+    write_file(hp(f"{KUBELET_DIR}/config.yaml"), kcm["data"]["kubelet"])
+    out.write(f'[kubelet-start] Writing kubelet configuration to file "{KUBELET_DIR}/config.yaml"\n')
+    out.write("[upgrade] The configuration for this node was successfully updated!\n")
+    out.write(
+        "[upgrade] Now you should go ahead and upgrade the kubelet package using your package manager.\n"
+    )
+    return 0
+
+
+def _upgrade_plan(client: ApiClient, cur: str, out: TextIO) -> int:
+    out.write("[upgrade] Fetching available versions to upgrade to\n")
+    out.write(f"[upgrade/versions] Cluster version: {cur}\n[upgrade/versions] kubeadm version: {VERSION}\n")
+    out.write(f"[upgrade/versions] Target version: {VERSION}\n")
+    cv = parse_version(cur)
+    if cv is None or cv >= (parse_version(VERSION) or cv):
+        out.write("\nAwesome, you're up-to-date! Enjoy!\n")
+        return 0
+    rows = [["COMPONENT", "CURRENT", "TARGET"]]
+    for n in client.get(res_path("", "v1", "nodes"))["items"]:
+        rows.append(
+            [
+                "kubelet",
+                f"1 x {(n.get('status') or {}).get('nodeInfo', {}).get('kubeletVersion', '')}",
+                VERSION,
+            ]
+        )
+    out.write("\nComponents that must be upgraded manually after you have upgraded the control plane with "
+              "'kubeadm upgrade apply':\n" + tabwrite(rows))  # fmt: skip
+    out.write(
+        f"\nYou can now apply the upgrade by executing the following command:\n\n\tkubeadm upgrade apply {VERSION}\n\n"
+    )
+    return 0
+
+
+def cmd_kubeadm_upgrade(argv: list[str]) -> int:
+    spec = {"yes": "bool", "force": "bool", "config": "str", "kubeconfig": "str", "v": "str",
+            "ignore-preflight-errors": "list", "certificate-renewal": "bool", "dry-run": "bool", "etcd-upgrade": "bool",
+            "allow-experimental-upgrades": "bool", "allow-release-candidate-upgrades": "bool", "skip-phases": "list"}  # fmt: skip
+    flags, pos = parse_flags(argv, spec, {"y": "yes", "f": "force"})
+    sub = pos[0] if pos else ""
+    out = sys.stdout
+    if sub not in ("plan", "apply", "node"):
+        raise Fail(f'unknown command "{sub}" for "kubeadm upgrade"')
+    kc = flags.get("kubeconfig", f"{K8S}/kubelet.conf" if sub == "node" else f"{K8S}/admin.conf")
+    if sub != "node":
+        out.write("[upgrade/config] Making sure the configuration is correct:\n")
+        out.write("[upgrade/config] Reading configuration from the cluster...\n")
+    else:
+        out.write("[upgrade] Reading configuration from the cluster...\n")
+    out.write(
+        "[upgrade/config] FYI: You can look at this config file with 'kubectl -n kube-system get cm kubeadm-config -o yaml'\n"
+    )
+    client = admin_client(kc)
+    try:
+        cm = client.get(res_path("", "v1", "configmaps", "kube-system", "kubeadm-config"))
+    except (Unreachable, ApiError) as e:
+        reason = e.reason if isinstance(e, Unreachable) else e.message
+        raise Fail(f'[upgrade/config] FATAL: failed to get config map: Get "{client.creds.server}/api/v1/namespaces/'
+                   f'kube-system/configmaps/kubeadm-config?timeout=10s": {reason}') from e  # fmt: skip
+    ccfg = yaml.safe_load(cm["data"]["ClusterConfiguration"])
+    cur = ccfg["kubernetesVersion"]
+    if sub == "node":
+        return _upgrade_node(client, out)
+    out.write("[preflight] Running pre-flight checks.\n[upgrade] Running cluster health checks\n")
+    if sub == "plan":
+        return _upgrade_plan(client, cur, out)
+    if len(pos) < 2:
+        raise Fail("[upgrade/version] FATAL: missing version argument; use `kubeadm upgrade apply <version>`")
+    target = "v" + pos[1].lstrip("v")
+    out.write(f'[upgrade/version] You have chosen to change the cluster version to "{target}"\n')
+    out.write(f"[upgrade/versions] Cluster version: {cur}\n[upgrade/versions] kubeadm version: {VERSION}\n")
+    soft = version_policy(cur, target, bool(flags.get("force")))
+    if soft:
+        out.write(f"[upgrade/version] Found {len(soft)} potential version compatibility errors but skipping since the "
+                  "--force flag is set: \n\n" + "".join(f"\t- {m}\n" for m in soft))  # fmt: skip
+    if not (flags.get("yes") or flags.get("force")):
+        out.write("[upgrade/confirm] Are you sure you want to proceed with the upgrade? [y/N]: ")
+        out.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            raise Fail("won't proceed; the user didn't answer (Y|y) in order to continue")
+    ccfg["kubernetesVersion"] = target
+    cm["data"]["ClusterConfiguration"] = dump(ccfg)
+    client.call("PUT", res_path("", "v1", "configmaps", "kube-system", "kubeadm-config"), cm)
+    for n in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        p = hp(f"{MANIFESTS}/{n}.yaml")
+        doc = yaml.safe_load(read_text(p) or "{}") or {}
+        for c in (doc.get("spec") or {}).get("containers") or []:
+            c["image"] = re.sub(r":v[^:/]+$", f":{target}", c["image"])
+        if doc:
+            write_file(p, dump(doc), 0o600)
+        out.write(f'[upgrade/staticpods] Component "{n}" upgraded successfully!\n')
+    out.write(f'\n[upgrade/successful] SUCCESS! Your cluster was upgraded to "{target}". Enjoy!\n\n'
+              "[upgrade/kubelet] Now that your control plane is upgraded, please proceed with upgrading your kubelets "
+              "if you haven't already done so.\n")  # fmt: skip
+    return 0
+
+
+def cmd_kubeadm_config(argv: list[str]) -> int:
+    spec = {"config": "str", "kubernetes-version": "str", "image-repository": "str", "v": "str", "kubeconfig": "str",
+            "cri-socket": "str", "feature-gates": "str", "output": "str", "allow-missing-template-keys": "bool",
+            "show-managed-fields": "bool", "experimental-output": "str"}  # fmt: skip
+    flags, pos = parse_flags(argv, spec, {"o": "output"})
+    if pos[:2] in (["images", "list"], ["images", "pull"]):
+        mixed = sorted(k for k in ("image-repository", "kubernetes-version") if flags.get(k))
+        if flags.get("config") and mixed:
+            raise Fail(f"can not mix '--config' with arguments [{' '.join(mixed)}]")
+        cfg = load_init_config(flags.get("config"), flags, resolve_host=False)
+        imgs = control_plane_images(cfg)
+        if pos[1] == "list":
+            fmt = flags.get("output") or flags.get("experimental-output") or "text"
+            doc = {"kind": "Images", "apiVersion": "output.kubeadm.k8s.io/v1alpha1", "images": imgs}
+            if fmt == "json":
+                print(json.dumps(doc, indent=4))
+            elif fmt == "yaml":
+                sys.stdout.write(dump(doc))
+            else:
+                print("\n".join(imgs))
+            return 0
+        for img in imgs:
+            rc, out = (0, "") if image_exists(cfg.cri_socket, img) else pull_image(cfg.cri_socket, img)
+            if rc:
+                raise Fail(f'failed to pull image "{img}": output: {out}, error: exit status 1')
+            print(f"[config/images] Pulled {img}")
+        return 0
+    raise Fail(f'unknown command "{" ".join(pos)}" for "kubeadm config"')
+
+
+def cmd_kubeadm(argv: list[str]) -> int:
+    if not argv:
+        print("kubeadm: easily bootstrap a secure Kubernetes cluster (TEST-ONLY stand-in)")
+        return 0
+    sub, rest = argv[0], argv[1:]
+    if sub == "__standin-apiserver":
+        return apiserver_main(rest)
+    if sub == "version":
+        flags, _ = parse_flags(rest, {"output": "str", "v": "str"}, {"o": "output"})
+        fmt = flags.get("output", "")
+        info = version_info()
+        if fmt == "short":
+            print(VERSION)
+        elif fmt == "json":
+            print(json.dumps({"clientVersion": info}, indent=2))
+        elif fmt == "yaml":
+            sys.stdout.write(dump({"clientVersion": info}))
+        elif fmt == "":
+            print(
+                "kubeadm version: &version.Info{"
+                + ", ".join(f'{k[0].upper() + k[1:]}:"{v}"' for k, v in info.items())
+                + "}"
+            )
+        else:
+            raise Fail(f"invalid output format: {fmt}")
+        return 0
+    table: dict[str, Callable[[list[str]], int]] = {
+        "init": cmd_kubeadm_init, "join": cmd_kubeadm_join, "token": cmd_kubeadm_token, "reset": cmd_kubeadm_reset,
+        "upgrade": cmd_kubeadm_upgrade, "config": cmd_kubeadm_config,
+    }  # fmt: skip
+    if sub not in table:
+        raise Fail(f'unknown command "{sub}" for "kubeadm"')
+    return table[sub](rest)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def kubeadm_main(argv: list[str]) -> int:
+    try:
+        return cmd_kubeadm(argv)
+    except Fail as e:
+        sys.stdout.flush()
+        sys.stderr.write(f"{e.message}\n{STACK_HINT}\n")
+        return e.code
