@@ -16,6 +16,8 @@ demo: bootstrap
 lint: bootstrap
 	ruff check appliance_cli tests bench module_utils roles/*/library roles/*/filter_plugins
 	ruff format --check appliance_cli tests bench module_utils roles/*/library roles/*/filter_plugins
+	mypy
+	pytest -q tests/unit/test_layering.py
 	yamllint -s .
 	ansible-lint --profile production --offline playbooks roles
 

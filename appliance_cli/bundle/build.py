@@ -149,10 +149,12 @@ def build_bundle(opts: BuildOptions) -> BuildResult:
 
 def _check_sources(prof: Profile, repo_root: Path) -> None:
     for e in [*prof.files, *prof.charts]:
-        src = repo_root / e.source if e.source else None
-        if src and not (src.is_file() or zipapp.is_package_dir(src)):
+        if not e.source:
+            continue
+        src = repo_root / e.source
+        if not (src.is_file() or zipapp.is_package_dir(src)):
             raise BundleError(
-                f"profile {prof.name}: {e.name}: source file {repo_root / e.source} does not exist",
+                f"profile {prof.name}: {e.name}: source file {src} does not exist",
                 hint="test stand-ins live under tests/standin/; build them first or fix the path",
             )
 
@@ -229,12 +231,12 @@ class _Builder:
                 arts.append(self.file_artifact(spec, "file"))
         for spec in self.prof.charts:
             arts.append(self.file_artifact(spec, "helm-chart"))
-        for spec in self.prof.images:
-            arts.append(self.image(spec))
-        for spec in self.prof.wheels:
-            arts += self.wheels(spec)
-        for spec in self.prof.apt:
-            arts.append(self.apt(spec))
+        for image in self.prof.images:
+            arts.append(self.image(image))
+        for wheel in self.prof.wheels:
+            arts += self.wheels(wheel)
+        for apt in self.prof.apt:
+            arts.append(self.apt(apt))
         for spec in self.prof.files:
             if spec.from_deb:
                 arts.append(self.file_artifact(spec, "file"))
@@ -274,7 +276,7 @@ class _Builder:
             kind=kind,
             version=spec.version,
             size=entry.size,
-            digest=entry.digest,  # type: ignore[arg-type]
+            digest=entry.digest,
             test_only=spec.test_only,
             files=[entry],
             source=source,

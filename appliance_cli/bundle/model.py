@@ -10,19 +10,19 @@ import json
 import os
 import re
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from appliance_cli.errors import BundleError
 
-SCHEMA = "appliance-bundle"
-SCHEMA_VERSION = 1
+SCHEMA: Final = "appliance-bundle"
+SCHEMA_VERSION: Final = 1
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"
 OCI_LAYOUT = "oci-layout"
 OCI_INDEX = "index.json"
-INSTALL_SCRIPT = "install-toolkit.sh"  # at the root, run from the stick to install the toolkit
+INSTALL_SCRIPT: Final = "install-toolkit.sh"  # at the root, run from the stick to install the toolkit
 BLOB_DIR = "blobs/sha256"
 STAGING = ".staging"  # half-written blobs live here, never under blobs/
 OCI_LAYOUT_BYTES = b'{"imageLayoutVersion":"1.0.0"}'

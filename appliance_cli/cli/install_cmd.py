@@ -9,9 +9,10 @@ from appliance_cli.cli import preflight_cmd, ui
 from appliance_cli.cli.progress import TIMINGS_FILE, Progress, print_recap
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
 from appliance_cli.core import bundlegate, knownhosts
-from appliance_cli.core.install import RunOptions, install, runs_dir
+from appliance_cli.core.install import install, runs_dir
 from appliance_cli.core.siteconfig import load_site
 from appliance_cli.errors import UsageError
+from appliance_cli.runner.events import RunOptions
 
 
 def add_run_args(p: argparse.ArgumentParser) -> None:

@@ -69,7 +69,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     cfg = load_site(resolve_site_arg(args))
-    roles = {}
+    roles: dict[str, int] = {}
     for n in cfg.nodes:
         for r in n.roles:
             roles[r] = roles.get(r, 0) + 1

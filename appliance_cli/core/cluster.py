@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from appliance_cli.core.remote import RemoteFailed, run_on
 from appliance_cli.core.siteconfig import SiteConfig
@@ -35,7 +36,7 @@ def admin_kubeconfig(cfg: SiteConfig) -> str:
     return text
 
 
-def parse_nodes(doc: dict) -> list[NodeRow]:
+def parse_nodes(doc: dict[str, Any]) -> list[NodeRow]:
     rows = []
     for item in doc.get("items", []):
         meta, spec, status = item.get("metadata", {}), item.get("spec", {}), item.get("status", {})

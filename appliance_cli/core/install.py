@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from appliance_cli.content import playbooks_dir
@@ -13,17 +12,7 @@ from appliance_cli.core.knownhosts import require_host_keys
 from appliance_cli.core.ports import RunnerPort
 from appliance_cli.core.siteconfig import SiteConfig
 from appliance_cli.errors import RunFailed
-from appliance_cli.runner.events import Event, RunRequest, RunResult
-
-
-@dataclass
-class RunOptions:
-    check: bool = False
-    diff: bool = False
-    limit: str | None = None
-    tags: str | None = None
-    skip_tags: str | None = None
-    verbosity: int = 0
+from appliance_cli.runner.events import Event, RunOptions, RunRequest, RunResult
 
 
 def runs_dir(cfg: SiteConfig) -> Path:
@@ -36,7 +25,7 @@ def run_playbook(
     playbook: str,
     opts: RunOptions,
     on_event: Callable[[Event], None],
-    extravars: dict | None = None,
+    extravars: dict[str, str] | None = None,
 ) -> RunResult:
     require_host_keys(cfg)
     inv = render_inventory(cfg)
@@ -46,12 +35,7 @@ def run_playbook(
         inventory=inv.hosts_file,
         private_data_dir=runs_dir(cfg) / f"{stamp}-{Path(playbook).stem}",
         extravars=extravars or {},
-        limit=opts.limit,
-        tags=opts.tags,
-        skip_tags=opts.skip_tags,
-        check=opts.check,
-        diff=opts.diff,
-        verbosity=opts.verbosity,
+        options=opts,
         mitogen=cfg.ssh.mitogen,
         node_names={n.address: n.name for n in cfg.nodes},
     )
@@ -87,7 +71,7 @@ def install(
     cfg: SiteConfig,
     opts: RunOptions,
     on_event: Callable[[Event], None],
-    extravars: dict | None = None,
+    extravars: dict[str, str] | None = None,
 ) -> RunResult:
     """site.yml; `extravars` carries what the bundle gate verified (appliance_bundle_manifest_sha256)."""
     return run_playbook(runner, cfg, "site.yml", opts, on_event, extravars=extravars)

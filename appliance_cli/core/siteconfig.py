@@ -199,19 +199,23 @@ def known_role_vars() -> set[str]:
     return names
 
 
-def _cross_checks(cfg: SiteConfig) -> list[str]:
+Net = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _role_var_problems(cfg: SiteConfig) -> list[str]:
+    known = known_role_vars() if cfg.role_vars else set()
+    return [
+        f"role_vars.{name}: not a variable of any role (see roles/*/defaults/main.yml)"
+        for name in sorted(cfg.role_vars)
+        if name not in known
+    ]
+
+
+def _network_problems(cfg: SiteConfig) -> tuple[list[str], Net | None]:
+    """Networks parse, and the pod/service ranges collide neither with the nodes' own network nor
+    with each other. Returns the problems and the node network (for the address checks)."""
     problems: list[str] = []
-
-    if cfg.role_vars:
-        known = known_role_vars()
-        for name in sorted(cfg.role_vars):
-            if name not in known:
-                problems.append(
-                    f"role_vars.{name}: not a variable of any role (see roles/*/defaults/main.yml)"
-                )
-
-    # Networks parse, and the pod/service ranges do not collide with the nodes' own network.
-    nets: dict[str, Any] = {}
+    nets: dict[str, Net | None] = {}
     for field, value in (
         ("network.node_cidr", cfg.network.node_cidr),
         ("kubernetes.pod_cidr", cfg.kubernetes.pod_cidr),
@@ -227,16 +231,24 @@ def _cross_checks(cfg: SiteConfig) -> list[str]:
             problems.append(f"{field}: {net} overlaps the node network {node_net} (network.node_cidr)")
     if pod_net is not None and svc_net is not None and pod_net.overlaps(svc_net):
         problems.append(f"kubernetes.service_cidr: {svc_net} overlaps the pod network {pod_net}")
+    return problems, node_net
 
+
+def _master_problems(cfg: SiteConfig) -> list[str]:
     masters = [i for i, n in enumerate(cfg.nodes) if "master" in n.roles]
     if not masters:
-        problems.append("nodes: no node has the 'master' role (exactly one is required)")
-    elif len(masters) > 1:
+        return ["nodes: no node has the 'master' role (exactly one is required)"]
+    if len(masters) > 1:
         names = ", ".join(cfg.nodes[i].name for i in masters)
-        problems.append(
+        return [
             f"nodes[{masters[1]}].roles: several masters ({names}); HA control planes are not supported yet"
-        )
+        ]
+    return []
 
+
+def _identity_problems(cfg: SiteConfig, node_net: Net | None) -> list[str]:
+    """Names are RFC 1123 hostnames, names and addresses unique, addresses inside the node network."""
+    problems: list[str] = []
     seen_names: dict[str, int] = {}
     seen_addrs: dict[str, int] = {}
     for i, node in enumerate(cfg.nodes):
@@ -251,7 +263,6 @@ def _cross_checks(cfg: SiteConfig) -> list[str]:
                 f"{where}.name: duplicate hostname '{node.name}' (also nodes[{seen_names[node.name]}])"
             )
         seen_names.setdefault(node.name, i)
-
         try:
             addr = ipaddress.ip_address(node.address)
         except ValueError:
@@ -264,11 +275,17 @@ def _cross_checks(cfg: SiteConfig) -> list[str]:
         seen_addrs.setdefault(node.address, i)
         if addr is not None and node_net is not None and addr not in node_net:
             problems.append(f"{where}.address: {addr} is outside network.node_cidr {node_net}")
+    return problems
 
+
+def _role_problems(cfg: SiteConfig) -> list[str]:
+    """Known roles, known hardware classes, and GPUs exactly where the gpu-worker role is."""
+    problems: list[str] = []
+    for i, node in enumerate(cfg.nodes):
+        where = f"nodes[{i}]"
         for j, role in enumerate(node.roles):
             if role not in NODE_ROLES:
                 problems.append(f"{where}.roles[{j}]: unknown role '{role}' (known: {', '.join(NODE_ROLES)})")
-
         hw = cfg.hardware_classes.get(node.hardware_class)
         if hw is None:
             known = ", ".join(sorted(cfg.hardware_classes))
@@ -284,7 +301,11 @@ def _cross_checks(cfg: SiteConfig) -> list[str]:
             problems.append(
                 f"{where}.roles: 'gpu-worker' on hardware class {node.hardware_class}, which has no GPUs"
             )
+    return problems
 
+
+def _scheduler_problems(cfg: SiteConfig) -> list[str]:
+    problems: list[str] = []
     if cfg.scheduler.stack == "runai":
         if cfg.nfs is None:
             problems.append(
@@ -296,10 +317,22 @@ def _cross_checks(cfg: SiteConfig) -> list[str]:
             )
         if not any("runai-system" in n.roles for n in cfg.nodes):
             problems.append("nodes: scheduler.stack is 'runai' but no node has the 'runai-system' role")
-
     if ":" not in cfg.registry.address:
         problems.append(f"registry.address: '{cfg.registry.address}' must be HOST:PORT (e.g. master1:5000)")
     return problems
+
+
+def _cross_checks(cfg: SiteConfig) -> list[str]:
+    """Rules that span several fields, in the order a reader meets the fields."""
+    network, node_net = _network_problems(cfg)
+    return [
+        *_role_var_problems(cfg),
+        *network,
+        *_master_problems(cfg),
+        *_identity_problems(cfg, node_net),
+        *_role_problems(cfg),
+        *_scheduler_problems(cfg),
+    ]
 
 
 def parse_site(data: Any, source: Path | None = None) -> SiteConfig:

@@ -51,9 +51,9 @@ def download_closure(
             old = json.loads(stamp.read_text())
         except ValueError:
             old = {}
-        files = [dest / f for f in old.get("files", [])]
-        if old.get("key") == key and files and all(f.is_file() for f in files):
-            return files
+        cached = [dest / f for f in old.get("files", [])]
+        if old.get("key") == key and cached and all(f.is_file() for f in cached):
+            return cached
 
     work_dir.mkdir(parents=True, exist_ok=True)
     log = work_dir.with_name(work_dir.name + ".log")

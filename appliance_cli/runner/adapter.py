@@ -22,12 +22,12 @@ from appliance_cli.runner.translate import stats_from_event, translate
 
 def _cmdline(req: RunRequest) -> str:
     parts = []
-    if req.check:
+    if req.options.check:
         parts.append("--check")
-    if req.diff:
+    if req.options.diff:
         parts.append("--diff")
-    if req.skip_tags:
-        parts.append(f"--skip-tags={req.skip_tags}")
+    if req.options.skip_tags:
+        parts.append(f"--skip-tags={req.options.skip_tags}")
     return " ".join(parts)
 
 
@@ -117,10 +117,10 @@ class AnsibleRunner:
                 playbook=str(req.playbook),
                 inventory=str(req.inventory),
                 extravars=req.extravars or None,
-                limit=req.limit,
-                tags=req.tags,
+                limit=req.options.limit,
+                tags=req.options.tags,
                 cmdline=_cmdline(req) or None,
-                verbosity=req.verbosity or None,
+                verbosity=req.options.verbosity or None,
                 envvars=_envvars(req),
                 event_handler=handle,
                 cancel_callback=cancel.is_set,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 HostStatus = Literal["ok", "changed", "failed", "unreachable", "skipped"]
 
@@ -56,18 +56,25 @@ class HostStats:
 Event = PlayStarted | TaskStarted | HostResult | HostWarning
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """What the user asked of this run (the CLI's flags): the same for every playbook."""
+
+    check: bool = False
+    diff: bool = False
+    limit: str | None = None
+    tags: str | None = None
+    skip_tags: str | None = None
+    verbosity: int = 0
+
+
 @dataclass
 class RunRequest:
     playbook: Path
     inventory: Path
     private_data_dir: Path
-    extravars: dict = field(default_factory=dict)
-    limit: str | None = None
-    tags: str | None = None
-    skip_tags: str | None = None
-    check: bool = False
-    diff: bool = False
-    verbosity: int = 0
+    extravars: dict[str, Any] = field(default_factory=dict)
+    options: RunOptions = field(default_factory=RunOptions)
     envvars: dict[str, str] = field(default_factory=dict)
     mitogen: bool = False  # run through Mitogen's strategy (site config ssh.mitogen)
     # address -> inventory name: an unreachable delegated task is reported against the node it

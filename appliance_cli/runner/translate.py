@@ -11,12 +11,13 @@ from appliance_cli.runner.events import (
     Event,
     HostResult,
     HostStats,
+    HostStatus,
     HostWarning,
     PlayStarted,
     TaskStarted,
 )
 
-_RESULT_EVENTS = {
+_RESULT_EVENTS: dict[str, HostStatus] = {
     "runner_on_ok": "ok",
     "runner_on_failed": "failed",
     "runner_on_unreachable": "unreachable",

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from appliance_cli.core.install import RunOptions, install
+from appliance_cli.core.install import install
 from appliance_cli.core.siteconfig import load_site
 from appliance_cli.errors import ConfigError, RunFailed
-from appliance_cli.runner.events import HostResult, HostStats, RunRequest, RunResult
+from appliance_cli.runner.events import HostResult, HostStats, RunOptions, RunRequest, RunResult
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,7 +44,7 @@ def test_install_renders_inventory_and_runs_site_playbook(site):
     result = install(runner, site, RunOptions(check=True, limit="gpu1"), events.append)
     assert result.ok and events
     [req] = runner.requests
-    assert req.playbook.name == "site.yml" and req.check and req.limit == "gpu1"
+    assert req.playbook.name == "site.yml" and req.options.check and req.options.limit == "gpu1"
     hosts = yaml.safe_load(req.inventory.read_text())
     assert hosts["all"]["hosts"]["gpu2"]["ansible_host"] == "192.168.10.22"
     assert set(hosts["all"]["children"]["appliance"]["children"]["gpu_workers"]["hosts"]) == {"gpu1", "gpu2"}

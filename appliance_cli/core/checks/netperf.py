@@ -12,7 +12,7 @@ import time
 CHUNK = b"\0" * (256 * 1024)
 
 
-def serve(port, connections):
+def serve(port: int, connections: int) -> None:
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(("0.0.0.0", port))
@@ -33,7 +33,7 @@ def serve(port, connections):
                 conn.sendall(b"k")
 
 
-def test(host, port, seconds):
+def test(host: str, port: int, seconds: float) -> None:
     with socket.create_connection((host, port), timeout=30) as c:
         c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         c.sendall(b"p")

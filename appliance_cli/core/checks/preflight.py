@@ -79,7 +79,7 @@ def _min_check(
 def cpu(ctx: Ctx) -> CheckResult:
     if ctx.facts.in_container:
         return ctx.result("cpu", "hardware", Status.SKIP, hint=CONTAINER + "it sees the host's CPUs")
-    rules = [(KUBEADM_MIN_CPUS, "kubeadm", Status.FAIL)]
+    rules: list[tuple[float, str, Status]] = [(KUBEADM_MIN_CPUS, "kubeadm", Status.FAIL)]
     if SYSTEM_ROLES & set(ctx.node.roles):
         rules.append((SYSTEM_MIN_CPUS, "system node", Status.FAIL))
     rules.append((ctx.hw.cpu_cores, f"hardware class {ctx.node.hardware_class}", Status.WARN))
@@ -90,7 +90,7 @@ def memory(ctx: Ctx) -> CheckResult:
     if ctx.facts.in_container:
         return ctx.result("memory", "hardware", Status.SKIP, hint=CONTAINER + "it sees the host's memory")
     gb = int(ctx.facts.get("mem_kb", "0") or 0) / 2**20
-    rules = [(KUBEADM_MIN_MEM_MB / 1024, "kubeadm", Status.FAIL)]
+    rules: list[tuple[float, str, Status]] = [(KUBEADM_MIN_MEM_MB / 1024, "kubeadm", Status.FAIL)]
     if SYSTEM_ROLES & set(ctx.node.roles):
         rules.append((SYSTEM_MIN_MEM_GB * 0.95, "system node", Status.FAIL))  # MemTotal < installed RAM
     rules.append((ctx.hw.ram_gb * 0.9, f"hardware class {ctx.node.hardware_class}", Status.WARN))

@@ -10,7 +10,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from appliance_cli.content import templates_dir
-from appliance_cli.core.checks.model import Report, Status
+from appliance_cli.core.checks.model import CheckResult, Report, Status
 
 _COLORS = {Status.PASS: "#2da44e", Status.WARN: "#d4a72c", Status.FAIL: "#cf222e", Status.SKIP: "#aaaaaa"}
 BAR_MAX = 420  # px
@@ -61,14 +61,14 @@ def write_text(report: Report, path: Path) -> None:
 
 def charts(report: Report) -> list[dict[str, object]]:
     """One horizontal bar chart per measured metric, one bar per node, coloured by status."""
-    groups: dict[tuple[str, str], list] = {}
+    groups: dict[tuple[str, str], list[CheckResult]] = {}
     for r in report.results:
         if r.number is not None:
             groups.setdefault((r.layer, r.check), []).append(r)
     out = []
     for (layer, check), rows in groups.items():
-        top = max(r.number for r in rows) or 1.0
-        bars = [{"node": r.node, "value": r.value, "y": 6 + 24 * i, "w": max(2, round(BAR_MAX * r.number / top)),
+        top = max(r.number or 0.0 for r in rows) or 1.0
+        bars = [{"node": r.node, "value": r.value, "y": 6 + 24 * i, "w": max(2, round(BAR_MAX * (r.number or 0.0) / top)),
                  "color": _COLORS[r.status]} for i, r in enumerate(rows)]  # fmt: skip
         out.append({"layer": layer, "check": check, "unit": rows[0].unit, "better": rows[0].better or "higher",
                     "bars": bars, "width": 110 + BAR_MAX + 140, "height": 12 + 24 * len(rows)})  # fmt: skip
