@@ -37,6 +37,7 @@ SITE = {
     "appliance_service_cidr": "10.96.0.0/12",
     "appliance_cluster_dns_domain": "cluster.local",
     "appliance_container_runtime": "containerd",
+    "appliance_cri_socket": "unix:///run/containerd/containerd.sock",
     "appliance_token_ttl": "24h0m0s",
     "appliance_registry_address": REGISTRY,
     "appliance_registry_ca_path": "/usr/local/share/ca-certificates/appliance-registry-ca.crt",
@@ -172,6 +173,7 @@ def docker(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         tmp_path_factory.mktemp("docker"),
         {
             "appliance_container_runtime": "docker",
+            "appliance_cri_socket": "unix:///var/run/dockershim.sock",
             # a user trying to switch the cgroup driver back must not win
             "container_runtime_docker_daemon_options": {
                 "exec-opts": ["native.cgroupdriver=cgroupfs"],
@@ -238,6 +240,35 @@ def test_crictl_endpoint_follows_runtime(containerd: dict[str, str], docker: dic
         == "unix:///run/containerd/containerd.sock"
     )
     assert yaml.safe_load(docker["crictl.yaml"])["runtime-endpoint"] == "unix:///var/run/dockershim.sock"
+
+
+@pytest.mark.parametrize(
+    ("runtime", "socket"),
+    [("containerd", "unix:///run/containerd/containerd.sock"), ("docker", "unix:///var/run/dockershim.sock")],
+)
+def test_one_cri_socket_for_every_role(tmp_path: Path, runtime: str, socket: str) -> None:
+    """The generated group_vars define the socket once; the roles' variables only point at it."""
+    from appliance_cli.core.inventory import render_inventory
+    from appliance_cli.core.siteconfig import load_site
+
+    cfg = load_site(REPO / "inventories" / "example")
+    cfg.kubernetes.container_runtime = runtime  # type: ignore[assignment]
+    group_vars = yaml.safe_load(render_inventory(cfg, tmp_path).group_vars_file.read_text())
+    assert group_vars["appliance_cri_socket"] == socket
+    for role, name in [
+        ("kube_binaries", "kube_binaries_cri_socket"),
+        ("control_plane", "control_plane_cri_socket"),
+        ("node_join", "node_join_cri_socket"),
+    ]:
+        defaults = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())
+        assert defaults[name] == "{{ appliance_cri_socket }}", role
+    # containerd_socket (containerd's own listen path, container_runtime) is another setting
+    defined = [
+        p
+        for p in ROLES.rglob("*.y*ml")
+        if any("unix:///" in line for line in p.read_text().splitlines() if not line.lstrip().startswith("#"))
+    ]
+    assert defined == [], "a role spells a CRI socket path itself"
 
 
 # --------------------------------------------------------------------------- docker
@@ -439,7 +470,7 @@ def test_kubeadm_config(containerd: dict[str, str]) -> None:
 
 def test_kubeadm_config_docker_socket(docker: dict[str, str]) -> None:
     init = by_kind(yaml_docs(docker["kubeadm-config.yaml"]))["InitConfiguration"]
-    assert init["nodeRegistration"]["criSocket"] == "/var/run/dockershim.sock"
+    assert init["nodeRegistration"]["criSocket"] == "unix:///var/run/dockershim.sock"
 
 
 def test_kubeadm_config_oidc(oidc: dict[str, str]) -> None:
