@@ -28,10 +28,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
-from test_registry_seed_support import BundleWriter, free_port, layer_tar, load_module
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests._support
+from tests._support.modules import load_role_module
+from tests._support.registry_seed import BundleWriter, free_port, layer_tar
 
-seedmod = load_module("registry", "registry_seed")
+seedmod = load_role_module("registry", "registry_seed")
 REGISTRY = shutil.which("docker-registry") or "/usr/bin/docker-registry"
 
 

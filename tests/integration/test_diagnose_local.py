@@ -9,7 +9,7 @@ import yaml
 from appliance_cli.core.checks.diagnose import Transport, run_diagnose
 from appliance_cli.core.checks.model import Status
 from appliance_cli.core.siteconfig import load_site
-from tests.unit.test_siteconfig import EXAMPLE
+from tests._support.paths import EXAMPLE
 
 pytestmark = pytest.mark.integration
 

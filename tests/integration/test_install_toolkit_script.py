@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from toolkit_bundle_support import TOOLKIT_VERSION, build_toolkit_bundle, fake_runtime
-
 from appliance_cli.bundle import load_manifest
 from appliance_cli.bundle.model import INSTALL_SCRIPT
+from tests._support.toolkit_bundle import TOOLKIT_VERSION, build_toolkit_bundle, fake_runtime
 
 pytestmark = [
     pytest.mark.integration,

@@ -16,7 +16,7 @@ from appliance_cli.core.checks import report as reports
 from appliance_cli.core.checks.model import Status
 from appliance_cli.core.checks.preflight import run_preflight
 from appliance_cli.core.siteconfig import Node, SiteConfig, load_site
-from tests.unit.test_siteconfig import EXAMPLE
+from tests._support.paths import EXAMPLE
 
 pytestmark = pytest.mark.integration
 

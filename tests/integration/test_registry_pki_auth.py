@@ -5,17 +5,16 @@ damaged htpasswd entry and check mode do."""
 from __future__ import annotations
 
 import grp
-import importlib.util
 import os
 import shutil
 import stat
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_registry_seed_support import load_module
+
+from tests._support.modules import load_role_module
 
 GROUP = "docker-registry"
 pytestmark = pytest.mark.skipif(
@@ -24,15 +23,8 @@ pytestmark = pytest.mark.skipif(
     ),
     reason="needs openssl, apache2-utils (htpasswd) and the docker-registry group: scripts/bootstrap.sh installs them",
 )
-# module_utils (the role's and the project's), importable as ansible.module_utils.* on the node: the same here
-for _utils in ("roles/registry/module_utils/registry_files.py", "module_utils/node_files.py"):
-    _path = Path(__file__).resolve().parents[2] / _utils
-    _spec = importlib.util.spec_from_file_location(f"ansible.module_utils.{_path.stem}", _path)
-    assert _spec and _spec.loader
-    sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules[_spec.name])
-pki = load_module("registry", "registry_pki")
-auth = load_module("registry", "registry_auth")
+pki = load_role_module("registry", "registry_pki")
+auth = load_role_module("registry", "registry_auth")
 SAN = "subjectAltName = IP:10.77.0.11, DNS:master1\n"
 
 

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import jinja2
 import pytest
-from test_registry_seed_support import ROOT, digest, free_port, load_module, small_image_set
+
+from tests._support.modules import load_role_module
+from tests._support.registry_seed import ROOT, digest, free_port, small_image_set
 
 pytestmark = pytest.mark.integration
 
@@ -32,8 +34,8 @@ needs_registry = pytest.mark.skipif(
     reason="needs docker-registry, apache2-utils (htpasswd) and openssl: scripts/bootstrap.sh installs them",
 )
 
-seedmod = load_module("registry", "registry_seed")
-syncmod = load_module("bundle_repo", "bundle_sync")
+seedmod = load_role_module("registry", "registry_seed")
+syncmod = load_role_module("bundle_repo", "bundle_sync")
 
 
 def _openssl(*args: str, cwd: Path) -> None:

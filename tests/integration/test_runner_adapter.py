@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from appliance_cli.runner.adapter import AnsibleRunner
-from appliance_cli.runner.events import HostResult, HostWarning, RunRequest, TaskStarted
+from appliance_cli.runner.events import HostResult, HostWarning, RunOptions, RunRequest, TaskStarted
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +68,9 @@ def test_events_stats_and_idempotence(tmp_path):
 
 
 def test_check_mode_changes_nothing(tmp_path):
-    result = AnsibleRunner().run(_request(tmp_path, check=True, diff=True), lambda e: None)
+    result = AnsibleRunner().run(
+        _request(tmp_path, options=RunOptions(check=True, diff=True)), lambda e: None
+    )
     assert result.ok and not (tmp_path / "out.txt").exists()
 
 

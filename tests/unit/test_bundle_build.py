@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_bundle_support import build, make_profile
 
 from appliance_cli.bundle import keygen, load_manifest, sign_bundle, verify_bundle
 from appliance_cli.bundle import store as store_mod
 from appliance_cli.bundle.build import build_bundle, pip_failure_cause
 from appliance_cli.cli.main import main
 from appliance_cli.errors import BundleError
+from tests._support.bundles import build, make_profile
 
 
 def test_incremental_rebuild_skips_existing_blobs(tmp_path: Path) -> None:

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from test_bundle_support import build, make_profile
 
 from appliance_cli.bundle import inspect_bundle, load_manifest, verify_bundle
 from appliance_cli.bundle.model import Manifest, parse_manifest
 from appliance_cli.bundle.store import BlobStore
 from appliance_cli.content import content_root
 from appliance_cli.errors import BundleError
+from tests._support.bundles import build, make_profile
 
 SCHEMA_FILE = content_root() / "bundles" / "manifest.schema.json"
 

@@ -13,20 +13,20 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_bundle_support import build, make_profile
-from toolkit_bundle_support import (
-    TOOLKIT_VERSION,
-    build_toolkit_bundle,
-    fake_runtime,
-    offline_pip,
-    toolkit_profile,
-)
 
 from appliance_cli.bundle import BundleVerifyError, keygen, load_manifest, sign_bundle, verify_bundle
 from appliance_cli.bundle.model import INSTALL_SCRIPT, Artifact, FileEntry, parse_manifest
 from appliance_cli.bundle.profile import load_profile
 from appliance_cli.bundle.toolkit_script import TEMPLATE, render, wheel_python
 from appliance_cli.errors import BundleError
+from tests._support.bundles import build, make_profile
+from tests._support.toolkit_bundle import (
+    TOOLKIT_VERSION,
+    build_toolkit_bundle,
+    fake_runtime,
+    offline_pip,
+    toolkit_profile,
+)
 
 
 @pytest.fixture(scope="module")

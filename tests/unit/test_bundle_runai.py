@@ -8,16 +8,16 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from test_bundle_support import (
-    BUSYBOX,
-    build,
-    make_profile,
-)
 
 from appliance_cli.bundle import import_runai, load_manifest, verify_bundle
 from appliance_cli.bundle.oci import build_local_image
 from appliance_cli.cli.main import main
 from appliance_cli.errors import BundleError
+from tests._support.bundles import (
+    BUSYBOX,
+    build,
+    make_profile,
+)
 
 
 def _add(t: tarfile.TarFile, name: str, data: bytes = b"", **attrs) -> None:

@@ -8,7 +8,6 @@ import stat
 from pathlib import Path
 
 import pytest
-from test_bundle_support import build, make_profile
 
 from appliance_cli.bundle import (
     BundleVerifyError,
@@ -20,6 +19,7 @@ from appliance_cli.bundle import (
 )
 from appliance_cli.cli.main import main
 from appliance_cli.errors import BundleError
+from tests._support.bundles import build, make_profile
 
 
 @pytest.fixture

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 from pathlib import Path
 
 import pytest
 
+from tests._support.modules import load_role_module
+
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location(
-    "unit_bundle_view", ROOT / "roles/bundle_repo/library/bundle_view.py"
-)
-view = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(view)
+view = load_role_module("bundle_repo", "bundle_view")
 
 
 def _d(data: bytes) -> str:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_bundle_support import build
 
 from appliance_cli.bundle import zipapp
 from appliance_cli.errors import BundleError
+from tests._support.bundles import build
 
 STANDIN = Path(__file__).resolve().parents[1] / "standin" / "k8s_standin"
 

@@ -12,7 +12,7 @@ from appliance_cli.cli.main import main
 from appliance_cli.core.cluster import parse_nodes
 from appliance_cli.core.remote import ssh_argv
 from appliance_cli.core.siteconfig import load_site
-from tests.unit.test_siteconfig import EXAMPLE
+from tests._support.paths import EXAMPLE
 
 NODES = {
     "items": [

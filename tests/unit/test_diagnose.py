@@ -15,7 +15,7 @@ from appliance_cli.core.checks.model import NodeFacts, Report, Status
 from appliance_cli.core.checks.probe import parse
 from appliance_cli.core.checks.report import write_html
 from appliance_cli.core.siteconfig import SiteConfig, load_site
-from tests.unit.test_siteconfig import EXAMPLE
+from tests._support.paths import EXAMPLE
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
 

@@ -9,13 +9,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_bundle_support import build, make_profile
 
 from appliance_cli.bundle import keygen, sign_bundle
 from appliance_cli.bundle.verify import KEY_ENV
 from appliance_cli.core import bundlegate
 from appliance_cli.core.siteconfig import SiteConfig, load_site
 from appliance_cli.errors import BundleError
+from tests._support.bundles import build, make_profile
 
 REPO = Path(__file__).resolve().parents[2]
 

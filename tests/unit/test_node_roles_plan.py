@@ -3,20 +3,16 @@ what kubectl must change, given what `kubectl get nodes -o json` printed."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from tests._support.modules import load_filter_plugin
+
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "node_roles"
-_spec = importlib.util.spec_from_file_location(
-    "node_roles_plan", ROLE / "filter_plugins" / "node_roles_plan.py"
-)
-assert _spec and _spec.loader
-f = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(f)
+f = load_filter_plugin("node_roles", "node_roles_plan")
 
 DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
 HOSTVARS = {

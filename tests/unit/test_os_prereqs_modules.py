@@ -4,10 +4,8 @@ The lab e2e suite runs the same modules on real nodes (tests/e2e/test_os_prereqs
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -15,23 +13,14 @@ import yaml
 
 from appliance_cli.runner.events import HostWarning
 from appliance_cli.runner.translate import translate
+from tests._support.modules import load_role_module
 
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "os_prereqs"
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-# The project's module_utils are importable as ansible.module_utils.* on the node; the same here.
-node_files = _load("ansible.module_utils.node_files", ROLE.parents[1] / "module_utils" / "node_files.py")
-kernel = _load("appliance_test_kernel_prereqs", ROLE / "library" / "kernel_prereqs.py")
-apt_sources = _load("appliance_test_apt_offline_sources", ROLE / "library" / "apt_offline_sources.py")
+kernel = load_role_module("os_prereqs", "kernel_prereqs")
+node_files = sys.modules["ansible.module_utils.node_files"]  # the project's, loaded with the module
+apt_sources = load_role_module("os_prereqs", "apt_offline_sources")
 
 
 class Failed(Exception):

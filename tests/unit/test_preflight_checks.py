@@ -12,7 +12,7 @@ from appliance_cli.core.checks.model import NodeFacts, Status
 from appliance_cli.core.checks.preflight import node_results, site_checks
 from appliance_cli.core.checks.probe import parse
 from appliance_cli.core.siteconfig import SiteConfig, load_site
-from tests.unit.test_siteconfig import EXAMPLE
+from tests._support.paths import EXAMPLE
 
 # A healthy GZ2 GPU worker on bare metal, as probe.sh prints it (8 A100s, driver on the host).
 BARE_GPU_NODE = """probe_version=1

@@ -4,12 +4,13 @@ roles' custom modules, which run on Ubuntu 20.04 nodes)."""
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests._support.modules import load_role_module
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE_UTILS_FILES = sorted(ROOT.glob("roles/*/module_utils/*.py")) + sorted(ROOT.glob("module_utils/*.py"))
@@ -18,16 +19,7 @@ MODULES = sorted(ROOT.glob("roles/*/library/*.py")) + MODULE_UTILS_FILES
 ROLE_MODULE_UTILS = {f"ansible.module_utils.{p.stem}" for p in MODULE_UTILS_FILES}
 
 
-def load(role: str, name: str):
-    spec = importlib.util.spec_from_file_location(
-        f"unit_{role}_{name}", ROOT / "roles" / role / "library" / f"{name}.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-seed = load("registry", "registry_seed")
+seed = load_role_module("registry", "registry_seed")
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64
 D3 = "sha256:" + "3" * 64

@@ -1,31 +1,20 @@
 """Helpers (no tests) shared by the registry-seed / bundle-view tests and the benchmark:
-load a role's custom module by path, build tiny OCI images and lay them out as a bundle
+build tiny OCI images and lay them out as a bundle
 (manifest.json following appliance_cli/bundle/model.py, blobs at blobs/sha256/<hex>)."""
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import io
 import json
 import socket
 import tarfile
 from pathlib import Path
-from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER_TAR = "application/vnd.oci.image.layer.v1.tar"
-
-
-def load_module(role: str, name: str) -> ModuleType:
-    path = ROOT / "roles" / role / "library" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"appliance_test_{role}_{name}", path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def digest(data: bytes) -> str:

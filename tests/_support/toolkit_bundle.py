@@ -16,7 +16,7 @@ import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from test_bundle_support import build, make_profile
+from tests._support.bundles import build, make_profile
 
 TOOLKIT_VERSION = "0.1.0"
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_k8s_templates import run_playbook
+
+from tests.integration.test_k8s_templates import run_playbook
 
 OFFLINE_LIST = Path("/etc/apt/sources.list.d/appliance-offline.list")
 
