@@ -1,5 +1,5 @@
 """install-toolkit.sh for real, on this machine, against a tiny bundle (stand-in toolkit wheel +
-one dependency + a pip wheel; see tests/unit/toolkit_bundle_support.py): it installs offline
+one dependency + a pip wheel; see tests/_support/toolkit_bundle.py): it installs offline
 (in a network namespace with no interfaces up where `unshare` is available), is idempotent,
 uses the bundle's controller runtime, and stops with one clear line for each failure."""
 
