@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
 import re
 from typing import Any, BinaryIO
+
+from ansible.module_utils.bundle_manifest import free_bytes
+from ansible.module_utils.bundle_manifest import hex_of as _hex_of
+from ansible.module_utils.bundle_manifest import read_manifest as _read_manifest
 
 DOCUMENTATION = r"""
 module: bundle_sync
@@ -90,26 +93,16 @@ class SyncError(Exception):
 
 
 def hex_of(digest: str) -> str:
-    algo, _, hexd = str(digest).partition(":")
-    if algo != "sha256" or not _HEX_RE.match(hexd):
-        raise SyncError(f"manifest lists an invalid digest {digest!r}")
-    return hexd
+    return _hex_of(digest, SyncError)
 
 
 def read_manifest(src: str) -> tuple[dict[str, Any], bytes]:
-    path = os.path.join(src, MANIFEST)
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise SyncError(f"{path}: no manifest.json, not a bundle (is the USB stick mounted?)") from None
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except ValueError as exc:
-        raise SyncError(f"{path} is not valid JSON: {exc}") from None
-    if not isinstance(data, dict) or data.get("schema") != "appliance-bundle":
-        raise SyncError(f"{path} is not an appliance bundle manifest")
-    return data, raw
+    return _read_manifest(
+        src,
+        SyncError,
+        "{path}: no manifest.json, not a bundle (is the USB stick mounted?)",
+        require_schema=True,
+    )
 
 
 def blob_owners(manifest: dict[str, Any]) -> dict[str, tuple[int, list[str]]]:
@@ -124,13 +117,6 @@ def blob_owners(manifest: dict[str, Any]) -> dict[str, tuple[int, list[str]]]:
                 if label not in entry[1]:
                     entry[1].append(label)
     return owners
-
-
-def free_bytes(path: str) -> int:
-    while not os.path.exists(path):
-        path = os.path.dirname(path) or "/"
-    st = os.statvfs(path)
-    return st.f_bavail * st.f_frsize
 
 
 def _size(path: str) -> int | None:

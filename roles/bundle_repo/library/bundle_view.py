@@ -12,6 +12,9 @@ import os
 import re
 from typing import Any, BinaryIO
 
+from ansible.module_utils.bundle_manifest import hex_of as _hex_of
+from ansible.module_utils.bundle_manifest import read_manifest as _read_manifest
+
 DOCUMENTATION = r"""
 module: bundle_view
 short_description: Build the master's served tree (apt repos, files, charts) from bundle blobs
@@ -88,10 +91,7 @@ class ViewError(Exception):
 
 
 def hex_of(digest: str) -> str:
-    algo, _, hexd = str(digest).partition(":")
-    if algo != "sha256" or not _HEX_RE.match(hexd):
-        raise ViewError(f"manifest lists an invalid digest {digest!r}")
-    return hexd
+    return _hex_of(digest, ViewError)
 
 
 def _safe_rel(path: str) -> str:
@@ -252,14 +252,7 @@ def _prune_empty_dirs(www: str, path: str) -> None:
 def materialise(
     bundle: str, www: str, link_mode: str = "auto", check_mode: bool = False, base_url: str = ""
 ) -> dict[str, Any]:
-    path = os.path.join(bundle, "manifest.json")
-    try:
-        with open(path, "rb") as f:
-            manifest = json.loads(f.read().decode("utf-8"))
-    except FileNotFoundError:
-        raise ViewError(f"{path}: no manifest.json, not a bundle copy") from None
-    except ValueError as exc:
-        raise ViewError(f"{path} is not valid JSON: {exc}") from None
+    manifest, _ = _read_manifest(bundle, ViewError, "{path}: no manifest.json, not a bundle copy")
     if link_mode not in ("auto", "copy"):
         raise ViewError(f"link_mode must be auto or copy, not {link_mode!r}")
     wanted = plan_view(manifest)

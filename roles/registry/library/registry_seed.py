@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import errno
 import grp
-import hashlib
-import json
 import os
 import pwd
 import re
 from typing import Any, BinaryIO
+
+from ansible.module_utils.bundle_manifest import free_bytes, sha256_of
+from ansible.module_utils.bundle_manifest import hex_of as _hex_of
+from ansible.module_utils.bundle_manifest import read_manifest as _read_manifest
 
 DOCUMENTATION = r"""
 module: registry_seed
@@ -109,10 +111,7 @@ class SeedError(Exception):
 # Pure functions
 # ---------------------------------------------------------------------------------------------
 def hex_of(digest: str) -> str:
-    algo, _, hexd = digest.partition(":")
-    if algo != "sha256" or not _HEX_RE.match(hexd):
-        raise SeedError(f"not a sha256 digest: {digest!r}")
-    return hexd
+    return _hex_of(digest, SeedError, "not a sha256 digest:")
 
 
 def link_content(digest: str) -> bytes:
@@ -274,17 +273,6 @@ def _copy_range(src: BinaryIO, out: BinaryIO, size: int) -> None:
         left -= len(buf)
 
 
-def _sha256_of(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            buf = f.read(BUF)
-            if not buf:
-                break
-            h.update(buf)
-    return "sha256:" + h.hexdigest()
-
-
 class Seeder:
     def __init__(
         self,
@@ -418,7 +406,7 @@ class Seeder:
                             )
                         _copy_range(src, out, csize)
                 out.flush()
-                got = _sha256_of(tmp)
+                got = sha256_of(tmp)
                 if got != digest:
                     raise SeedError(f"bundle blob {digest} is corrupt: its content hashes to {got}")
             os.chmod(tmp, 0o644)
@@ -466,24 +454,10 @@ def bytes_to_copy(seeder: Seeder, plans: list[dict[str, Any]]) -> int:
     return sum(seen.values())
 
 
-def free_bytes(path: str) -> int:
-    while not os.path.exists(path):
-        path = os.path.dirname(path) or "/"
-    st = os.statvfs(path)
-    return st.f_bavail * st.f_frsize
-
-
 def read_bundle_manifest(bundle_path: str) -> dict[str, Any]:
-    path = os.path.join(bundle_path, "manifest.json")
-    try:
-        with open(path, "rb") as f:
-            return json.loads(f.read().decode("utf-8"))
-    except FileNotFoundError:
-        raise SeedError(
-            f"{bundle_path}: no manifest.json, not a bundle (run the bundle_repo role first)"
-        ) from None
-    except ValueError as exc:
-        raise SeedError(f"{path} is not valid JSON: {exc}") from None
+    return _read_manifest(
+        bundle_path, SeedError, "{bundle}: no manifest.json, not a bundle (run the bundle_repo role first)"
+    )[0]
 
 
 def resolve_owner(owner: str, group: str) -> tuple[int, int]:
