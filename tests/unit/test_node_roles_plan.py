@@ -129,3 +129,43 @@ def test_one_call_per_verb_and_node_labels_first():
         {"verb": "taint", "node": "w1", "args": ["t-"]},
     ]
     assert f.node_roles_calls([]) == []
+
+
+def test_the_plan_converges_a_cluster_through_kubectl(tmp_path, capsys):
+    """No made-up NodeList: nodes registered in the stand-in API server, read with kubectl as the
+    role reads them, the planned calls run with kubectl as the role runs them (its argv, its
+    --overwrite rule), read again: the cluster now holds what was wanted and the plan is empty."""
+    from tests._support.standin_cluster import Cluster
+
+    cluster = Cluster(tmp_path)
+    try:
+        for name in HOSTVARS:
+            cluster.add_node(name)
+        cluster.admin().call(
+            "PATCH", "/api/v1/nodes/worker1",
+            {"metadata": {"labels": {"node-role.kubernetes.io/cpu-worker": "true"}}},
+        )  # fmt: skip
+
+        def current() -> list[dict[str, Any]]:
+            rc, out, err = cluster.kubectl(capsys, "get", "nodes", "-o", "json")
+            assert rc == 0, err
+            return json.loads(out)["items"]
+
+        first = plan(current())
+        assert ("worker1", "label", "node-role.kubernetes.io/cpu-worker-") in [
+            (p["node"], p["verb"], p["arg"]) for p in first
+        ]
+        for call in f.node_roles_calls(first):
+            overwrite = ["--overwrite"] if [a for a in call["args"] if not a.endswith("-")] else []
+            rc, _, err = cluster.kubectl(
+                capsys, call["verb"], "node", call["node"], *call["args"], *overwrite
+            )
+            assert rc == 0, (call, err)
+        after = current()
+        assert plan(after) == []
+        labels = {i["metadata"]["name"]: i["metadata"]["labels"] for i in after}
+        assert labels["worker1"]["node-role.kubernetes.io/gpu-worker"] == "true"
+        assert "node-role.kubernetes.io/cpu-worker" not in labels["worker1"]
+        assert labels["master1"]["run.ai/type"] == "S5SP"
+    finally:
+        cluster.srv.shutdown()
