@@ -110,14 +110,27 @@ def run_with_view(cfg: SiteConfig, limit: set[str] | None) -> Report:
         return run_preflight(cfg, on_result=on_result, limit=limit)
 
 
+def grouped(results: list[CheckResult]) -> list[tuple[str, CheckResult]]:
+    """Failures and warnings, one per distinct finding: the same check saying the same thing on
+    several nodes is one entry naming them ('4 nodes (master1, …)'), in first-seen order."""
+    groups: dict[tuple[object, ...], list[CheckResult]] = {}
+    for r in results:
+        if r.status in (Status.FAIL, Status.WARN):
+            groups.setdefault((r.status, r.layer, r.check, r.value, r.expected, r.hint), []).append(r)
+    out = []
+    for rows in groups.values():
+        nodes = sorted(r.node for r in rows)
+        who = nodes[0] if len(nodes) == 1 else f"{len(nodes)} nodes ({', '.join(nodes)})"
+        out.append((who, rows[0]))
+    return out
+
+
 def show(report: Report) -> None:
-    for r in report.results:
-        line = f"{r.node}: {r.layer}/{r.check}: {r.value}" + (
-            f" (expected {r.expected})" if r.expected else ""
-        )
+    for who, r in grouped(report.results):
+        line = f"{who}: {r.layer}/{r.check}: {r.value}" + (f" (expected {r.expected})" if r.expected else "")
         if r.status is Status.FAIL:
             ui.error(line, r.hint or None)
-        elif r.status is Status.WARN:
+        else:
             ui.warn(f"{line} — {r.hint}" if r.hint else line)
     skipped = [r for r in report.results if r.status is Status.SKIP]
     reasons = sorted({r.hint for r in skipped})

@@ -189,3 +189,15 @@ def test_probe_script_is_posix_sh() -> None:
     script = Path(__file__).resolve().parents[2] / "appliance_cli" / "core" / "checks" / "probe.sh"
     r = subprocess.run(["shellcheck", "-s", "sh", str(script)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout
+
+
+def test_the_same_finding_on_several_nodes_is_shown_once_naming_them(cfg: SiteConfig) -> None:
+    from appliance_cli.cli.preflight_cmd import grouped
+
+    results = []
+    for node in ("gpu2", "gpu1"):
+        results += node_results(cfg, cfg.node(node), _facts(BARE_GPU_NODE, node, tool__socat=""))
+    results += node_results(cfg, cfg.node("gpu1"), _facts(BARE_GPU_NODE, "gpu1", disk_free_bytes="1"))
+    shown = [(who, r.check) for who, r in grouped(results)]
+    assert ("2 nodes (gpu1, gpu2)", "tools") in shown and ("gpu1", "disk") in shown
+    assert len([1 for _, check in shown if check == "tools"]) == 1
