@@ -38,6 +38,9 @@ def up(nodes: int) -> None:
     from appliance_cli.core.siteconfig import load_site
     from appliance_cli.lab.layout import LabLayout
 
+    # Under Mitogen the create task runs in a worker pinned to one CPU, and every lab node would
+    # inherit that (kubeadm's NumCPU preflight then fails): give the lab the whole machine.
+    os.sched_setaffinity(0, range(os.cpu_count() or 1))
     bundle, key = BUNDLES / "lab", BUNDLES / "lab-signing"
     BUNDLES.mkdir(parents=True, exist_ok=True)
     appliance("bundle", "build", "--profile", "lab", "--out", str(bundle))
