@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import yaml
 
 KUBECTL = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
 
@@ -16,9 +17,11 @@ def site(host):
 
 
 def test_kubeadm_config_and_admin_kubeconfig(host, site):
-    cfg = host.file("/etc/kubernetes/kubeadm-config.yaml")
-    assert cfg.contains(f"kubernetesVersion: {site['appliance_kubernetes_version']}")
-    assert cfg.contains(f"podSubnet: {site['appliance_pod_cidr']}")
+    docs = yaml.safe_load_all(host.file("/etc/kubernetes/kubeadm-config.yaml").content_string)
+    cluster = next(d for d in docs if d["kind"] == "ClusterConfiguration")
+    assert cluster["kubernetesVersion"] == site["appliance_kubernetes_version"]
+    assert cluster["networking"]["podSubnet"] == site["appliance_pod_cidr"]
+    assert cluster["imageRepository"] == site["appliance_registry_address"]
     assert host.file("/etc/kubernetes/admin.conf").mode == 0o600
 
 
