@@ -8,7 +8,7 @@
                             plus the manifest digest the bundle gate verified at `up`
 
 The lab is named by APPLIANCE_LAB_NAME (as for `appliance lab`); the bundle and its signing key
-live under APPLIANCE_MOLECULE_BUNDLES (default: the demo's /var/lib/appliance/bundles).
+live under APPLIANCE_MOLECULE_BUNDLES (default /var/lib/appliance/molecule).
 Run with the toolkit's venv on PATH (the Makefile does that).
 """
 
@@ -23,7 +23,9 @@ from typing import Any
 
 import yaml
 
-BUNDLES = Path(os.environ.get("APPLIANCE_MOLECULE_BUNDLES") or "/var/lib/appliance/bundles")
+# Its own directory: a `make demo` or e2e building the demo's bundle at the same time would
+# otherwise leave its .staging in the bundle this run verifies.
+BUNDLES = Path(os.environ.get("APPLIANCE_MOLECULE_BUNDLES") or "/var/lib/appliance/molecule")
 GATE_FILE = "molecule-gate.json"  # in the lab's site directory: what `up` verified
 
 
