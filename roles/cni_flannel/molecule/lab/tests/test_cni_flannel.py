@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import yaml
 
 KUBECTL = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
 
@@ -18,7 +19,12 @@ def site(host):
 def test_manifest_carries_the_pod_cidr_and_the_private_registry(host, site):
     manifest = host.file("/etc/kubernetes/addons/kube-flannel.yml")
     assert manifest.contains(f'"Network": "{site["appliance_pod_cidr"]}"')
-    assert manifest.contains(f"image: {site['appliance_registry_address']}/flannel/flannel:")
+    ds = next(d for d in yaml.safe_load_all(manifest.content_string) if d and d["kind"] == "DaemonSet")
+    pod = ds["spec"]["template"]["spec"]
+    images = [c["image"] for c in pod["initContainers"] + pod["containers"]]
+    assert images and all(i.startswith(f"{site['appliance_registry_address']}/flannel/") for i in images), (
+        images
+    )
 
 
 def test_flannel_daemonset_exists(host, site):
