@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VENV := .venv/bin
 export PATH := $(CURDIR)/$(VENV):$(PATH)
 
-.PHONY: bootstrap demo test lint unit integration e2e bench clean
+.PHONY: bootstrap demo test lint unit integration e2e molecule bench clean
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -32,6 +32,16 @@ e2e: bootstrap
 
 test: lint
 	pytest -q tests/unit tests/integration tests/e2e
+
+# Every role's molecule scenario on the rehearsal lab (root), one at a time, each timed.
+# MOLECULE_ROLES="os_prereqs container_runtime" runs a subset; the lab is APPLIANCE_LAB_NAME (default mol).
+MOLECULE_ROLES ?= bundle_repo os_prereqs registry container_runtime kube_binaries control_plane node_join node_roles cni_flannel
+molecule: bootstrap
+	@export APPLIANCE_LAB_NAME=$${APPLIANCE_LAB_NAME:-mol}; \
+	for r in $(MOLECULE_ROLES); do \
+	  t0=$$SECONDS; (cd roles/$$r && molecule test -s lab) || { echo "molecule: $$r failed" >&2; exit 1; }; \
+	  echo "molecule: $$r passed in $$((SECONDS - t0)) s"; \
+	done
 
 bench: bootstrap
 	@for b in bench/bench_*.py; do $(VENV)/python $$b || exit 1; done
