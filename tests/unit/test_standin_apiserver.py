@@ -189,3 +189,25 @@ def test_kubelet_tls_bootstrap_and_node_authz(
     with pytest.raises(ApiError) as e:  # a node may not touch another node
         kl.client.call("PUT", "/api/v1/nodes/w1", cluster.admin().get("/api/v1/nodes/w1"))
     assert e.value.code == 403
+
+
+def test_kubectl_label_patches_only_the_labels_as_kubectl_does(cluster: Cluster, capsys, monkeypatch) -> None:
+    """Real kubectl label sends a merge patch without resourceVersion: a kubelet status update
+    between its read and its write is no conflict (a PUT of the whole object would be one)."""
+    cluster.add_node("labelled")
+    sent: list[tuple[str, object]] = []
+    real = ApiClient.call
+
+    def record(self, method, path, body=None, ctype="application/json"):
+        if method != "GET":
+            sent.append((method, body))
+        return real(self, method, path, body, ctype)
+
+    monkeypatch.setattr(ApiClient, "call", record)
+    rc, out, _ = cluster.kubectl(
+        capsys, "label", "node", "labelled", "a=1", "kubernetes.io/hostname-", "--overwrite"
+    )
+    assert rc == 0 and out == "node/labelled labeled\n"
+    assert sent == [("PATCH", {"metadata": {"labels": {"a": "1", "kubernetes.io/hostname": None}}})]
+    labels = cluster.admin().get("/api/v1/nodes/labelled")["metadata"]["labels"]
+    assert labels == {"a": "1"}

@@ -259,7 +259,12 @@ class Kubectl:
             if cur == before:
                 self.out.write(f"{self._ref(res, n)} not {verb}\n")
                 continue
-            self.client.call("PUT", path, obj)
+            # as kubectl does: a merge patch of just the changed keys (no resourceVersion), so a
+            # kubelet status update between the read and the write is no conflict
+            patch = {k: v for k, v in cur.items() if before.get(k) != v} | {
+                k: None for k in before if k not in cur
+            }
+            self.client.call("PATCH", path, {"metadata": {field: patch}}, "application/merge-patch+json")
             msg = verb if add or not remove else "un" + verb
             self.out.write(f"{self._ref(res, n)} {msg}\n")
         return 0
