@@ -1,6 +1,7 @@
 # The two commands of the README, and their parts.
 #   ./make.sh demo   -> rehearsal lab up, build+verify the lab bundle, install, verify, summary
-#   ./make.sh test   -> lint (ruff, ansible-lint production, yamllint) + unit + integration + lab e2e
+#   ./make.sh test   -> lint (ruff, mypy, import DAG, yamllint, ansible-lint production) + unit +
+#                       integration + lab e2e + molecule for the fast roles
 SHELL := /bin/bash
 VENV := .venv/bin
 export PATH := $(CURDIR)/$(VENV):$(PATH)
@@ -30,8 +31,11 @@ integration: bootstrap
 e2e: bootstrap
 	pytest -q tests/e2e
 
+# CI runs the fastest roles' molecule scenarios (about 6 minutes); `make molecule` runs all nine.
+CI_MOLECULE_ROLES := container_runtime registry kube_binaries
 test: lint
 	pytest -q tests/unit tests/integration tests/e2e
+	$(MAKE) molecule MOLECULE_ROLES="$(CI_MOLECULE_ROLES)"
 
 # Every role's molecule scenario on the rehearsal lab (root), one at a time, each timed.
 # MOLECULE_ROLES="os_prereqs container_runtime" runs a subset; the lab is APPLIANCE_LAB_NAME (default mol).
