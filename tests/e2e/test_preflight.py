@@ -5,27 +5,13 @@ container node cannot show is a skip with its reason, never a pass)."""
 from __future__ import annotations
 
 import os
-import shlex
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 import yaml
 
 from appliance_cli.core.siteconfig import SiteConfig, load_site
-
-
-def _on(node: str, command: str) -> str:
-    from appliance_cli import lab
-
-    r = subprocess.run(
-        lab.ssh_argv(node, ["sudo", "sh", "-c", shlex.quote(command)]),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert r.returncode == 0, f"{node}: {command}: {r.stderr[-500:]}"
-    return r.stdout
+from tests._support.lab_nodes import run_as_root
 
 
 @pytest.fixture(scope="module")
@@ -50,14 +36,16 @@ def test_fresh_nodes_list_what_the_install_provides(fresh, cli):
 
 def test_a_busy_api_server_port_on_the_master_is_named(fresh, cli):
     master = fresh.master.name
-    _on(master, "systemd-run --unit busy-6443 python3 -m http.server 6443 --bind 0.0.0.0")
+    run_as_root(master, "systemd-run --unit busy-6443 python3 -m http.server 6443 --bind 0.0.0.0")
     try:
-        _on(master, "for i in $(seq 50); do ss -ltnH | grep -q ':6443 ' && exit 0; sleep 0.1; done; exit 1")
+        run_as_root(
+            master, "for i in $(seq 50); do ss -ltnH | grep -q ':6443 ' && exit 0; sleep 0.1; done; exit 1"
+        )
         r = cli("preflight", str(fresh.site_dir))
         inst = cli("install", str(fresh.site_dir))
         skipped = cli("install", str(fresh.site_dir), "--skip-preflight")
     finally:
-        _on(master, "systemctl stop busy-6443")
+        run_as_root(master, "systemctl stop busy-6443")
     assert r.rc == 3
     assert f"error: {master}: kubernetes/ports: in use: 6443" in r.err
     assert f"error: preflight: {master}: kubernetes/ports: in use: 6443" in r.err
@@ -71,11 +59,11 @@ def test_a_busy_api_server_port_on_the_master_is_named(fresh, cli):
 
 def test_a_duplicate_hostname_is_named(fresh, cli):
     first, second = [n.name for n in fresh.nodes][1:3]
-    _on(second, f"hostname {first}")
+    run_as_root(second, f"hostname {first}")
     try:
         r = cli("preflight", str(fresh.site_dir))
     finally:
-        _on(second, f"hostname {second}")
+        run_as_root(second, f"hostname {second}")
     assert r.rc == 3
     assert f"error: site: network/unique_hostname: {first} on {first}, {second}" in r.err
 
@@ -88,11 +76,11 @@ def test_a_resolver_that_does_not_answer_is_named(fresh, cli, tmp_path):
     site = fresh.site_dir / "with-dns.yml"
     site.write_text(yaml.safe_dump(data))
     worker = fresh.nodes[1].name
-    _on(fresh.master.name, f"cp /etc/hosts /etc/hosts.pre && sed -i '/ {worker}$/d' /etc/hosts")
+    run_as_root(fresh.master.name, f"cp /etc/hosts /etc/hosts.pre && sed -i '/ {worker}$/d' /etc/hosts")
     try:
         r = cli("preflight", str(site))
     finally:
-        _on(fresh.master.name, "mv /etc/hosts.pre /etc/hosts")
+        run_as_root(fresh.master.name, "mv /etc/hosts.pre /etc/hosts")
     assert r.rc == 3
     assert (
         f"error: {fresh.master.name}: network/name_resolution: the resolver did not answer for {worker}"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -15,20 +14,9 @@ from pathlib import Path
 import pytest
 
 from appliance_cli.core.siteconfig import SiteConfig, load_site
+from tests._support.lab_nodes import run_as_root
 
 ARTIFACTS = Path(os.environ.get("APPLIANCE_TEST_ARTIFACTS", "/var/lib/appliance/test-artifacts"))
-
-
-def _on(node: str, command: str) -> None:
-    from appliance_cli import lab
-
-    r = subprocess.run(
-        lab.ssh_argv(node, ["sudo", "sh", "-c", shlex.quote(command)]),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert r.returncode == 0, f"{node}: {command}: {r.stderr[-500:]}"
 
 
 @pytest.fixture(scope="module")
@@ -45,12 +33,12 @@ def runs(lab_site, cli, tmp_path_factory):
     out = tmp_path_factory.mktemp("diagnose")
     before = cli("diagnose", str(lab_site.site_dir), "--quick", "--json", str(out / "before.json"))
     slow = lab_site.nodes[2].name
-    _on(slow, "tc qdisc add dev eth0 root tbf rate 50mbit burst 64kb latency 50ms")
+    run_as_root(slow, "tc qdisc add dev eth0 root tbf rate 50mbit burst 64kb latency 50ms")
     try:
         after = cli("diagnose", str(lab_site.site_dir), "--quick", "--json", str(out / "after.json"),
                     "--html", str(out / "after.html"), "--junit", str(out / "after.xml"), "--text", str(out / "after.txt"))  # fmt: skip
     finally:
-        _on(slow, "tc qdisc del dev eth0 root")
+        run_as_root(slow, "tc qdisc del dev eth0 root")
     return out, slow, before, after
 
 
