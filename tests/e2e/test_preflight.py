@@ -98,3 +98,24 @@ def test_an_installed_site_passes(site, installs, cli, tmp_path):
         assert by[(n.name, "cri_socket")]["status"] == "pass"
         assert by[(n.name, "tools")]["status"] == "pass"
         assert by[(n.name, "ports")]["status"] == "pass"
+
+
+def test_installed_nodes_reach_the_registry_and_a_stopped_registry_is_named(
+    site, installs, hosts, cli, tmp_path
+):
+    r = cli("preflight", str(site.site_dir), "--json", str(tmp_path / "p.json"))
+    assert r.rc == 0, r.err[-2000:]
+    by = {(x["node"], x["check"]): x for x in yaml.safe_load((tmp_path / "p.json").read_text())["results"]}
+    assert by[(site.master.name, "registry")]["value"] == "answers, TLS trusted, pull credentials accepted"
+    for n in site.nodes:
+        assert by[(n.name, "registry")]["status"] == "pass", n.name
+    if os.environ.get("APPLIANCE_E2E_SITE") and os.environ.get("APPLIANCE_E2E_DESTRUCTIVE") != "1":
+        pytest.skip("stops the registry: set APPLIANCE_E2E_DESTRUCTIVE=1 to run it on a real site")
+    master = hosts[site.master.name]
+    assert master.run("systemctl stop docker-registry").rc == 0
+    try:
+        stopped = cli("preflight", str(site.site_dir))
+    finally:
+        assert master.run("systemctl start docker-registry").rc == 0
+    assert stopped.rc == 3
+    assert f"registry/registry: https://{site.registry.address}/v2/ does not answer" in stopped.err

@@ -70,7 +70,11 @@ def _by_check(cfg: SiteConfig, facts: NodeFacts, node: str = "gpu2") -> dict[str
 
 def test_a_healthy_bare_metal_gpu_worker_passes_everything(cfg: SiteConfig) -> None:
     res = _by_check(cfg, _facts(BARE_GPU_NODE))
-    assert {k: v[0] for k, v in res.items() if v[0] is not Status.PASS} == {"cri_socket": Status.WARN}
+    # before the install: containerd and the registry are what it will bring
+    assert {k: v[0] for k, v in res.items() if v[0] is not Status.PASS} == {
+        "cri_socket": Status.WARN,
+        "registry": Status.SKIP,
+    }
     assert res["gpus"][1] == "8 NVIDIA PCI device(s): NVIDIA A100-SXM4-80GB"
     assert res["nic_speed"][1] == "25000 Mb/s (ens1f0)"
 
@@ -201,3 +205,33 @@ def test_the_same_finding_on_several_nodes_is_shown_once_naming_them(cfg: SiteCo
     shown = [(who, r.check) for who, r in grouped(results)]
     assert ("2 nodes (gpu1, gpu2)", "tools") in shown and ("gpu1", "disk") in shown
     assert len([1 for _, check in shown if check == "tools"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("anon", "auth", "status", "words"),
+    [
+        ("not-installed", None, Status.SKIP, "not installed yet"),
+        ("401", "200", Status.PASS, "pull credentials accepted"),
+        ("401", None, Status.PASS, "answers, TLS trusted"),
+        ("000", None, Status.FAIL, "does not answer"),  # the registry stopped
+        ("200", None, Status.FAIL, "HTTP 200 without credentials"),  # anonymous pulls allowed
+        ("401", "401", Status.FAIL, "pull credentials refused"),
+    ],
+)
+def test_the_registry_once_installed(cfg: SiteConfig, anon, auth, status, words) -> None:
+    changes = {"registry_anon": anon} | ({"registry_auth": auth} if auth else {})
+    got = _by_check(cfg, _facts(BARE_GPU_NODE, **changes))["registry"]
+    assert got[0] is status and (words in got[1] or words in got[2]), got
+
+
+def test_registry_paths_are_the_registry_roles_defaults() -> None:
+    import yaml
+
+    from appliance_cli.core.checks.preflight import REGISTRY_CA_TRUST, REGISTRY_PASSWORD_FILE
+
+    d = yaml.safe_load((Path(__file__).resolve().parents[2] / "roles/registry/defaults/main.yml").read_text())
+    assert d["registry_ca_trust_path"] == REGISTRY_CA_TRUST
+    password = d["registry_auth_password_file"].replace("{{ registry_auth_dir }}", d["registry_auth_dir"])
+    assert password.replace(
+        "{{ registry_auth_username }}", d["registry_auth_username"]
+    ) == REGISTRY_PASSWORD_FILE

@@ -34,6 +34,10 @@ KUBEADM_TOOLS = {
     "touch": None,
 }
 SKEW_WARN_S, SKEW_FAIL_S = 1.0, 60.0
+# Where the registry role puts the CA every node trusts and the pull password (the master only):
+# its defaults registry_ca_trust_path and registry_auth_password_file (a unit test holds them equal).
+REGISTRY_CA_TRUST = "/usr/local/share/ca-certificates/appliance-registry-ca.crt"
+REGISTRY_PASSWORD_FILE = "/etc/appliance/registry-auth/appliance.password"
 CONTAINER = "container node: "
 
 
@@ -344,9 +348,35 @@ def bundle_on_master(ctx: Ctx) -> CheckResult | None:
                       f"mount the USB stick at {places[0]} on {ctx.node.name}")  # fmt: skip
 
 
+def registry(ctx: Ctx) -> CheckResult:
+    """After the install: the registry answers over TLS with the CA this node trusts (anonymous
+    401), and on the master the pull credentials are accepted (200)."""
+    addr = ctx.cfg.registry.address
+    anon, auth = ctx.facts.get("registry_anon"), ctx.facts.get("registry_auth")
+    if anon in ("not-installed", ""):
+        return ctx.result(
+            "registry", "registry", Status.SKIP, hint="not installed yet: the install sets up the registry"
+        )
+    if anon == "no-curl":
+        return ctx.result(
+            "registry", "registry", Status.SKIP, hint="curl is missing (os_prereqs installs it)"
+        )
+    if anon == "000":
+        return ctx.result("registry", "registry", Status.FAIL, f"https://{addr}/v2/ does not answer", "401 without credentials",
+                          f"is the registry running on {ctx.cfg.master.name}? (systemctl status docker-registry)")  # fmt: skip
+    if anon != "401":
+        return ctx.result("registry", "registry", Status.FAIL, f"HTTP {anon} without credentials", "401 (auth required)",
+                          "the registry must refuse anonymous pulls: rerun `appliance install --tags registry`")  # fmt: skip
+    if auth and auth != "200":
+        return ctx.result("registry", "registry", Status.FAIL, f"pull credentials refused (HTTP {auth})", "200 with the pull password",
+                          "the htpasswd entry and the password file disagree: `appliance install --tags registry` repairs them")  # fmt: skip
+    value = "answers, TLS trusted" + (", pull credentials accepted" if auth else "")
+    return ctx.result("registry", "registry", Status.PASS, value, f"https://{addr}/v2/ with the site's CA")
+
+
 CHECKS: tuple[NodeCheck, ...] = (
     cpu, memory, disk, nic_speed, gpus, nouveau, secure_boot, os_release, swap, sysctls, tools,
-    cgroups, hostname, name_resolution, scheduler_domain, ports, manifests, runtime, bundle_on_master,
+    cgroups, hostname, name_resolution, scheduler_domain, ports, manifests, runtime, bundle_on_master, registry,
 )  # fmt: skip
 
 
@@ -436,6 +466,7 @@ def probe_args(cfg: SiteConfig, node: Node) -> list[str]:
     runai_domain = [cfg.site.domain] if cfg.site.domain and cfg.scheduler.stack == "runai" else []
     names = [n.name for n in cfg.nodes] + runai_domain
     args = [f"resolve={n}" for n in names]
+    args.append(f"registry={cfg.registry.address},{REGISTRY_CA_TRUST},{REGISTRY_PASSWORD_FILE}")
     if "master" in node.roles:
         b = cfg.bundle
         args += [f"path={p}" for p in (b.master_source or b.source, b.path) if p]

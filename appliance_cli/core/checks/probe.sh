@@ -84,10 +84,27 @@ lookup() {
     *) kv "resolve.$1" "" ;;
   esac
 }
+# The private registry, once installed (its CA is trusted here): its /v2/ over TLS, anonymously
+# (401 = up and trusted) and, where the pull password is readable (the master), with it (200). The
+# password reaches curl on its standard input, never on a command line.
+registry_probe() {
+  addr=$1 ca=$2 auth=$3
+  [ -r "$ca" ] || { kv registry_anon not-installed; return; }
+  command -v curl >/dev/null 2>&1 || { kv registry_anon no-curl; return; }
+  kv registry_anon "$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 --cacert "$ca" "https://$addr/v2/")"
+  if [ -r "$auth" ]; then
+    user=$(basename "$auth" .password)
+    kv registry_auth "$(printf 'user = "%s:%s"\n' "$user" "$(cat "$auth")" |
+      curl -s -o /dev/null -w '%{http_code}' --max-time 3 --cacert "$ca" -K - "https://$addr/v2/")"
+  fi
+}
 for arg in "$@"; do
   case "$arg" in
     resolve=*) lookup "${arg#resolve=}" & ;;
     path=*) p=${arg#path=}; kv "path.$p" "$( [ -e "$p" ] && echo present || echo absent)" ;;
+    registry=*) spec=${arg#registry=}  # ADDRESS,CA,PASSWORD_FILE
+      r_addr=${spec%%,*}; rest=${spec#*,}; r_ca=${rest%%,*}; r_auth=${rest#*,}
+      registry_probe "$r_addr" "$r_ca" "$r_auth" & ;;
   esac
 done
 wait
