@@ -83,7 +83,7 @@ def cmd_install(args: argparse.Namespace) -> int:
     if args.skip_preflight:
         ui.warn("preflight skipped (--skip-preflight): what it would have found fails the install half-way")
     elif not args.check:
-        preflight_cmd.check_site(cfg, preflight_cmd.limit_from_pattern(cfg, args.limit))
+        preflight_cmd.check_site(cfg, preflight_cmd.limit_from_pattern(cfg, args.limit), before_install=True)
     gate = bundlegate.check(cfg, bundle=args.bundle, key=args.key, skip=args.no_verify_bundle)
     ui.info(gate.summary)
     if gate.warning:

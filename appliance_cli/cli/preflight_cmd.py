@@ -97,17 +97,17 @@ def limit_from_pattern(cfg: SiteConfig, pattern: str | None) -> set[str] | None:
     return names or None
 
 
-def run_with_view(cfg: SiteConfig, limit: set[str] | None) -> Report:
+def run_with_view(cfg: SiteConfig, limit: set[str] | None, before_install: bool = False) -> Report:
     grid = Grid(cfg, [n.name for n in cfg.nodes if limit is None or n.name in limit])
     if not ui.interactive():
-        return run_preflight(cfg, on_result=grid.add, limit=limit)
+        return run_preflight(cfg, on_result=grid.add, limit=limit, before_install=before_install)
     with Live(grid.render(), console=ui.out, refresh_per_second=8, transient=False) as live:
 
         def on_result(r: CheckResult) -> None:
             grid.add(r)
             live.update(grid.render())
 
-        return run_preflight(cfg, on_result=on_result, limit=limit)
+        return run_preflight(cfg, on_result=on_result, limit=limit, before_install=before_install)
 
 
 def grouped(results: list[CheckResult]) -> list[tuple[str, CheckResult]]:
@@ -154,9 +154,14 @@ def write_reports(report: Report, args: argparse.Namespace) -> None:
             ui.info(f"wrote {getattr(args, option)}")
 
 
-def check_site(cfg: SiteConfig, limit: set[str] | None, args: argparse.Namespace | None = None) -> Report:
+def check_site(
+    cfg: SiteConfig,
+    limit: set[str] | None,
+    args: argparse.Namespace | None = None,
+    before_install: bool = False,
+) -> Report:
     """Run, show and write the reports; a failed check is a PrerequisiteError (exit 3)."""
-    report = run_with_view(cfg, limit)
+    report = run_with_view(cfg, limit, before_install)
     show(report)
     if args is not None:
         write_reports(report, args)

@@ -232,6 +232,15 @@ def test_registry_paths_are_the_registry_roles_defaults() -> None:
     d = yaml.safe_load((Path(__file__).resolve().parents[2] / "roles/registry/defaults/main.yml").read_text())
     assert d["registry_ca_trust_path"] == REGISTRY_CA_TRUST
     password = d["registry_auth_password_file"].replace("{{ registry_auth_dir }}", d["registry_auth_dir"])
-    assert password.replace(
-        "{{ registry_auth_username }}", d["registry_auth_username"]
-    ) == REGISTRY_PASSWORD_FILE
+    assert (
+        password.replace("{{ registry_auth_username }}", d["registry_auth_username"])
+        == REGISTRY_PASSWORD_FILE
+    )
+
+
+def test_a_stopped_registry_does_not_block_the_install_that_restarts_it(cfg: SiteConfig) -> None:
+    facts = _facts(BARE_GPU_NODE, registry_anon="000")
+    [r] = [
+        r for r in node_results(cfg, cfg.node("gpu2"), facts, before_install=True) if r.check == "registry"
+    ]
+    assert r.status is Status.WARN and r.hint.startswith("the install's registry role repairs it")

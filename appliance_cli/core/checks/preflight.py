@@ -46,6 +46,7 @@ class Ctx:
     cfg: SiteConfig
     node: Node
     facts: NodeFacts
+    before_install: bool = False  # run by `appliance install`: what it repairs does not block it
 
     @property
     def hw(self) -> HardwareClass:
@@ -348,7 +349,7 @@ def bundle_on_master(ctx: Ctx) -> CheckResult | None:
                       f"mount the USB stick at {places[0]} on {ctx.node.name}")  # fmt: skip
 
 
-def registry(ctx: Ctx) -> CheckResult:
+def _registry(ctx: Ctx) -> CheckResult:
     """After the install: the registry answers over TLS with the CA this node trusts (anonymous
     401), and on the master the pull credentials are accepted (200)."""
     addr = ctx.cfg.registry.address
@@ -372,6 +373,20 @@ def registry(ctx: Ctx) -> CheckResult:
                           "the htpasswd entry and the password file disagree: `appliance install --tags registry` repairs them")  # fmt: skip
     value = "answers, TLS trusted" + (", pull credentials accepted" if auth else "")
     return ctx.result("registry", "registry", Status.PASS, value, f"https://{addr}/v2/ with the site's CA")
+
+
+def registry(ctx: Ctx) -> CheckResult:
+    r = _registry(ctx)
+    if r.status is Status.FAIL and ctx.before_install:  # the registry role starts and repairs it
+        return ctx.result(
+            r.check,
+            r.layer,
+            Status.WARN,
+            r.value,
+            r.expected,
+            "the install's registry role repairs it: " + r.hint,
+        )
+    return r
 
 
 CHECKS: tuple[NodeCheck, ...] = (
@@ -478,16 +493,18 @@ def run_preflight(
     transport: probe.Transport | None = None,
     on_result: Callable[[CheckResult], None] = lambda r: None,
     limit: set[str] | None = None,
+    before_install: bool = False,
 ) -> Report:
     """Probe the site's nodes (or those in `limit`) at once and run every check; `on_result` sees
-    each result as soon as its node has answered."""
+    each result as soon as its node has answered. `before_install`: what the install repairs
+    (a stopped registry) warns instead of failing."""
     start = time.monotonic()
     nodes = [n for n in cfg.nodes if limit is None or n.name in limit]
     report = Report(kind="preflight", site=cfg.site.name)
     by_name = {n.name: n for n in nodes}
 
     def node_done(facts: NodeFacts) -> None:
-        for r in node_results(cfg, by_name[facts.node], facts):
+        for r in node_results(cfg, by_name[facts.node], facts, before_install):
             report.results.append(r)
             on_result(r)
 
@@ -501,9 +518,11 @@ def run_preflight(
     return report
 
 
-def node_results(cfg: SiteConfig, node: Node, facts: NodeFacts) -> list[CheckResult]:
+def node_results(
+    cfg: SiteConfig, node: Node, facts: NodeFacts, before_install: bool = False
+) -> list[CheckResult]:
     if facts.error:
         return [CheckResult("reachable", "network", node.name, Status.FAIL, facts.error, "the probe answers",
                             "check the node is up, its address and SSH (user, key, known_hosts)")]  # fmt: skip
-    ctx = Ctx(cfg, node, facts)
+    ctx = Ctx(cfg, node, facts, before_install)
     return [r for check in CHECKS if (r := check(ctx)) is not None]
