@@ -5,6 +5,7 @@ so the same tests run unchanged against a real appliance (APPLIANCE_E2E_SITE).""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -105,3 +106,30 @@ def test_cni_reference_plugins_unpacked_from_the_bundle(hosts):
             assert f.is_file and not f.is_symlink and f.mode == 0o755 and f.user == "root", (
                 f"{name}: {plugin}"
             )
+
+
+def test_a_configuration_the_running_containerd_never_loaded_is_reported(site, hosts, cli):
+    """The runtime is judged by the running daemon, not by its file: a config.toml written after
+    containerd started (a missed restart) fails the run naming the node; after a restart it passes."""
+    if os.environ.get("APPLIANCE_E2E_SITE") and os.environ.get("APPLIANCE_E2E_DESTRUCTIVE") != "1":
+        pytest.skip(
+            "touches a node's containerd configuration: set APPLIANCE_E2E_DESTRUCTIVE=1 on a real site"
+        )
+    name = next(n.name for n in site.nodes if "master" not in n.roles)
+    node = hosts[name]
+    assert node.run("touch /etc/containerd/config.toml").rc == 0
+    stale = cli(
+        "install", str(site.site_dir), "--limit", name, "--tags", "container_runtime", "--skip-preflight"
+    )
+    assert node.run("systemctl restart containerd").rc == 0
+    assert stale.rc == 5
+    assert (
+        f"error: {name}: task 'Containerd | The daemon runs the written configuration with its CRI plugin' failed: "
+        f"containerd on {name}: it started before /etc/containerd/config.toml was last written"
+    ) in stale.err
+    again = cli(
+        "install", str(site.site_dir), "--limit", name, "--tags", "container_runtime", "--skip-preflight"
+    )
+    assert again.rc == 0, again.err[-2000:]
+    cri = node.check_output("ctr plugins ls | awk '$2 == \"cri\" {print $4}'")
+    assert cri == "ok"
