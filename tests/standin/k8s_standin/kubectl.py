@@ -49,6 +49,11 @@ KUBECTL_SHORT = {"n": "namespace", "A": "all-namespaces", "o": "output", "l": "s
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
+def unrecognized(src: str, obj: dict) -> str:
+    """kubectl's words for a manifest object whose kind the server does not serve."""
+    return f'error: unable to recognize "{src}": no matches for kind "{obj["kind"]}" in version "{obj["apiVersion"]}"'
+
+
 class Kubectl:
     def __init__(self, flags: dict[str, Any]) -> None:
         self.flags = flags
@@ -418,8 +423,7 @@ class Kubectl:
             assert obj is not None
             m = self.mapping_for(obj["apiVersion"], obj["kind"])
             if m is None:
-                sys.stderr.write(f'error: unable to recognize "{src}": no matches for kind "{obj["kind"]}" in version '
-                                 f'"{obj["apiVersion"]}"\n')  # fmt: skip
+                sys.stderr.write(unrecognized(src, obj) + "\n")
                 rc = 1
                 continue
             g, v, plural, namespaced = m
@@ -475,8 +479,7 @@ class Kubectl:
                     raise Fail(f"error: {err}")
                 m = self.mapping_for(obj["apiVersion"], obj["kind"])
                 if m is None:
-                    raise Fail(f'error: unable to recognize "{src}": no matches for kind "{obj["kind"]}" in version '
-                               f'"{obj["apiVersion"]}"')  # fmt: skip
+                    raise Fail(unrecognized(src, obj))
                 res = (m[0], m[1], obj["kind"], m[2], m[3])
                 items.append((res, obj["metadata"]["name"], obj["metadata"].get("namespace") or self.ns))
         else:
@@ -501,9 +504,7 @@ class Kubectl:
                     raise Fail(f"error: {err}")
                 m = self.mapping_for(obj["apiVersion"], obj["kind"])
                 if m is None:
-                    raise Fail(
-                        f'error: unable to recognize "{src}": no matches for kind "{obj["kind"]}" in version "{obj["apiVersion"]}"'
-                    )
+                    raise Fail(unrecognized(src, obj))
                 ns = (obj["metadata"].get("namespace") or self.ns) if m[3] else None
                 try:
                     self.client.call("POST", res_path(m[0], m[1], m[2], ns), obj)
