@@ -21,7 +21,9 @@ from pathlib import Path
 
 from appliance_cli import __version__
 from appliance_cli.bundle import oci, toolkit_script, zipapp
-from appliance_cli.bundle.fetch import fetch
+from appliance_cli.bundle.fetch import download_to, fetch
+from appliance_cli.bundle.lockfile import AptLock, load_lock, lock_path
+from appliance_cli.bundle.mirrors import NO_MIRRORS, MirrorMap
 from appliance_cli.bundle.model import (
     BLOB_DIR,
     DEFAULT_CHUNK_SIZE,
@@ -42,6 +44,7 @@ from appliance_cli.bundle.model import (
     sha256_digest,
     tree_digest,
 )
+from appliance_cli.bundle.pins import Pinned, pin_profile
 from appliance_cli.bundle.profile import (
     ChartSpec,
     FileSpec,
@@ -49,7 +52,6 @@ from appliance_cli.bundle.profile import (
     Profile,
     WheelSpec,
     load_profile,
-    pin_problems,
 )
 from appliance_cli.bundle.progress import ProgressEvent, ProgressFn, no_progress
 from appliance_cli.bundle.store import BlobStore
@@ -71,6 +73,7 @@ class BuildOptions:
     busybox: str | None = None
     fsync: bool = True
     progress: ProgressFn = no_progress
+    mirrors: MirrorMap = NO_MIRRORS  # where to fetch upstream URLs and registries from
 
 
 @dataclass
@@ -89,13 +92,10 @@ class BuildResult:
 def build_bundle(opts: BuildOptions) -> BuildResult:
     started = time.perf_counter()
     prof = load_profile(opts.profile)
-    problems = pin_problems(prof)
-    if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise BundleError(
-            f"profile {prof.name}: {problems[0]}{more}",
-            hint="pin every entry to a verified sha256 before building this profile",
-        )
+    assert prof.source_path is not None
+    # the lock only: a tag is never resolved and a checksum never trusted at build time
+    pinned = pin_profile(prof, load_lock(lock_path(prof.source_path), prof.name))
+    prof = pinned.profile
     repo_root = opts.repo_root or content_root()
     _check_sources(prof, repo_root)
     out = opts.out
@@ -115,7 +115,7 @@ def build_bundle(opts: BuildOptions) -> BuildResult:
         shutil.rmtree(out / STAGING, ignore_errors=True)  # leftovers of an interrupted run
         store = BlobStore(out, chunk_size=opts.chunk_size, fsync=opts.fsync, progress=opts.progress)
         previous = _previous_manifest(out)
-        b = _Builder(prof, store, cache, repo_root, opts, previous)
+        b = _Builder(pinned, store, cache, repo_root, opts, previous)
         artifacts = b.run()
         oci_ref = oci.write_root_layout(out, artifacts)
         script = _write_install_script(out, artifacts)
@@ -209,14 +209,15 @@ def _write_manifest(out: Path, manifest: Manifest, previous: Manifest | None) ->
 class _Builder:
     def __init__(
         self,
-        prof: Profile,
+        pinned: Pinned,
         store: BlobStore,
         cache: Path,
         repo_root: Path,
         opts: BuildOptions,
         previous: Manifest | None,
     ):
-        self.prof, self.store, self.cache, self.repo_root = prof, store, cache, repo_root
+        self.pinned, self.prof = pinned, pinned.profile
+        self.store, self.cache, self.repo_root = store, cache, repo_root
         self.opts, self.previous = opts, previous
         self.progress = opts.progress
         self.notes: list[str] = []
@@ -255,7 +256,14 @@ class _Builder:
                 size = self.store.path(digest).stat().st_size
                 entry = self.store.try_reuse(fname, digest, size, spec.mode)
             if entry is None:
-                src = fetch(spec.url, spec.sha256, self.cache / "files", label, self.progress)
+                src = fetch(
+                    self.opts.mirrors.url(spec.url),
+                    spec.sha256,
+                    self.cache / "files",
+                    label,
+                    self.progress,
+                    pinned_by="the lock" if self.prof.production else "the profile",
+                )
                 entry = self.store.add_file(fname, src, mode=spec.mode, expect_digest=digest)
             source = Source(url=spec.url, sha256=spec.sha256)
         elif spec.from_deb:
@@ -355,29 +363,24 @@ class _Builder:
         if not shutil.which("skopeo"):
             raise BundleError(f"{label}: skopeo is needed to pull images", hint="apt-get install skopeo")
         layout = self.cache / "oci" / spec.name
-        repo = (
-            spec.reference.rsplit(":", 1)[0] if ":" in spec.reference.rsplit("/", 1)[-1] else spec.reference
-        )
-        src = f"docker://{repo}@{spec.digest}"  # pulling by digest makes skopeo enforce the pin
+        target = self.opts.mirrors.registry(oci.repository_of(spec.reference))
+        src = f"docker://{target.repo}@{spec.digest}"  # pulling by digest makes skopeo enforce the pin
         shutil.rmtree(layout, ignore_errors=True)
         layout.mkdir(parents=True)
-        cmd = [
-            "skopeo",
-            "copy",
-            "--retry-times",
-            "3",
-            "--override-os",
-            "linux",
-            "--override-arch",
-            "amd64",
-            src,
-            f"oci:{layout}:{spec.name}",
-        ]
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        cmd = ["skopeo", "copy", "--retry-times", "3", "--override-os", "linux", "--override-arch", "amd64"]
+        if not target.tls_verify:
+            cmd.append("--src-tls-verify=false")
+        r = subprocess.run([*cmd, src, f"oci:{layout}:{spec.name}"], capture_output=True, text=True)
         if r.returncode != 0:
             last = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
-            raise BundleError(f"{label}: skopeo copy {src} failed: {last}")
-        return oci.ingest_layout_image(
+            gone = "manifest unknown" in r.stderr.lower()
+            raise BundleError(
+                f"{label}: skopeo copy {src} failed: {last}",
+                hint="the locked digest is no longer served (did the tag move?): re-lock it and review"
+                if gone
+                else None,
+            )
+        art = oci.ingest_layout_image(
             self.store,
             layout,
             spec.name,
@@ -385,6 +388,14 @@ class _Builder:
             ref_name=spec.name,
             source_digest=spec.digest,
         )
+        want = self.pinned.platform_digests.get(spec.name)
+        if want and art.image and art.image.manifest_digest != want:
+            raise BundleError(
+                f"{label}: the linux/amd64 manifest pulled is {art.image.manifest_digest}, "
+                f"the lock records {want}",
+                hint="the index was re-pushed with other content: re-lock it and review",
+            )
+        return art
 
     # -- wheels -------------------------------------------------------------------------------
     def wheels(self, spec: WheelSpec) -> list[Artifact]:
@@ -431,11 +442,15 @@ class _Builder:
         label = f"apt-repo/{spec.name}"
         self.progress(ProgressEvent("start", label))
         repo = self.cache / "apt" / spec.name
-        # download_closure is itself incremental (it stamps base digest + sources + packages)
-        self.note(label, "resolving the package closure (slow the first time, cached after)")
-        base = rootfs.ensure_base_rootfs(self.cache / "rootfs")
-        work = self.cache / "apt-work" / spec.name
-        aptclosure.download_closure(base, spec.sources, list(spec.packages), repo, work)
+        locked = self.pinned.apt.get(spec.name)
+        if locked is not None:  # production: the exact packages the lock holds, each hash-checked
+            self.note(label, f"downloading the {len(locked.debs)} locked packages (cached after)")
+            self._apt_locked(locked, repo, label)
+        else:  # the lab: its nodes' own Debian resolves the closure (incremental, stamped)
+            self.note(label, "resolving the package closure (slow the first time, cached after)")
+            base = rootfs.ensure_base_rootfs(self.cache / "rootfs")
+            work = self.cache / "apt-work" / spec.name
+            aptclosure.download_closure(base, spec.sources, list(spec.packages), repo, work)
         aptclosure.index_flat_repo(repo)
         files: list[FileEntry] = []
         for p in sorted(repo.rglob("*")):
@@ -453,6 +468,18 @@ class _Builder:
             files=files,
             apt=AptInfo(distro=spec.distro, codename=spec.codename, arch=spec.arch, packages=spec.packages),
         )
+
+    def _apt_locked(self, locked: AptLock, repo: Path, label: str) -> None:
+        from appliance_cli.debian import aptresolve
+
+        debs = [aptresolve.LockedDeb(**d.model_dump()) for d in locked.debs]
+        repo.mkdir(parents=True, exist_ok=True)
+        keep = {Path(d.filename).name for d in debs}
+        for old in repo.glob("*.deb"):  # a package the lock no longer holds
+            if old.name not in keep:
+                old.unlink()
+        mirrors = self.opts.mirrors
+        aptresolve.download_locked(debs, repo, lambda url, dest: download_to(mirrors.url(url), dest, label))
 
 
 # pip's own framing around a failed build; the cause is the line it frames.

@@ -16,7 +16,14 @@ READ_SIZE = 1024 * 1024
 TIMEOUT_S = 60
 
 
-def fetch(url: str, sha256: str, cache_dir: Path, label: str, progress: ProgressFn = no_progress) -> Path:
+def fetch(
+    url: str,
+    sha256: str,
+    cache_dir: Path,
+    label: str,
+    progress: ProgressFn = no_progress,
+    pinned_by: str = "the profile",
+) -> Path:
     """Return cache_dir/<sha256>, downloading it if needed. A .part left by an interrupted run is
     resumed with a Range request; a checksum mismatch deletes it so the next run starts clean."""
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -71,7 +78,8 @@ def fetch(url: str, sha256: str, cache_dir: Path, label: str, progress: Progress
     if got != sha256:
         part.unlink(missing_ok=True)
         raise BundleError(
-            f"{label}: sha256 of {url} is {got}, the profile pins {sha256}", hint="fix the pin or the URL"
+            f"{label}: sha256 of {url} is {got}, {pinned_by} pins {sha256}",
+            hint="the download is not what was pinned: check the URL (or mirror), then the pin",
         )
     os.replace(part, final)
     return final
@@ -81,3 +89,44 @@ def _hash_existing(path: Path, h) -> None:
     with open(path, "rb") as f:
         while b := f.read(READ_SIZE):
             h.update(b)
+
+
+def fetch_bytes(url: str, label: str, limit: int = 64 * 1024 * 1024) -> bytes:
+    """A small document (a published checksum, index.yaml, Release, Packages.xz) in memory."""
+    req = urllib.request.Request(url, headers={"User-Agent": "appliance-bundle/1"})
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
+            data = resp.read(limit + 1)
+    except urllib.error.HTTPError as exc:
+        raise BundleError(f"{label}: {url}: HTTP {exc.code} {exc.reason}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise BundleError(f"{label}: cannot reach {url}: {getattr(exc, 'reason', exc)}") from None
+    if len(data) > limit:
+        raise BundleError(f"{label}: {url} is larger than {limit} bytes; not a checksum or index file")
+    return data
+
+
+def download_to(url: str, dest: Path, label: str, progress: ProgressFn = no_progress) -> str:
+    """Download url to dest (through dest.part, renamed when complete); return its sha256 hex.
+    The caller compares it with what it expects; nothing is trusted here."""
+    part = dest.with_name(dest.name + ".part")
+    h = hashlib.sha256()
+    req = urllib.request.Request(url, headers={"User-Agent": "appliance-bundle/1"})
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp, open(part, "wb") as out:
+            progress(ProgressEvent("start", label, total=resp.length))
+            while chunk := resp.read(READ_SIZE):
+                h.update(chunk)
+                out.write(chunk)
+                progress(ProgressEvent("advance", label, nbytes=len(chunk)))
+            progress(ProgressEvent("end", label))
+    except urllib.error.HTTPError as exc:
+        part.unlink(missing_ok=True)
+        raise BundleError(f"{label}: download of {url} failed: HTTP {exc.code} {exc.reason}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        part.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno is not None and not isinstance(exc, urllib.error.URLError):
+            raise_os_error(exc, part)
+        raise BundleError(f"{label}: cannot reach {url}: {getattr(exc, 'reason', exc)}") from None
+    os.replace(part, dest)
+    return h.hexdigest()

@@ -39,6 +39,17 @@ EPOCH = "1970-01-01T00:00:00Z"
 DEFAULT_CMD = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
 
 
+def repository_of(reference: str) -> str:
+    """registry.k8s.io/pause:3.6 -> registry.k8s.io/pause (a digest or tag dropped)."""
+    name = reference.split("@", 1)[0]
+    return name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+
+
+def tag_of(reference: str) -> str | None:
+    name = reference.split("@", 1)[0]
+    return name.rsplit(":", 1)[-1] if ":" in name.rsplit("/", 1)[-1] else None
+
+
 def blob_path(digest: str) -> str:
     """Path of a blob inside a per-image OCI layout (what <kind>/<name>/<path> materialises)."""
     return "blobs/sha256/" + digest.split(":", 1)[1]

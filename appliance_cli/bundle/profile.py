@@ -1,11 +1,12 @@
-"""Bundle profiles (bundles/profiles/*.yml): what goes into a bundle, every entry pinned.
+"""Bundle profiles (bundles/profiles/*.yml): what goes into a bundle, as intent.
 
-A value of `TO-BE-PINNED` marks a checksum/digest nobody has verified yet; `bundle build` refuses
-such a profile before downloading anything, naming the entry."""
+A profile names URLs, versions and image tags. What they resolve to (sha256, digests, exact apt
+package versions) is recorded by `appliance bundle lock` in the lock next to the profile
+(lockfile.py); a production profile carries no pins of its own. A test profile may pin inline
+(`sha256:`, `digest:`) instead. pins.py joins the two and refuses what is not pinned."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Literal
 
@@ -15,8 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from appliance_cli.content import profiles_dir
 from appliance_cli.errors import BundleError
 
-PLACEHOLDER = "TO-BE-PINNED"
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"
 
 
@@ -40,7 +39,10 @@ class FileSpec(_Spec):
     url: str | None = None
     source: str | None = None  # path relative to the repository root
     from_deb: DebDirSpec | None = None  # packed as <filename>: that directory's files at the top
-    sha256: str | None = None
+    sha256: str | None = None  # inline pin (test profiles); production pins live in the lock
+    # where upstream publishes this file's sha256 (a bare hash, or sha256sum lines naming the
+    # file); `bundle lock` refuses a download that differs. None: trust on first use, marked so.
+    checksum_url: str | None = None
     filename: str | None = None  # file name inside the artifact (default: last part of url/source)
     mode: str | None = None
     install_path: str | None = None
@@ -59,14 +61,17 @@ class FileSpec(_Spec):
             )
         if self.from_deb and not self.filename:
             raise ValueError("from_deb needs the filename of the tarball it makes")
-        if self.url and not self.sha256:
-            raise ValueError("a url needs its sha256")
+        if self.checksum_url and not self.url:
+            raise ValueError("checksum_url belongs to a url entry")
         if self.source and not self.test_only and not self.sha256:
             raise ValueError("a local source needs a sha256 unless test_only: true")
         return self
 
 
 class ChartSpec(FileSpec):
+    # the helm repository (where index.yaml lives): `bundle lock` checks the download against
+    # the digest index.yaml publishes for this chart name and version
+    repo: str | None = None
     images: list[str] = []  # every image reference the chart (with our values) pulls
     values_file: str | None = None  # the values we install it with (repo-relative)
 
@@ -74,15 +79,13 @@ class ChartSpec(FileSpec):
 class ImageSpec(_Spec):
     name: str = Field(pattern=_NAME)
     reference: str  # e.g. registry.k8s.io/pause:3.6
-    digest: str | None = None  # pinned manifest (or index) digest: sha256:<hex>
+    digest: str | None = None  # inline pin (test profiles): manifest or index digest, sha256:<hex>
     build: Literal["busybox"] | None = None  # build locally instead of pulling (lab)
     cmd: list[str] | None = None
     test_only: bool = False
 
     @model_validator(mode="after")
     def _origin(self) -> ImageSpec:
-        if not self.build and not self.digest:
-            raise ValueError("a pulled image needs its digest")
         if self.build and not self.test_only:
             raise ValueError("a locally built image is a test stand-in: set test_only: true")
         return self
@@ -175,20 +178,3 @@ def _loc(data: object, loc: tuple) -> str:
         return f"{loc[0]}/{entry.get('name', loc[1])}" + "".join(f".{x}" for x in parts[2:])
     except (KeyError, IndexError, TypeError, AttributeError):
         return ".".join(parts)
-
-
-def pin_problems(prof: Profile) -> list[str]:
-    """Every entry that is not buildable as pinned: placeholders and malformed checksums."""
-    problems = []
-    for label, e in prof.entries():
-        for attr in ("sha256", "digest"):
-            value = getattr(e, attr, None)
-            if value is None:
-                continue
-            if value == PLACEHOLDER:
-                problems.append(f"{label}: {attr} is {PLACEHOLDER}")
-            elif attr == "sha256" and not _HEX64.match(value):
-                problems.append(f"{label}: sha256 {value!r} is not 64 hex digits")
-            elif attr == "digest" and not (value.startswith("sha256:") and _HEX64.match(value[7:])):
-                problems.append(f"{label}: digest {value!r} is not sha256:<64 hex>")
-    return problems

@@ -1,4 +1,4 @@
-"""`appliance bundle build|keygen|sign|verify|inspect|import-runai`: argument parsing and rendering
+"""`appliance bundle lock|build|keygen|sign|verify|inspect|import-runai`: argument parsing and rendering
 only; the work is in appliance_cli.bundle (which never prints)."""
 
 from __future__ import annotations
@@ -25,6 +25,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bundle", help="build, sign, verify and inspect the offline bundle")
     bsub = p.add_subparsers(dest="bundle_command", metavar="ACTION", required=True)
 
+    lk = bsub.add_parser(
+        "lock", help="resolve a profile's URLs, tags and packages into its lock (connected build host)"
+    )
+    lk.add_argument("--profile", required=True, help="profile name in bundles/profiles/ or a .yml path")
+    lk.add_argument(
+        "--update", nargs="+", default=[], metavar="NAME", help="resolve these entries again (default: none)"
+    )
+    lk.add_argument(
+        "--check", action="store_true", help="resolve everything again and report drift; write nothing"
+    )
+    lk.add_argument(
+        "--cache", type=Path, metavar="DIR", help="keep downloads here for `bundle build --cache DIR`"
+    )
+    _mirror_arg(lk)
+    lk.set_defaults(handler=cmd_lock)
+
     b = bsub.add_parser("build", help="build a bundle directory from a profile (incremental, resumable)")
     b.add_argument(
         "--profile", required=True, help="profile name in bundles/profiles/ (e.g. lab) or a .yml path"
@@ -35,6 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--chunk-size", type=_size, metavar="BYTES", help="split files above this size (default 2G)"
     )
     b.add_argument("--no-fsync", action="store_true", help="skip fsync per blob (faster, less crash-safe)")
+    _mirror_arg(b)
     b.set_defaults(handler=cmd_build)
 
     k = bsub.add_parser("keygen", help="create an Ed25519 signing key pair PREFIX.key (0600) + PREFIX.pub")
@@ -65,6 +82,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("tar", type=Path, metavar="Run:ai-VERSION.tar")
     r.add_argument("--into", required=True, type=Path, metavar="DIR")
     r.set_defaults(handler=cmd_import_runai)
+
+
+def _mirror_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--mirror",
+        action="append",
+        default=[],
+        metavar="HOST=URL",
+        help="fetch HOST's files or images from URL instead (repeatable; also $APPLIANCE_BUNDLE_MIRRORS); "
+        "what is recorded keeps the upstream names",
+    )
 
 
 def _size(text: str) -> int:
@@ -124,10 +152,42 @@ def _progress(what: str):
         yield render
 
 
+def cmd_lock(args: argparse.Namespace) -> int:
+    from appliance_cli.bundle.lock import LockOptions, lock_profile
+    from appliance_cli.bundle.mirrors import MirrorMap
+    from appliance_cli.errors import BundleError
+
+    mirrors = MirrorMap.parse(args.mirror)
+    with _progress("locking") as progress:
+        res = lock_profile(
+            LockOptions(args.profile, mirrors, args.update, args.check, args.cache, progress=progress)
+        )
+    methods = ", ".join(f"{n} {m}" for m, n in sorted(res.methods.items()))
+    if args.check:
+        for line in res.drift:
+            ui.error(line)
+        if res.drift:
+            raise BundleError(
+                f"{res.path}: {len(res.drift)} {'entry differs' if len(res.drift) == 1 else 'entries differ'} "
+                "from upstream now",
+                hint="review each, then `appliance bundle lock --update NAME` what should move",
+            )
+        ui.info(f"{res.path}: all {len(res.resolved)} entries still resolve as locked ({methods})")
+        return 0
+    state = "written" if res.written else "unchanged"
+    ui.info(
+        f"{res.path} {state}: {len(res.resolved)} resolved, {len(res.kept)} kept as locked; "
+        f"by method: {methods or 'none'}"
+    )
+    return 0
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from appliance_cli.bundle import BuildOptions, build_bundle
+    from appliance_cli.bundle.mirrors import MirrorMap
     from appliance_cli.bundle.model import DEFAULT_CHUNK_SIZE
 
+    mirrors = MirrorMap.parse(args.mirror)
     with _progress("building") as progress:
         res = build_bundle(
             BuildOptions(
@@ -137,6 +197,7 @@ def cmd_build(args: argparse.Namespace) -> int:
                 chunk_size=args.chunk_size or DEFAULT_CHUNK_SIZE,
                 fsync=not args.no_fsync,
                 progress=progress,
+                mirrors=mirrors,
             )
         )
     m = res.manifest

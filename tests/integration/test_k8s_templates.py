@@ -511,7 +511,7 @@ def test_flannel_manifest(containerd: dict[str, str]) -> None:
     pod = k["DaemonSet"]["spec"]["template"]["spec"]
     images = {c["name"]: c["image"] for c in pod["initContainers"] + pod["containers"]}
     assert images == {
-        "install-cni-plugin": f"{REGISTRY}/flannel/flannel-cni-plugin:v1.1.2",
+        "install-cni-plugin": f"{REGISTRY}/flannel/flannel-cni-plugin:v1.2.0",
         "install-cni": f"{REGISTRY}/flannel/flannel:v0.22.3",
         "kube-flannel": f"{REGISTRY}/flannel/flannel:v0.22.3",
     }

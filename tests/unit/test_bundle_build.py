@@ -93,25 +93,80 @@ def test_enospc_one_line_error_nothing_half_written(tmp_path: Path, small_fs: Pa
     verify_bundle(out)
 
 
-def test_placeholder_pin_is_refused_naming_the_entry(tmp_path: Path) -> None:
-    prof = tmp_path / "p.yml"
-    prof.write_text(
-        yaml.safe_dump(
-            {
-                "name": "p",
-                "files": [{"name": "kubeadm", "url": "http://127.0.0.1:9/kubeadm", "sha256": "TO-BE-PINNED"}],
-            }
-        )
-    )
-    with pytest.raises(BundleError, match=r"files/kubeadm: sha256 is TO-BE-PINNED"):
+def _write(path: Path, data: dict) -> Path:
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_malformed_inline_pin_is_refused_naming_the_entry(tmp_path: Path) -> None:
+    files = [{"name": "kubeadm", "url": "http://127.0.0.1:9/kubeadm", "sha256": "TO-BE-PINNED"}]
+    prof = _write(tmp_path / "p.yml", {"name": "p", "files": files})
+    with pytest.raises(
+        BundleError, match=r"profile p: files/kubeadm: sha256 'TO-BE-PINNED' is not 64 hex digits"
+    ):
         build(tmp_path, prof)
     assert not (tmp_path / "bundle").exists()
 
 
-def test_production_profile_build_is_refused(tmp_path: Path, capsys) -> None:
+def test_an_unpinned_url_is_refused_before_anything_is_fetched(tmp_path: Path) -> None:
+    prof = _write(
+        tmp_path / "p.yml", {"name": "p", "files": [{"name": "kubeadm", "url": "http://127.0.0.1:9/k"}]}
+    )
+    with pytest.raises(BundleError, match=r"profile p: files/kubeadm: not in the lock") as exc:
+        build(tmp_path, prof)
+    assert "appliance bundle lock --profile p" in (exc.value.hint or "")
+    assert not (tmp_path / "bundle").exists()
+
+
+def test_a_production_profile_refuses_inline_pins(tmp_path: Path) -> None:
+    """One source of truth: a production profile's pins are reviewed as a lock diff."""
+    files = [{"name": "kubeadm", "url": "http://127.0.0.1:9/k", "sha256": "a" * 64}]
+    prof = _write(tmp_path / "p.yml", {"name": "p", "production": True, "files": files})
+    with pytest.raises(
+        BundleError,
+        match=r"files/kubeadm: an inline sha256 in a production profile \(its pins live in the lock\)",
+    ):
+        build(tmp_path, prof)
+
+
+def test_a_lock_entry_wins_over_an_inline_pin_and_a_stale_one_is_refused(tmp_path: Path) -> None:
+    from appliance_cli.bundle.lockfile import FileLock, Lock, lock_path, write_lock
+    from appliance_cli.bundle.pins import pin_profile
+    from appliance_cli.bundle.profile import load_profile
+
+    files = [{"name": "kubeadm", "version": "v1", "url": "http://127.0.0.1:9/k", "sha256": "a" * 64}]
+    prof_path = _write(tmp_path / "p.yml", {"name": "p", "files": files})
+    lock = Lock(
+        profile="p",
+        files={"kubeadm": FileLock(url="http://127.0.0.1:9/k", version="v1", sha256="b" * 64, method="tofu")},
+    )
+    write_lock(lock_path(prof_path), lock)
+    assert pin_profile(load_profile(prof_path), lock).profile.files[0].sha256 == "b" * 64
+    stale = lock.model_copy(
+        update={"files": {"kubeadm": lock.files["kubeadm"].model_copy(update={"version": "v0"})}}
+    )
+    with pytest.raises(
+        BundleError,
+        match=r"files/kubeadm: the lock holds http://127.0.0.1:9/k \(v0\), the profile asks for http://127.0.0.1:9/k \(v1\)",
+    ):
+        pin_profile(load_profile(prof_path), stale)
+
+
+def test_a_lock_for_another_profile_is_refused(tmp_path: Path) -> None:
+    from appliance_cli.bundle.lockfile import Lock, lock_path, write_lock
+
+    prof = _write(tmp_path / "p.yml", {"name": "p", "files": []})
+    write_lock(lock_path(prof), Lock(profile="q"))
+    with pytest.raises(BundleError, match=r"lock .*p.lock.yml is for profile 'q', not 'p'"):
+        build(tmp_path, prof)
+
+
+def test_production_profile_build_is_refused_naming_what_the_lock_lacks(tmp_path: Path, capsys) -> None:
     rc = main(["bundle", "build", "--profile", "appliance-k8s1.23", "--out", str(tmp_path / "b")])
     err = capsys.readouterr().err
-    assert rc == 4 and "TO-BE-PINNED" in err and "Traceback" not in err
+    assert rc == 4 and "Traceback" not in err
+    assert "images/cuda-base: not in the lock (and 12 more)" in err
+    assert "appliance bundle lock --profile appliance-k8s1.23" in err
 
 
 def test_missing_standin_source_is_named(tmp_path: Path) -> None:
@@ -138,8 +193,12 @@ def test_refuses_foreign_out_dir(tmp_path: Path) -> None:
 
 def test_bad_profile_messages(tmp_path: Path) -> None:
     p = tmp_path / "p.yml"
-    p.write_text(yaml.safe_dump({"name": "p", "files": [{"name": "x", "url": "http://h/x"}]}))
-    with pytest.raises(BundleError, match=r"files/x: Value error, a url needs its sha256"):
+    p.write_text(
+        yaml.safe_dump(
+            {"name": "p", "files": [{"name": "x", "checksum_url": "http://h/x.sha256", "source": "x"}]}
+        )
+    )
+    with pytest.raises(BundleError, match=r"files/x: Value error, checksum_url belongs to a url entry"):
         build(tmp_path, p)
     with pytest.raises(BundleError, match="not found"):
         build(tmp_path, tmp_path / "nope.yml")

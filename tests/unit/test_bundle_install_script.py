@@ -192,10 +192,19 @@ def test_profile_allows_one_controller_runtime(tmp_path: Path) -> None:
 
 
 def test_production_profile_pins_runtime_and_pip() -> None:
+    from appliance_cli.bundle.lockfile import load_lock, lock_path
+
     prof = load_profile("appliance-k8s1.23")
     (rt,) = [f for f in prof.files if f.role == "controller-runtime"]
     assert rt.url and rt.url.endswith("x86_64-unknown-linux-gnu-install_only.tar.gz")
-    assert rt.version and rt.version.startswith("3.11.") and rt.sha256 == "TO-BE-PINNED"
+    assert (
+        rt.version
+        and rt.version.startswith("3.11.")
+        and rt.checksum_url
+        and rt.checksum_url.endswith("/SHA256SUMS")
+    )
+    locked = load_lock(lock_path(prof.source_path), prof.name)
+    assert locked and locked.files[rt.name].url == rt.url and len(locked.files[rt.name].sha256) == 64
     for name in ("appliance-k8s1.23", "lab"):
         wheels = {w.name: w for w in load_profile(name).wheels}
         assert wheels["appliance-toolkit"].project

@@ -1,5 +1,7 @@
-"""Production profile completeness: every image the charts/values need is listed, every file is
-pinned by URL + checksum field, nothing test-only or stand-in. Lab profile: test-only stand-ins."""
+"""Production profile: every image the charts/values need is listed, every entry comes from an
+upstream URL or registry and is pinned by the lock (not inline), the lock agrees with the
+reviewed table of published pins (PINS.md), nothing test-only or stand-in. Lab profile:
+test-only stand-ins."""
 
 from __future__ import annotations
 
@@ -9,8 +11,13 @@ import zipfile
 import pytest
 import yaml
 
-from appliance_cli.bundle.profile import PLACEHOLDER, load_profile, pin_problems
+from appliance_cli.bundle.lockfile import load_lock, lock_path
+from appliance_cli.bundle.pins import pin_problems
+from appliance_cli.bundle.profile import load_profile
 from appliance_cli.content import content_root
+from tests._support.paths import ROOT
+
+PINS_MD = ROOT.parent / "shared" / "design" / "PINS.md"
 
 PROD = "appliance-k8s1.23"
 
@@ -18,6 +25,13 @@ PROD = "appliance-k8s1.23"
 @pytest.fixture(scope="module")
 def prod():
     return load_profile(PROD)
+
+
+@pytest.fixture(scope="module")
+def prod_lock(prod):
+    lock = load_lock(lock_path(prod.source_path), PROD)
+    assert lock is not None, "the production profile's lock is missing"
+    return lock
 
 
 def _values_images(values: dict) -> set[str]:
@@ -70,7 +84,7 @@ def test_required_components_present(prod) -> None:
         "registry.k8s.io/etcd:3.5.6-0",
         "registry.k8s.io/coredns/coredns:v1.8.6",
         "docker.io/flannel/flannel:v0.22.3",
-        "docker.io/flannel/flannel-cni-plugin:v1.1.2",
+        "docker.io/flannel/flannel-cni-plugin:v1.2.0",
     ]:
         assert ref in refs
     assert any(r.startswith("docker.io/library/registry:") for r in refs)
@@ -79,7 +93,12 @@ def test_required_components_present(prod) -> None:
     files = {f.name: f for f in prod.files}
     for name in ("kubeadm", "kubelet", "kubectl"):
         assert files[name].url == f"https://dl.k8s.io/release/v1.23.17/bin/linux/amd64/{name}"
-    assert {"kubelet-service", "kubeadm-dropin", "crictl", "cni-plugins"} <= files.keys()
+        assert files[name].checksum_url == files[name].url + ".sha256"
+    assert {"crictl", "cni-plugins", "containerd", "helm", "controller-python"} <= files.keys()
+    # rendered by the roles, not downloaded: no entry (and no unpublished checksum to trust)
+    assert not {"kubelet-service", "kubeadm-dropin", "kube-flannel-manifest"} & files.keys()
+    assert all(f.checksum_url for f in prod.files), "every file has a published checksum"
+    assert all(c.repo for c in prod.charts), "every chart is checked against its helm index"
     assert "v1.23.0" in files["crictl"].url and "v1.1.1" in files["cni-plugins"].url
     assert {c.name for c in prod.charts} >= {
         "gpu-operator",
@@ -90,18 +109,95 @@ def test_required_components_present(prod) -> None:
     assert prod.apt[0].codename == "focal"
 
 
-def test_every_entry_pinned_no_standins(prod) -> None:
+def test_no_standins_and_no_inline_pins(prod) -> None:
     for label, e in prod.entries():
         assert not getattr(e, "test_only", False), label
         assert getattr(e, "source", None) is None, f"{label} points at a local file"
         assert getattr(e, "build", None) is None, f"{label} is a locally built stand-in"
+        assert getattr(e, "sha256", None) is None and getattr(e, "digest", None) is None, (
+            f"{label}: pins live in the lock"
+        )
     for f in [*prod.files, *prod.charts]:
-        assert f.url and f.url.startswith("https://") and f.sha256, f.name
-        assert "standin" not in f.url
-    for i in prod.images:
-        assert i.digest, i.name
-    # whatever is not a placeholder must be a well-formed pin
-    assert all(PLACEHOLDER in p for p in pin_problems(prod))
+        assert f.url and f.url.startswith("https://") and "standin" not in f.url, f.name
+    assert "TO-BE-PINNED" not in prod.source_path.read_text()
+
+
+def test_what_the_lock_lacks_is_exactly_what_no_published_source_gave(prod, prod_lock) -> None:
+    """The lock holds every published pin; what it lacks needs `bundle lock` on a connected host
+    and is listed in bundles/README.md. Every lock entry names its method (and reviewed ones the
+    source)."""
+    problems = pin_problems(prod, prod_lock)
+    missing = sorted(p.split(":")[0] for p in problems)
+    assert all(p.endswith(": not in the lock") for p in problems), problems
+    assert missing == sorted(
+        ["apt/ubuntu-focal"]
+        + [
+            f"images/{n}"
+            for n in (
+                "cuda-base",
+                "nvidia-driver",
+                "container-toolkit",
+                "k8s-device-plugin",
+                "dcgm",
+                "dcgm-exporter",
+                "k8s-mig-manager",
+                "hami",
+                "kube-webhook-certgen",
+                "vc-controller-manager",
+                "vc-scheduler",
+                "vc-webhook-manager",
+            )
+        ]
+    )
+    readme = (content_root() / "bundles" / "README.md").read_text()
+    for label in missing:
+        assert f"`{label}`" in readme, f"{label} is not listed in bundles/README.md"
+    for section in ("files", "charts", "images"):
+        for name, entry in getattr(prod_lock, section).items():
+            assert entry.method in ("published", "helm-index", "registry", "reviewed", "tofu"), name
+            assert entry.method != "reviewed" or entry.source, (
+                f"{section}/{name}: a reviewed pin names its source"
+            )
+
+
+def _pins_md_rows() -> dict[tuple[str, str], tuple[str, str]]:
+    """(section, profile entry name) -> (value, confidence) from PINS.md's tables."""
+    rows, section = {}, ""
+    for line in PINS_MD.read_text().splitlines():
+        if line.startswith("### "):
+            section = line.split()[1]
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if section and len(cells) == 5 and cells[1] in ("sha256", "digest") and cells[2].startswith("`"):
+            rows[(section, cells[0].split()[0])] = (cells[2].strip("`"), cells[4])
+    return rows
+
+
+@pytest.mark.skipif(not PINS_MD.exists(), reason="../shared/design/PINS.md is absent (a clone on its own)")
+def test_locked_values_agree_with_the_high_confidence_published_pins(prod, prod_lock) -> None:
+    rows = _pins_md_rows()
+    high = {k: v for k, (v, conf) in rows.items() if conf == "high"}
+    assert len(high) >= 19, f"PINS.md's table no longer parses ({len(high)} high rows)"
+    checked = 0
+    for (section, name), value in high.items():
+        entry = getattr(prod_lock, section).get(name)
+        if entry is None:  # a high row the profile no longer has (e.g. the kubelet unit file)
+            assert name not in {e.name for _, e in prod.entries()}, (
+                f"{section}/{name} is high-confidence but unlocked"
+            )
+            continue
+        locked = entry.digest if section == "images" else entry.sha256
+        assert locked == value, f"{section}/{name}: the lock says {locked}, PINS.md {value}"
+        checked += 1
+    assert checked >= 18
+
+
+def test_kube_tools_install_where_the_role_puts_them(prod) -> None:
+    """The profile documents install_path; kube_binaries is what installs: they must agree."""
+    defaults = yaml.safe_load((content_root() / "roles/kube_binaries/defaults/main.yml").read_text())
+    files = {f.name: f for f in prod.files}
+    for tool in defaults["kube_binaries_tools"]:
+        assert files[tool].install_path == f"{defaults['kube_binaries_install_dir']}/{tool}", tool
+    assert files["crictl"].install_path == defaults["kube_binaries_install_dir"]
 
 
 def test_lab_profile_is_test_only() -> None:
@@ -116,7 +212,7 @@ def test_lab_profile_is_test_only() -> None:
     assert cni.from_deb and cni.from_deb.package in lab.apt[0].packages and cni.filename.endswith(".tgz")
     assert all(i.test_only and i.build == "busybox" for i in lab.images)
     assert lab.apt[0].codename == "bookworm" and "containerd" in lab.apt[0].packages
-    assert not pin_problems(lab)
+    assert not pin_problems(lab, None)
 
 
 def test_production_wheels_target_the_focal_controller_not_the_build_host(prod) -> None:

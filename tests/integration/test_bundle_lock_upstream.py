@@ -1,0 +1,261 @@
+"""`bundle lock` then `bundle build` of a production-shaped profile against a local upstream.
+
+The upstream (tests/_support/upstream.py) is real HTTP serving files with their published
+checksums and a helm repository index, and the real docker-registry holding multi-arch indexes
+pushed by skopeo; the toolkit reaches it only through the --mirror map, as a site with an
+internal artifact mirror would. Each kind of upstream lie must stop the run with one line
+naming the entry.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from appliance_cli.bundle import BuildOptions, build_bundle, verify_bundle
+from appliance_cli.bundle.lock import LockOptions, lock_profile
+from appliance_cli.bundle.lockfile import load_lock, lock_path
+from appliance_cli.bundle.mirrors import MirrorMap
+from appliance_cli.errors import BundleError
+from tests._support.upstream import REGISTRY, Upstream, sha256
+
+pytestmark = pytest.mark.skipif(
+    not (Path(REGISTRY).exists() and shutil.which("skopeo")),
+    reason="needs docker-registry and skopeo: scripts/bootstrap.sh installs them",
+)
+
+KUBEADM = "https://dl.k8s.io/release/v1.23.17/bin/linux/amd64/kubeadm"
+CONTAINERD = (
+    "https://github.com/containerd/containerd/releases/download/v1.6.33/containerd-1.6.33-linux-amd64.tar.gz"
+)
+MANIFEST = "https://github.com/flannel-io/flannel/releases/download/v0.22.3/kube-flannel.yml"
+CHART_REPO = "https://nvidia.github.io/gpu-operator/stable"
+PAUSE = "registry.k8s.io/pause:3.6"
+FLANNEL = "docker.io/flannel/flannel:v0.22.3"
+
+
+@pytest.fixture
+def upstream(tmp_path):
+    up = Upstream(tmp_path / "upstream").start()
+    yield up
+    up.stop()
+
+
+def _chart_bytes(tmp_path: Path, version: str) -> bytes:
+    d = tmp_path / "chart-src" / "gpu-operator"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "Chart.yaml").write_text(f"apiVersion: v2\nname: gpu-operator\nversion: {version}\n")
+    out = tmp_path / "chart.tgz"
+    subprocess.run(["tar", "-czf", str(out), "-C", str(d.parent), "gpu-operator"], check=True)
+    return out.read_bytes()
+
+
+def _populate(up: Upstream, tmp_path: Path, lie: str = "") -> None:
+    up.publish_file(
+        KUBEADM, b"kubeadm v1.23.17\n" * 1000, "sha256", published="0" * 64 if lie == "file" else None
+    )
+    up.publish_file(CONTAINERD, b"containerd tarball\n" * 500, "sha256sum")
+    up.put(MANIFEST, b"kind: List\n")  # nothing published: trust on first use
+    chart = _chart_bytes(tmp_path, "v24.6.2")
+    up.publish_chart(
+        CHART_REPO, "gpu-operator", "v24.6.2", chart, digest="1" * 64 if lie == "chart" else None
+    )
+    up.push_image(PAUSE)
+    up.push_image(FLANNEL, platforms=("arm64",) if lie == "arch" else ("amd64", "arm64"))
+
+
+def _profile(tmp_path: Path) -> Path:
+    prof = {
+        "name": "prod-shaped",
+        "production": True,
+        "files": [
+            {
+                "name": "kubeadm",
+                "version": "v1.23.17",
+                "url": KUBEADM,
+                "checksum_url": f"{KUBEADM}.sha256",
+                "mode": "0755",
+                "install_path": "/usr/bin/kubeadm",
+            },
+            {
+                "name": "containerd",
+                "version": "1.6.33",
+                "url": CONTAINERD,
+                "checksum_url": f"{CONTAINERD}.sha256sum",
+            },
+            {"name": "kube-flannel-manifest", "version": "v0.22.3", "url": MANIFEST},
+        ],
+        "charts": [
+            {
+                "name": "gpu-operator",
+                "version": "v24.6.2",
+                "url": f"{CHART_REPO}/gpu-operator-v24.6.2.tgz",
+                "repo": CHART_REPO,
+                "images": [PAUSE],
+            },
+        ],
+        "images": [{"name": "pause", "reference": PAUSE}, {"name": "flannel", "reference": FLANNEL}],
+    }
+    path = tmp_path / "profiles" / "prod-shaped.yml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(yaml.safe_dump(prof, sort_keys=False))
+    return path
+
+
+def _lock(up: Upstream, profile: Path, tmp_path: Path, **kw):
+    return lock_profile(
+        LockOptions(profile, MirrorMap.parse(up.mirrors(), env=False), cache=tmp_path / "cache", **kw)
+    )
+
+
+def _build(up: Upstream, profile: Path, tmp_path: Path):
+    return build_bundle(
+        BuildOptions(
+            profile=profile,
+            out=tmp_path / "bundle",
+            cache=tmp_path / "cache",
+            fsync=False,
+            mirrors=MirrorMap.parse(up.mirrors(), env=False),
+        )
+    )
+
+
+def test_lock_then_build_gives_a_bundle_that_verifies(upstream, tmp_path):
+    _populate(upstream, tmp_path)
+    profile = _profile(tmp_path)
+    with pytest.raises(BundleError, match=r"prod-shaped: files/kubeadm: not in the lock \(and 5 more\)"):
+        _build(upstream, profile, tmp_path)
+
+    res = _lock(upstream, profile, tmp_path)
+    assert res.written and len(res.resolved) == 6 and not res.kept
+    lock = load_lock(lock_path(profile), "prod-shaped")
+    assert lock is not None
+    assert {n: e.method for n, e in lock.files.items()} == {
+        "kubeadm": "published",
+        "containerd": "published",
+        "kube-flannel-manifest": "tofu",
+    }
+    assert lock.charts["gpu-operator"].method == "helm-index"
+    assert lock.charts["gpu-operator"].index_url == f"{CHART_REPO}/index.yaml"
+    pause = lock.images["pause"]
+    assert pause.method == "registry" and pause.reference == PAUSE  # upstream names, not the mirror's
+    assert pause.platform_digest == upstream.platform_digest(pause.digest)
+    assert "127.0.0.1" not in lock_path(profile).read_text()
+
+    again = _lock(upstream, profile, tmp_path)  # nothing is re-resolved unless asked
+    assert not again.written and not again.resolved and len(again.kept) == 6
+
+    built = _build(upstream, profile, tmp_path)
+    arts = {a.label: a for a in built.manifest.artifacts}
+    assert arts["file/kubeadm"].source.sha256 == lock.files["kubeadm"].sha256
+    assert arts["oci-image/pause"].image.source_digest == pause.digest
+    assert arts["oci-image/pause"].image.manifest_digest == pause.platform_digest
+    verify_bundle(tmp_path / "bundle")
+
+
+def test_lie_file_differs_from_its_published_checksum(upstream, tmp_path):
+    _populate(upstream, tmp_path, lie="file")
+    profile = _profile(tmp_path)
+    with pytest.raises(
+        BundleError,
+        match=r"^files/kubeadm: the download of \S+ has sha256 [0-9a-f]{64}, upstream publishes 0{64}",
+    ):
+        _lock(upstream, profile, tmp_path)
+    assert not lock_path(profile).exists()  # nothing locked
+
+
+def test_lie_chart_differs_from_its_helm_index_digest(upstream, tmp_path):
+    _populate(upstream, tmp_path, lie="chart")
+    with pytest.raises(
+        BundleError, match=r"^charts/gpu-operator: .* the helm repository's index publishes 1{64}"
+    ):
+        _lock(upstream, _profile(tmp_path), tmp_path)
+
+
+def test_lie_index_without_an_amd64_image(upstream, tmp_path):
+    _populate(upstream, tmp_path, lie="arch")
+    with pytest.raises(
+        BundleError,
+        match=r"^images/flannel: the index sha256:\S+ has no linux/amd64 image \(it has linux/arm64\)",
+    ):
+        _lock(upstream, _profile(tmp_path), tmp_path)
+
+
+def test_lie_tag_moved_after_locking(upstream, tmp_path):
+    """A moved tag changes nothing the build takes (it pulls the locked digest); `lock --check`
+    reports it, naming the entry, and only `--update NAME` moves the lock."""
+    _populate(upstream, tmp_path)
+    profile = _profile(tmp_path)
+    _lock(upstream, profile, tmp_path)
+    locked = load_lock(lock_path(profile), "prod-shaped").images["pause"].digest
+    moved = upstream.push_image(PAUSE, salt="rebuilt")
+    assert moved != locked
+
+    check = _lock(upstream, profile, tmp_path, check=True)
+    assert check.drift == [
+        f"images/pause: {PAUSE} now resolves to {moved}, the lock holds {locked} (the tag moved after locking)"
+    ]
+    built = _build(upstream, profile, tmp_path)  # the build never asks the tag
+    pause = next(a for a in built.manifest.artifacts if a.name == "pause")
+    assert pause.image.source_digest == locked
+
+    _lock(upstream, profile, tmp_path, update=["pause"])
+    assert load_lock(lock_path(profile), "prod-shaped").images["pause"].digest == moved
+
+
+def test_cli_lock_check_exits_4_naming_the_moved_entry(upstream, tmp_path):
+    _populate(upstream, tmp_path)
+    profile = _profile(tmp_path)
+    mirrors = [a for m in upstream.mirrors() for a in ("--mirror", m)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "appliance_cli",
+        "bundle",
+        "lock",
+        "--profile",
+        str(profile),
+        "--cache",
+        str(tmp_path / "cache"),
+        *mirrors,
+    ]
+    first = subprocess.run(cmd, capture_output=True, text=True, env={"CI": "1", "PATH": "/usr/bin:/bin"})
+    assert first.returncode == 0, first.stderr
+    assert (
+        "6 resolved, 0 kept as locked; by method: 1 helm-index, 2 published, 2 registry, 1 tofu"
+        in first.stdout
+    )
+    upstream.push_image(FLANNEL, salt="rebuilt")
+    r = subprocess.run(
+        [*cmd, "--check"], capture_output=True, text=True, env={"CI": "1", "PATH": "/usr/bin:/bin"}
+    )
+    assert r.returncode == 4 and "Traceback" not in r.stderr
+    assert "images/flannel: docker.io/flannel/flannel:v0.22.3 now resolves to" in r.stderr
+    assert "1 entry differs from upstream now" in r.stderr
+
+
+def test_a_profile_entry_changed_after_locking_is_refused_by_the_build(upstream, tmp_path):
+    _populate(upstream, tmp_path)
+    profile = _profile(tmp_path)
+    _lock(upstream, profile, tmp_path)
+    data = yaml.safe_load(profile.read_text())
+    data["images"][0]["reference"] = "registry.k8s.io/pause:3.7"
+    profile.write_text(yaml.safe_dump(data))
+    with pytest.raises(
+        BundleError,
+        match=r"images/pause: the lock holds registry.k8s.io/pause:3.6, the profile asks for registry.k8s.io/pause:3.7; run `appliance bundle lock --profile prod-shaped --update pause`",
+    ):
+        _build(upstream, profile, tmp_path)
+
+
+def test_the_published_hash_is_read_from_sha256sum_lines(upstream, tmp_path):
+    _populate(upstream, tmp_path)
+    _lock(upstream, profile := _profile(tmp_path), tmp_path)
+    containerd = load_lock(lock_path(profile), "prod-shaped").files["containerd"]
+    assert containerd.sha256 == sha256(b"containerd tarball\n" * 500)
+    assert containerd.checksum_url == f"{CONTAINERD}.sha256sum"
