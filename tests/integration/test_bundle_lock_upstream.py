@@ -259,3 +259,48 @@ def test_the_published_hash_is_read_from_sha256sum_lines(upstream, tmp_path):
     containerd = load_lock(lock_path(profile), "prod-shaped").files["containerd"]
     assert containerd.sha256 == sha256(b"containerd tarball\n" * 500)
     assert containerd.checksum_url == f"{CONTAINERD}.sha256sum"
+
+
+def test_a_reviewed_index_digest_is_completed_by_reading_that_digest_not_the_tag(upstream, tmp_path):
+    """PINS.md gives index digests only: `bundle lock` adds the amd64 manifest digest by reading
+    the locked digest, keeps the method and source, and leaves the tag alone even if it moved."""
+    from appliance_cli.bundle.lockfile import ImageLock, write_lock
+
+    _populate(upstream, tmp_path)
+    profile = _profile(tmp_path)
+    _lock(upstream, profile, tmp_path)
+    lock = load_lock(lock_path(profile), "prod-shaped")
+    reviewed = lock.images["pause"].digest
+    lock.images["pause"] = ImageLock(
+        reference=PAUSE, digest=reviewed, method="reviewed", source="a promoter manifest"
+    )
+    write_lock(lock_path(profile), lock)
+    upstream.push_image(PAUSE, salt="moved")  # the tag moves; the reviewed digest stays served
+
+    res = _lock(upstream, profile, tmp_path)
+    assert res.resolved == ["images/pause"]
+    pause = load_lock(lock_path(profile), "prod-shaped").images["pause"]
+    assert (pause.digest, pause.method, pause.source) == (reviewed, "reviewed", "a promoter manifest")
+    assert pause.platform_digest == upstream.platform_digest(reviewed)
+
+
+def test_the_build_checks_the_amd64_manifest_against_the_lock(upstream, tmp_path):
+    _populate(upstream, tmp_path)
+    profile = _profile(tmp_path)
+    _lock(upstream, profile, tmp_path)
+    text = lock_path(profile).read_text()
+    lock = load_lock(lock_path(profile), "prod-shaped")
+    wrong = "sha256:" + "e" * 64
+    lock_path(profile).write_text(text.replace(lock.images["flannel"].platform_digest, wrong))
+    with pytest.raises(
+        BundleError,
+        match=rf"^oci-image/flannel: the linux/amd64 manifest pulled is sha256:\S+, the lock records {wrong}",
+    ):
+        _build(upstream, profile, tmp_path)
+
+
+def test_update_of_an_unknown_entry_is_a_usage_error(upstream, tmp_path):
+    from appliance_cli.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"--update kubeadmm: no entry of that name in profile prod-shaped"):
+        _lock(upstream, _profile(tmp_path), tmp_path, update=["kubeadmm"])
