@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from appliance_cli.core import k8snames
 from appliance_cli.errors import ConfigError
 
 SITE_FILE = "appliance.yml"
@@ -231,7 +232,45 @@ def _network_problems(cfg: SiteConfig) -> tuple[list[str], Net | None]:
             problems.append(f"{field}: {net} overlaps the node network {node_net} (network.node_cidr)")
     if pod_net is not None and svc_net is not None and pod_net.overlaps(svc_net):
         problems.append(f"kubernetes.service_cidr: {svc_net} overlaps the pod network {pod_net}")
-    return problems, node_net
+    return problems + _kubeadm_range_problems(pod_net, svc_net, len(cfg.nodes)), node_net
+
+
+# kubeadm 1.23: the apiserver keeps the service range as a bitmap (at most 2^20 addresses), and
+# kube-controller-manager gives each node a /24 (IPv4; /64 IPv6) of the pod range, at most 2^16.
+_MAX_SERVICE_BITS = 20
+_NODE_MASK = {4: 24, 6: 64}
+_MAX_NODE_MASK_DIFF = 16
+
+
+def _kubeadm_range_problems(pod_net: Net | None, svc_net: Net | None, nodes: int) -> list[str]:
+    """What `kubeadm init` would refuse (or a site would hit on its second node) in the ranges."""
+    problems = []
+    if svc_net is not None:
+        if svc_net.max_prefixlen - svc_net.prefixlen > _MAX_SERVICE_BITS:
+            problems.append(
+                f"kubernetes.service_cidr: {svc_net} is too large for Kubernetes: the mask must be >= "
+                f"{svc_net.max_prefixlen - _MAX_SERVICE_BITS} (e.g. 10.96.0.0/12)"
+            )
+        elif svc_net.num_addresses < 10:
+            problems.append(
+                f"kubernetes.service_cidr: {svc_net} has {svc_net.num_addresses} addresses, at least 10"
+            )
+    if pod_net is not None:
+        node_mask = _NODE_MASK[pod_net.version]
+        if pod_net.prefixlen > node_mask:
+            problems.append(
+                f"kubernetes.pod_cidr: {pod_net} is smaller than one node's pod range (/{node_mask})"
+            )
+        elif node_mask - pod_net.prefixlen > _MAX_NODE_MASK_DIFF:
+            problems.append(
+                f"kubernetes.pod_cidr: {pod_net} is too large: the mask must be >= /{node_mask - _MAX_NODE_MASK_DIFF}"
+            )
+        elif 2 ** (node_mask - pod_net.prefixlen) < nodes:
+            problems.append(
+                f"kubernetes.pod_cidr: {pod_net} holds {2 ** (node_mask - pod_net.prefixlen)} node range(s) of "
+                f"/{node_mask}, the site has {nodes} nodes (each node gets one)"
+            )
+    return problems
 
 
 def _master_problems(cfg: SiteConfig) -> list[str]:
@@ -322,6 +361,26 @@ def _scheduler_problems(cfg: SiteConfig) -> list[str]:
     return problems
 
 
+def _name_problems(cfg: SiteConfig) -> list[str]:
+    """Values that become Kubernetes names: hardware classes are node label values
+    (run.ai/type=<class>), the domain and any extra SANs go into certificates."""
+    problems = []
+    for name in cfg.hardware_classes:
+        why = k8snames.label_value_problem(name)
+        if why:
+            problems.append(f"hardware_classes.{name}: not usable as a node label value: {why}")
+    if cfg.site.domain and (why := k8snames.subdomain_problem(cfg.site.domain)):
+        problems.append(f"site.domain: '{cfg.site.domain}' is {why}")
+    key = cfg.role_vars.get("node_roles_node_group_label")
+    if isinstance(key, str) and key and (why := k8snames.label_key_problem(key)):
+        problems.append(f"role_vars.node_roles_node_group_label: '{key}' is not a label key: {why}")
+    sans = cfg.role_vars.get("control_plane_cert_sans")
+    for j, san in enumerate(sans if isinstance(sans, list) else []):
+        if "{{" not in str(san) and (why := k8snames.cert_san_problem(str(san))):
+            problems.append(f"role_vars.control_plane_cert_sans[{j}]: '{san}' is {why}")
+    return problems
+
+
 def _cross_checks(cfg: SiteConfig) -> list[str]:
     """Rules that span several fields, in the order a reader meets the fields."""
     network, node_net = _network_problems(cfg)
@@ -331,6 +390,7 @@ def _cross_checks(cfg: SiteConfig) -> list[str]:
         *_master_problems(cfg),
         *_identity_problems(cfg, node_net),
         *_role_problems(cfg),
+        *_name_problems(cfg),
         *_scheduler_problems(cfg),
     ]
 

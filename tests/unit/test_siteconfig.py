@@ -113,6 +113,57 @@ CASES = {
         lambda d: d.update(role_vars={"cni_flannel_iface_name": "ens1f0"}),
         "role_vars.cni_flannel_iface_name: not a variable of any role",
     ),
+    # what kubeadm 1.23 refuses at `init`, or a site meets on its second node
+    "service cidr too large for the apiserver": (
+        lambda d: d["kubernetes"].update(service_cidr="10.0.0.0/8"),
+        "kubernetes.service_cidr: 10.0.0.0/8 is too large for Kubernetes: the mask must be >= 12",
+    ),
+    "pod cidr smaller than a node range": (
+        lambda d: d["kubernetes"].update(pod_cidr="10.244.0.0/25"),
+        "kubernetes.pod_cidr: 10.244.0.0/25 is smaller than one node's pod range (/24)",
+    ),
+    "pod cidr with fewer node ranges than nodes": (
+        lambda d: d["kubernetes"].update(pod_cidr="10.244.0.0/23"),
+        "kubernetes.pod_cidr: 10.244.0.0/23 holds 2 node range(s) of /24, the site has 3 nodes",
+    ),
+    "pod cidr too large for the node mask": (
+        lambda d: d["kubernetes"].update(pod_cidr="10.0.0.0/7"),
+        "kubernetes.pod_cidr: 10.0.0.0/7 is too large: the mask must be >= /8",
+    ),
+    # hardware classes become node label values (run.ai/type=<class>)
+    "hardware class with a space": (
+        lambda d: (
+            d["hardware_classes"].update({"QCT S5SP": d["hardware_classes"]["S5SP"]}),
+            d["nodes"][0].update(hardware_class="QCT S5SP"),
+        ),
+        "hardware_classes.QCT S5SP: not usable as a node label value: a label value is at most 63 characters",
+    ),
+    "hardware class with =": (
+        lambda d: (
+            d["hardware_classes"].update({"type=S5SP": d["hardware_classes"]["S5SP"]}),
+            d["nodes"][0].update(hardware_class="type=S5SP"),
+        ),
+        "hardware_classes.type=S5SP: not usable as a node label value",
+    ),
+    "hardware class longer than 63": (
+        lambda d: (
+            d["hardware_classes"].update({"S" * 64: d["hardware_classes"]["S5SP"]}),
+            d["nodes"][0].update(hardware_class="S" * 64),
+        ),
+        "not usable as a node label value: it has 64 characters",
+    ),
+    "domain not a dns name": (
+        lambda d: d["site"].update(domain="Run AI.example.com"),
+        "site.domain: 'Run AI.example.com' is not a lower-case RFC 1123 subdomain",
+    ),
+    "node group label not a label key": (
+        lambda d: d.update(role_vars={"node_roles_node_group_label": "run.ai/type/x"}),
+        "role_vars.node_roles_node_group_label: 'run.ai/type/x' is not a label key",
+    ),
+    "extra cert san not a name": (
+        lambda d: d.update(role_vars={"control_plane_cert_sans": ["10.0.0.1", "api server"]}),
+        "role_vars.control_plane_cert_sans[1]: 'api server' is not an IP address, a DNS name",
+    ),
 }
 
 

@@ -167,6 +167,26 @@ def test_image_list_custom_repo_and_default_coredns_rule(tmp_path: Path) -> None
          'your configuration file uses an old API spec: "kubeadm.k8s.io/v1beta1"'),
         (("kind: InitConfiguration\n", "kind: InitConfiguration\nfoo: [\n"), "error converting YAML to JSON: yaml: line"),
         (("kind: ClusterConfiguration\n", "\n"), "kind and apiVersion is mandatory information"),
+        # kubeadm's networking rules: the service range must fit the apiserver's allocator ...
+        (("serviceSubnet: 10.96.0.0/12", "serviceSubnet: 10.0.0.0/8"),
+         'networking.serviceSubnet: Invalid value: "10.0.0.0/8": specified service subnet is too large; '
+         "for 32-bit addresses, the mask must be >= 12"),
+        (("serviceSubnet: 10.96.0.0/12", "serviceSubnet: 10.96.0.0/29"),
+         'networking.serviceSubnet: Invalid value: "10.96.0.0/29": subnet with 8 address(es) is too small, '
+         "the minimum is 10"),
+        # ... and the pod range must hold node ranges of the controller-manager's node mask (/24)
+        (("podSubnet: 10.244.0.0/16", "podSubnet: 10.244.0.0/25"),
+         'networking.podSubnet: Invalid value: "10.244.0.0/25": the size of pod subnet with mask 25 is smaller '
+         "than the size of node subnet with mask 24"),
+        (("podSubnet: 10.244.0.0/16", "podSubnet: 10.0.0.0/7"),
+         'networking.podSubnet: Invalid value: "10.0.0.0/7": pod subnet mask (7) and node-mask (24) difference '
+         "is greater than 16"),
+        (("podSubnet: 10.244.0.0/16", "podSubnet: 10.244.0.0/16,10.245.0.0/16"),
+         "expected one (IPv4 or IPv6) CIDR or two CIDRs from each family for dual-stack networking"),
+        (("imageRepository: 10.77.0.10:5000", "imageRepository: 10.77.0.10:5000\napiServer:\n  certSANs: [master, 'QCT S5SP']"),
+         'apiServer.certSANs: Invalid value: "QCT S5SP": altname is not a valid IP address, DNS label or a DNS label'),
+        (("imageRepository: 10.77.0.10:5000", "imageRepository: 10.77.0.10:5000\ncontrolPlaneEndpoint: 10.77.0.10:70000"),
+         'controlPlaneEndpoint: Invalid value: "10.77.0.10:70000": endpoint is not valid'),
     ],
 )  # fmt: skip
 def test_config_validation_errors(tmp_path: Path, edit: tuple[str, str], message: str) -> None:
@@ -174,6 +194,16 @@ def test_config_validation_errors(tmp_path: Path, edit: tuple[str, str], message
     with pytest.raises(Fail) as e:
         load_init_config(cfg_file(tmp_path, INIT_CFG.replace(edit[0], edit[1], 1)), {}, resolve_host=False)
     assert message in e.value.message
+
+
+def test_valid_networking_sans_and_endpoints_pass(tmp_path: Path) -> None:
+    text = INIT_CFG.replace("podSubnet: 10.244.0.0/16", "podSubnet: 10.244.0.0/24").replace(
+        "imageRepository: 10.77.0.10:5000",
+        "imageRepository: 10.77.0.10:5000\ncontrolPlaneEndpoint: api.site.local:6443\n"
+        "apiServer:\n  certSANs: [10.77.0.10, master, '*.apps.site.local', 'fd00::1']",
+    )
+    cfg = load_init_config(cfg_file(tmp_path, text), {}, resolve_host=False)
+    assert cfg.endpoint == "api.site.local:6443"
 
 
 def test_unknown_kind_and_field_are_warnings_like_kubeadm(

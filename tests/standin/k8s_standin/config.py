@@ -303,15 +303,11 @@ def validate_init_config(cfg: InitConfig) -> None:
     errs: list[str] = []
     c, i = cfg.cluster, cfg.init
     net = c["networking"]
-    for fld in ("podSubnet", "serviceSubnet"):
-        val = net.get(fld)
-        if val is None:
-            continue
-        try:
-            for part in str(val).split(","):
-                ipaddress.ip_network(part.strip(), strict=False)
-        except ValueError:
-            errs.append(field_invalid(f"networking.{fld}", val, "couldn't parse subnet"))
+    errs += validate_networking(net, (c.get("controllerManager") or {}).get("extraArgs") or {})
+    errs += validate_cert_sans((c.get("apiServer") or {}).get("certSANs") or [], "apiServer.certSANs")
+    cpe = str(c.get("controlPlaneEndpoint") or "")
+    if cpe and not valid_host_port(cpe):
+        errs.append(field_invalid("controlPlaneEndpoint", cpe, "endpoint is not valid"))
     if not DNS1123.match(str(net["dnsDomain"])):
         errs.append(field_invalid("networking.dnsDomain", net["dnsDomain"], DNS1123_MSG))
     adv = i["localAPIEndpoint"].get("advertiseAddress")
@@ -346,6 +342,100 @@ def validate_init_config(cfg: InitConfig) -> None:
         errs.append(field_invalid("imageRepository", repo, "invalid image repository"))
     if errs:
         raise Fail(errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]")
+
+
+# kubeadm 1.23 constants (cmd/kubeadm/app/constants): the apiserver keeps the service range as a
+# bitmap in etcd, and kube-controller-manager cuts the pod range into one node-cidr-mask per node.
+MIN_ADDRESSES_SERVICE_SUBNET = 10
+MIN_ADDRESSES_POD_SUBNET = 14
+MAX_BITS_SERVICE_SUBNET = 20
+POD_SUBNET_NODE_MASK_MAX_DIFF = 16
+DEFAULT_NODE_MASK = {4: 24, 6: 64}
+
+
+def _subnets(value: str, path: str, min_addresses: int, errs: list[str]) -> list[Any]:
+    """ValidateIPNetFromString: one CIDR, or two of different families (dual stack)."""
+    try:
+        nets = [ipaddress.ip_network(part.strip(), strict=False) for part in value.split(",")]
+    except ValueError:
+        errs.append(field_invalid(path, value, "couldn't parse subnet"))
+        return []
+    if len(nets) > 2 or (len(nets) == 2 and nets[0].version == nets[1].version):
+        errs.append(field_invalid(path, value, "expected one (IPv4 or IPv6) CIDR or two CIDRs from each "
+                                  "family for dual-stack networking"))  # fmt: skip
+    for n in nets:
+        if n.num_addresses < min_addresses:
+            errs.append(field_invalid(path, str(n), f"subnet with {n.num_addresses} address(es) is too small, "
+                                      f"the minimum is {min_addresses}"))  # fmt: skip
+    return nets
+
+
+def validate_networking(net: dict, cm_args: dict) -> list[str]:
+    """kubeadm's ValidateNetworking: subnet syntax and size, the service range small enough for
+    the apiserver's allocator, the pod range cut into node-cidr-mask sized node ranges."""
+    errs: list[str] = []
+    svc = net.get("serviceSubnet")
+    if svc:
+        for n in _subnets(str(svc), "networking.serviceSubnet", MIN_ADDRESSES_SERVICE_SUBNET, errs):
+            if n.max_prefixlen - n.prefixlen > MAX_BITS_SERVICE_SUBNET:
+                errs.append(field_invalid("networking.serviceSubnet", str(n), (
+                    f"specified service subnet is too large; for {n.max_prefixlen}-bit addresses, "
+                    f"the mask must be >= {n.max_prefixlen - MAX_BITS_SERVICE_SUBNET}")))  # fmt: skip
+    pod = net.get("podSubnet")
+    if pod:
+        nets = _subnets(str(pod), "networking.podSubnet", MIN_ADDRESSES_POD_SUBNET, errs)
+        if str(cm_args.get("allocate-node-cidrs", "")) != "false":
+            for n in nets:
+                errs += _node_mask_problems(n, cm_args)
+    return errs
+
+
+def _node_mask_problems(n: Any, cm_args: dict) -> list[str]:
+    flag = f"node-cidr-mask-size-ipv{n.version}"
+    try:
+        node_mask = int(cm_args.get(flag, DEFAULT_NODE_MASK[n.version]))
+    except ValueError:
+        return [field_invalid("networking.podSubnet", str(n), f"could not parse the value of the "
+                              f"kube-controller-manager flag {flag} as an integer")]  # fmt: skip
+    if n.prefixlen > node_mask:
+        return [field_invalid("networking.podSubnet", str(n), f"the size of pod subnet with mask {n.prefixlen} "
+                              f"is smaller than the size of node subnet with mask {node_mask}")]  # fmt: skip
+    if node_mask - n.prefixlen > POD_SUBNET_NODE_MASK_MAX_DIFF:
+        return [field_invalid("networking.podSubnet", str(n), f"pod subnet mask ({n.prefixlen}) and node-mask "
+                              f"({node_mask}) difference is greater than {POD_SUBNET_NODE_MASK_MAX_DIFF}")]  # fmt: skip
+    return []
+
+
+def _is_ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def validate_cert_sans(sans: list, path: str) -> list[str]:
+    """ValidateCertSANs: an IP, a DNS-1123 subdomain, or '*.' and one."""
+    errs = []
+    for san in map(str, sans):
+        wildcard = san.startswith("*.") and DNS1123.match(san[2:])
+        if not (DNS1123.match(san) and len(san) <= 253) and not wildcard and not _is_ip(san):
+            errs.append(field_invalid(path, san, "altname is not a valid IP address, DNS label or a DNS label "
+                                      f"with subdomain wildcards: {DNS1123_MSG}"))  # fmt: skip
+    return errs
+
+
+def valid_host_port(endpoint: str) -> bool:
+    """kubeadmutil.ParseHostPort: HOST or HOST:PORT, HOST an IP ([v6] with a port) or a DNS subdomain."""
+    host, port = endpoint, None
+    m = re.match(r"^\[([^\]]+)\](?::(.*))?$", endpoint)
+    if m:
+        host, port = m.group(1), m.group(2)
+    elif endpoint.count(":") == 1:
+        host, port = endpoint.split(":")
+    if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
+        return False
+    return _is_ip(host) or bool(DNS1123.match(host) and len(host) <= 253)
 
 
 def validate_cri_socket(sock: str, path: str) -> list[str]:
