@@ -518,6 +518,38 @@ def test_flannel_manifest(containerd: dict[str, str]) -> None:
     assert pod["containers"][0]["args"] == ["--ip-masq", "--kube-subnet-mgr"]
 
 
+def _openapi_errors(docs: list[dict[str, Any]]) -> list[str]:
+    import kubernetes_validate
+
+    errors = []
+    for d in docs:
+        try:
+            kubernetes_validate.validate(d, "1.23", strict=True)
+        except kubernetes_validate.ValidationError as e:
+            errors.append(f"{d['kind']}/{d['metadata']['name']}: {e.message} at {'.'.join(map(str, e.path))}")
+    return errors
+
+
+def test_flannel_manifest_is_valid_for_kubernetes_1_23(containerd: dict[str, str]) -> None:
+    """Against the 1.23 OpenAPI schemas, strict: what the API server (and kubectl's client-side
+    validation) would refuse. The stand-in API does not check fields; this does."""
+    docs = yaml_docs(containerd["kube-flannel.yml"])
+    assert _openapi_errors(docs) == []
+    # and the check can fail: a mistyped field, a wrong type
+    typo = json.loads(json.dumps(docs))
+    by_kind(typo)["DaemonSet"]["spec"]["template"]["spec"]["tolerationz"] = []
+    assert _openapi_errors(typo) == [
+        "DaemonSet/kube-flannel-ds: Additional properties are not allowed ('tolerationz' was unexpected) "
+        "at spec.template.spec"
+    ]
+    wrong_type = json.loads(json.dumps(docs))
+    by_kind(wrong_type)["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+        "limits": "1"
+    }
+    (error,) = _openapi_errors(wrong_type)
+    assert error.startswith("DaemonSet/kube-flannel-ds: '1' is not of type 'object'"), error
+
+
 def test_flannel_conflist_on_hosts_matches_daemonset(containerd: dict[str, str]) -> None:
     """The lab's host-written conflist is what install-cni would have copied."""
     cm = by_kind(yaml_docs(containerd["kube-flannel.yml"]))["ConfigMap"]

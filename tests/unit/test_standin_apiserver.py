@@ -98,7 +98,7 @@ rules: []
 apiVersion: apps/v1
 kind: DaemonSet
 metadata: {name: kube-flannel-ds, namespace: gpu-operator}
-spec: {selector: {matchLabels: {app: flannel}}}
+spec: {selector: {matchLabels: {app: flannel}}, template: {metadata: {labels: {app: flannel, tier: node}}}}
 ---
 apiVersion: policy/v1beta1
 kind: PodSecurityPolicy
@@ -189,6 +189,43 @@ def test_kubelet_tls_bootstrap_and_node_authz(
     with pytest.raises(ApiError) as e:  # a node may not touch another node
         kl.client.call("PUT", "/api/v1/nodes/w1", cluster.admin().get("/api/v1/nodes/w1"))
     assert e.value.code == 403
+
+
+def test_the_api_refuses_what_kubernetes_refuses(cluster: Cluster, capsys, tmp_path: Path) -> None:
+    """Label values and keys, taints, a workload whose selector misses its template: 422 Invalid,
+    worded as the 1.23 API server words it, and nothing stored."""
+    cluster.add_node("w9")
+    rc, _, err = cluster.kubectl(capsys, "label", "node", "w9", "run.ai/type=QCT_S5SP=x")
+    assert (
+        rc == 1
+        and 'metadata.labels: Invalid value: "QCT_S5SP=x": a valid label must be an empty string' in err
+    )
+    rc, _, err = cluster.kubectl(capsys, "label", "node", "w9", f"run.ai/type={'S' * 64}")
+    assert rc == 1 and "must be no more than 63 characters" in err
+    rc, _, err = cluster.kubectl(capsys, "label", "node", "w9", "run.ai/gpu type=x")
+    assert (
+        rc == 1
+        and 'Invalid value: "run.ai/gpu type": name part must consist of alphanumeric characters' in err
+    )
+    rc, _, err = cluster.kubectl(capsys, "taint", "nodes", "w9", "runai=drain:NoScheduled")
+    assert rc == 1
+    labels = json.loads(
+        cluster.kubectl(capsys, "get", "node", "w9", "-o", "jsonpath={.metadata.labels}")[1] or "{}"
+    )
+    assert "run.ai/type" not in labels
+    manifest = tmp_path / "ds.yaml"
+    manifest.write_text(
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: mismatched, namespace: default}\n"
+        "spec: {selector: {matchLabels: {app: a}}, template: {metadata: {labels: {app: b}}}}\n"
+    )
+    cluster.kubectl(capsys, "create", "namespace", "default")
+    rc, _, err = cluster.kubectl(capsys, "apply", "-f", str(manifest))
+    assert rc == 1
+    assert (
+        'DaemonSet.apps "mismatched" is invalid: spec.template.metadata.labels: Invalid value: '
+        'map[string]string{"app":"b"}: `selector` does not match template `labels`' in err
+    )
+    assert cluster.kubectl(capsys, "get", "ds", "-A", "-o", "name")[1].count("mismatched") == 0
 
 
 def test_kubectl_label_patches_only_the_labels_as_kubectl_does(cluster: Cluster, capsys, monkeypatch) -> None:

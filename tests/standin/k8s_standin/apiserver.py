@@ -18,6 +18,7 @@ import threading
 import urllib.parse
 from typing import Any
 
+from . import validation
 from .client import ApiError, not_found
 from .pki import TOKEN_RE, csr_subject, jws_detached, secret_data, sign_csr, token_expired
 from .util import (
@@ -437,6 +438,7 @@ class ApiServer:
             obj["metadata"]["namespace"] = ns
         obj.setdefault("apiVersion", f"{group}/{version}" if group else version)
         obj.setdefault("kind", r[2])
+        validation.validate(r[2], group, obj)
         if plural == "certificatesigningrequests":
             self.sign_node_csr(obj, user, groups)
         if plural == "nodes" and self.cluster_cidr and not obj.get("spec", {}).get("podCIDR"):
@@ -518,6 +520,7 @@ class ApiServer:
                     new.setdefault("metadata", {})[f] = cur["metadata"][f]
             else:  # PATCH: JSON merge patch (strategic patches are treated the same way here)
                 new = merge_patch(cur, obj)
+            validation.validate(r[2], group, new)
             return 200, self.store.put(key, new), warn
 
 
