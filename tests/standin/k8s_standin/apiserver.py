@@ -18,7 +18,7 @@ import threading
 import urllib.parse
 from typing import Any
 
-from . import validation
+from . import controllers, validation
 from .client import ApiError, not_found
 from .pki import TOKEN_RE, csr_subject, jws_detached, secret_data, sign_csr, token_expired
 from .util import (
@@ -361,6 +361,37 @@ class ApiServer:
                             "message": "Auto approving kubelet client certificate after SubjectAccessReview."}],
         }  # fmt: skip
 
+    def _node_authorizer(
+        self, user: str, groups: list[str], verb: str, plural: str, ns: str, name: str
+    ) -> bool:
+        """A kubelet reads and updates the pods bound to it and reads the ConfigMaps they mount."""
+        if "system:nodes" not in groups or not user.startswith("system:node:"):
+            return False
+        node = user.removeprefix("system:node:")
+        if plural == "pods":
+            return verb in ("get", "list", "watch", "update", "patch")
+        if plural == "configmaps" and verb == "get":
+            return any(
+                (v.get("configMap") or {}).get("name") == name
+                for pod in self.store.items("", "pods", ns)
+                if (pod.get("spec") or {}).get("nodeName") == node
+                for v in (pod.get("spec") or {}).get("volumes") or []
+            )
+        return False
+
+    def _reconcile_if(self, plural: str, before: dict | None, after: dict | None) -> None:
+        """Run the DaemonSet controller when its answer can change."""
+
+        def view(o: dict | None) -> Any:
+            return (
+                None
+                if o is None
+                else ((o.get("metadata") or {}).get("labels"), (o.get("spec") or {}).get("taints"))
+            )
+
+        if plural == "daemonsets" or (plural == "nodes" and view(before) != view(after)):
+            controllers.reconcile_daemonsets(self.store, Store.key)
+
     # ---- request handling
     def _authorize_or_raise(
         self,
@@ -373,7 +404,8 @@ class ApiServer:
         name: str,
         authz_name: str,
     ) -> None:
-        if not self.authorize(user, groups, verb, group, plural, ns, authz_name):
+        if not (self.authorize(user, groups, verb, group, plural, ns, authz_name)
+                or self._node_authorizer(user, groups, verb, plural, ns, authz_name)):  # fmt: skip
             if user == "system:anonymous":
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             scope = f'in the namespace "{ns}"' if ns else "at the cluster scope"
@@ -392,6 +424,12 @@ class ApiServer:
             items = [self.lifecycle(n) for n in items]
         sel = query.get("labelSelector", "")
         items = [i for i in items if match_selector(sel, (i.get("metadata") or {}).get("labels") or {})]
+        for term in [
+            t for t in query.get("fieldSelector", "").split(",") if t
+        ]:  # spec.nodeName=X, metadata.name=X
+            path, _, want = term.partition("=")
+            first, _, second = path.partition(".")
+            items = [i for i in items if str((i.get(first) or {}).get(second, "")) == want]
         kind = r[2] + "List"
         return 200, {"kind": kind, "apiVersion": f"{group}/{version}" if group else version,
                      "metadata": {"resourceVersion": str(self.store.rv)}, "items": items}, warn  # fmt: skip
@@ -499,13 +537,17 @@ class ApiServer:
                     cur = self.cluster_info(cur)
                 return 200, cur, warn
             if method == "DELETE":
-                return self._delete(key, cur, qn, name, plural, warn)
+                res = self._delete(key, cur, qn, name, plural, warn)
+                self._reconcile_if(plural, cur, None)
+                return res
             try:
                 obj = json.loads(body or b"{}")
             except ValueError as e:
                 raise ApiError(400, "BadRequest", f"error decoding body: {e}") from e
             if method == "POST":
-                return self._create(obj, r, group, version, plural, ns, qn, user, groups, warn)
+                res = self._create(obj, r, group, version, plural, ns, qn, user, groups, warn)
+                self._reconcile_if(plural, None, res[1])
+                return res
             if cur is None:
                 raise not_found(qn, name)
             if method == "PUT":
@@ -521,7 +563,9 @@ class ApiServer:
             else:  # PATCH: JSON merge patch (strategic patches are treated the same way here)
                 new = merge_patch(cur, obj)
             validation.validate(r[2], group, new)
-            return 200, self.store.put(key, new), warn
+            stored = self.store.put(key, new)
+            self._reconcile_if(plural, cur, stored)
+            return 200, stored, warn
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
