@@ -125,11 +125,13 @@ def provided_by(c: Candidate) -> list[tuple[str, str | None]]:
 
 
 def base_system(universe: Universe, arch: str) -> list[Candidate]:
-    """What a minimal install of the index has: every Essential or Priority: required package and
-    their dependencies (mmdebstrap's `required` variant). Debian since bookworm marks libc6 and
-    most libraries optional: they are in the base only as dependencies of the required set."""
+    """What a minimal install of the index surely has: every Essential or Priority: required
+    package and their dependencies (as mmdebstrap's `required` variant), except where a clause
+    leaves a choice (`a | b`, a virtual name): an underestimate only makes the bundle larger, an
+    overestimate would leave a node without a package. Debian since bookworm marks libc6 and most
+    libraries optional: they are in the base only as dependencies of the required set."""
     seeds = sorted(c.name for c in universe.best.values() if c.essential or c.priority == "required")
-    return Resolver(universe, {}, arch).run(seeds)
+    return Resolver(universe, {}, arch, certain_only=True).run(seeds)
 
 
 def assumed_set(
@@ -152,8 +154,11 @@ def assumed_set(
 class Resolver:
     """Greedy, deterministic closure: what `packages` need that `assumed` does not already meet."""
 
-    def __init__(self, universe: Universe, assumed: dict[str, str | None], arch: str):
+    def __init__(
+        self, universe: Universe, assumed: dict[str, str | None], arch: str, certain_only: bool = False
+    ):
         self.u, self.assumed, self.arch = universe, assumed, arch
+        self.certain_only = certain_only  # follow only dependencies with one way to meet them
         self.chosen: dict[str, Candidate] = {}
         self.parent: dict[str, str | None] = {}
         self.queue: deque[str] = deque()
@@ -235,6 +240,8 @@ class Resolver:
     def clause(self, owner: str, field: str, alts: list[dict[str, Any]], defer: bool) -> None:
         alts = [a for a in alts if self.arch_applies(a)]
         if not alts or any(self.satisfied(a) for a in alts):
+            return
+        if self.certain_only and (len(alts) > 1 or alts[0]["name"] not in self.u.best):
             return
         if defer and len(alts) > 1:
             self.deferred.append((owner, field, alts))

@@ -69,6 +69,8 @@ BASE_SYSTEM = [
     stanza("libgcc-s1", "10.0"),  # optional, but the base has it: libc6 depends on it
     stanza("bash", "5.0", Essential="yes", Priority="required", Pre_Depends="libc6 (>= 2.28)"),
     stanza("mawk", "1.3", Priority="required", Provides="awk"),
+    stanza("init", "1", Priority="required", Depends="usrmerge | usr-is-merged"),
+    stanza("usrmerge", "37", Provides="usr-is-merged"),
 ]
 
 
@@ -107,6 +109,11 @@ def test_closure_follows_depends_and_pre_depends_sorted_with_lock_fields() -> No
 def test_base_system_skipped_essential_required_and_their_dependencies() -> None:
     debs = resolve([stanza("tool", Depends="bash, libc6 (>= 2.30), libgcc-s1, awk")], ["tool"])
     assert names(debs) == ["tool"]
+
+
+def test_a_choice_in_the_base_system_is_not_assumed_made() -> None:
+    """`init` needs `usrmerge | usr-is-merged`; which one a node has is unknown, so neither counts."""
+    assert names(resolve([stanza("tool", Depends="usrmerge")], ["tool"])) == ["tool", "usrmerge"]
 
 
 def test_a_package_asked_for_by_name_is_locked_even_when_in_the_base() -> None:
