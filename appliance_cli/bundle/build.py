@@ -479,7 +479,14 @@ class _Builder:
             if old.name not in keep:
                 old.unlink()
         mirrors = self.opts.mirrors
-        aptresolve.download_locked(debs, repo, lambda url, dest: download_to(mirrors.url(url), dest, label))
+
+        def fetch_to(url: str, dest: Path) -> None:  # the resolver checks size and sha256 itself
+            download_to(mirrors.url(url), dest, label)
+
+        try:
+            aptresolve.download_locked(debs, repo, fetch_to)
+        except aptresolve.AptResolveError as exc:  # it names the package; the entry is named here
+            raise BundleError(f"{label}: {exc.message}", hint=exc.hint) from None
 
 
 # pip's own framing around a failed build; the cause is the line it frames.

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from tests._support.aptmirror import build_deb, index_suite
 from tests._support.registry_seed import free_port, layer_tar
 
 REGISTRY = shutil.which("docker-registry") or "/usr/bin/docker-registry"
@@ -152,6 +153,23 @@ class Upstream:
         )
         self.put(f"{repo.rstrip('/')}/index.yaml", yaml.safe_dump(index).encode())
         return url
+
+    def publish_apt(self, archive: str, suite: str, packages: list[tuple[str, str, dict[str, str]]]) -> str:
+        """An apt archive at upstream URL `archive` (e.g. http://archive.ubuntu.com/ubuntu) with one
+        suite, component main: (name, version, control fields) each built as a real .deb.
+        Returns the sources line."""
+        parts = urlsplit(archive)
+        self.hosts.add(parts.netloc)
+        root = self.files / parts.netloc / parts.path.strip("/")
+        for name, version, fields in packages:
+            build_deb(root / "pool" / suite, name, version, **fields)
+        index_suite(root, suite, None)
+        return f"deb {archive} {suite} main\n"
+
+    def apt_pool_file(self, archive: str, suite: str, name: str) -> Path:
+        parts = urlsplit(archive)
+        (deb,) = (self.files / parts.netloc / parts.path.strip("/") / "pool" / suite).glob(f"{name}_*.deb")
+        return deb
 
     # -- images -----------------------------------------------------------------------------------
     def push_image(

@@ -27,58 +27,14 @@ import yaml
 
 from appliance_cli.debian.aptindex import AptResolveError, IndexFile, http_fetch, http_fetch_to
 from appliance_cli.debian.aptresolve import download_locked, resolve_closure
+from tests._support.aptmirror import TOOLS, build_deb, index_suite
 
 REPO = Path(__file__).resolve().parents[2]
-TOOLS = ("dpkg-deb", "dpkg-scanpackages", "apt-ftparchive", "xz", "gzip")
 
 
 class Quiet(SimpleHTTPRequestHandler):
     def log_message(self, *a) -> None:
         return None
-
-
-def build_deb(pool: Path, name: str, version: str, **fields: str) -> None:
-    pkg = pool.parent / "src" / f"{name}_{version}"
-    (pkg / "DEBIAN").mkdir(parents=True)
-    (pkg / "usr/share/doc" / name).mkdir(parents=True)
-    (pkg / "usr/share/doc" / name / "README").write_text(f"{name} {version}\n")
-    control = {"Package": name, "Version": version, "Architecture": "amd64", "Maintainer": "t <t@example>"}
-    control |= {k.replace("_", "-"): v for k, v in fields.items()}
-    control["Description"] = f"test package {name}"
-    (pkg / "DEBIAN/control").write_text("".join(f"{k}: {v}\n" for k, v in control.items()))
-    pool.mkdir(parents=True, exist_ok=True)
-    out = pool / f"{name}_{version}_{control['Architecture']}.deb"
-    subprocess.run(
-        ["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(pkg), str(out)],
-        check=True,
-        capture_output=True,
-    )
-
-
-def index_suite(root: Path, suite: str, sign_with: dict[str, str] | None) -> None:
-    dist = root / "dists" / suite
-    binary = dist / "main/binary-amd64"
-    binary.mkdir(parents=True)
-    packages = subprocess.run(
-        ["dpkg-scanpackages", "--arch", "amd64", f"pool/{suite}", "/dev/null"],
-        cwd=root, check=True, capture_output=True,
-    ).stdout  # fmt: skip
-    (binary / "Packages").write_bytes(packages)
-    subprocess.run(["xz", "-k", str(binary / "Packages")], check=True)
-    subprocess.run(["gzip", "-k", "-n", str(binary / "Packages")], check=True)
-    conf = [f"-oAPT::FTPArchive::Release::{k}={v}" for k, v in
-            {"Suite": suite, "Codename": suite, "Architectures": "amd64", "Components": "main"}.items()]  # fmt: skip
-    release = subprocess.run(
-        ["apt-ftparchive", *conf, "release", str(dist)], check=True, capture_output=True
-    ).stdout
-    (dist / "Release").write_bytes(release)
-    if sign_with is not None:
-        gpg = ["gpg", "--batch", "--quiet", "--pinentry-mode", "loopback", "--passphrase", ""]
-        subprocess.run(
-            [*gpg, "--clearsign", "-o", str(dist / "InRelease"), str(dist / "Release")],
-            env=sign_with,
-            check=True,
-        )
 
 
 @pytest.fixture(scope="module")

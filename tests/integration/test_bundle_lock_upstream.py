@@ -35,6 +35,7 @@ CONTAINERD = (
 )
 MANIFEST = "https://github.com/flannel-io/flannel/releases/download/v0.22.3/kube-flannel.yml"
 CHART_REPO = "https://nvidia.github.io/gpu-operator/stable"
+ARCHIVE = "http://archive.ubuntu.com/ubuntu"
 PAUSE = "registry.k8s.io/pause:3.6"
 FLANNEL = "docker.io/flannel/flannel:v0.22.3"
 
@@ -67,12 +68,26 @@ def _populate(up: Upstream, tmp_path: Path, lie: str = "") -> None:
     )
     up.push_image(PAUSE)
     up.push_image(FLANNEL, platforms=("arm64",) if lie == "arch" else ("amd64", "arm64"))
+    up.publish_apt(ARCHIVE, "focal", [
+        ("libc-test", "2.31", {"Priority": "required"}),
+        ("runc-test", "1.1", {"Depends": "libc-test"}),
+        ("containerd-test", "1.6", {"Depends": "runc-test (>= 1.0), libc-test"}),
+    ])  # fmt: skip
 
 
 def _profile(tmp_path: Path) -> Path:
     prof = {
         "name": "prod-shaped",
         "production": True,
+        "apt": [
+            {
+                "name": "focal",
+                "distro": "ubuntu",
+                "codename": "focal",
+                "sources": f"deb {ARCHIVE} focal main\n",
+                "packages": ["containerd-test"],
+            }
+        ],
         "files": [
             {
                 "name": "kubeadm",
@@ -128,11 +143,11 @@ def _build(up: Upstream, profile: Path, tmp_path: Path):
 def test_lock_then_build_gives_a_bundle_that_verifies(upstream, tmp_path):
     _populate(upstream, tmp_path)
     profile = _profile(tmp_path)
-    with pytest.raises(BundleError, match=r"prod-shaped: files/kubeadm: not in the lock \(and 5 more\)"):
+    with pytest.raises(BundleError, match=r"prod-shaped: files/kubeadm: not in the lock \(and 6 more\)"):
         _build(upstream, profile, tmp_path)
 
     res = _lock(upstream, profile, tmp_path)
-    assert res.written and len(res.resolved) == 6 and not res.kept
+    assert res.written and len(res.resolved) == 7 and not res.kept
     lock = load_lock(lock_path(profile), "prod-shaped")
     assert lock is not None
     assert {n: e.method for n, e in lock.files.items()} == {
@@ -147,15 +162,37 @@ def test_lock_then_build_gives_a_bundle_that_verifies(upstream, tmp_path):
     assert pause.platform_digest == upstream.platform_digest(pause.digest)
     assert "127.0.0.1" not in lock_path(profile).read_text()
 
+    focal = lock.apt["focal"]  # the closure, from the index: what the base system lacks
+    assert focal.method == "index" and [(d.name, d.version) for d in focal.debs] == [
+        ("containerd-test", "1.6"),
+        ("runc-test", "1.1"),
+    ]
+    assert all(len(d.sha256) == 64 and d.base == ARCHIVE for d in focal.debs)
+
     again = _lock(upstream, profile, tmp_path)  # nothing is re-resolved unless asked
-    assert not again.written and not again.resolved and len(again.kept) == 6
+    assert not again.written and not again.resolved and len(again.kept) == 7
 
     built = _build(upstream, profile, tmp_path)
     arts = {a.label: a for a in built.manifest.artifacts}
     assert arts["file/kubeadm"].source.sha256 == lock.files["kubeadm"].sha256
     assert arts["oci-image/pause"].image.source_digest == pause.digest
     assert arts["oci-image/pause"].image.manifest_digest == pause.platform_digest
+    debs = sorted(f.path for f in arts["apt-repo/focal"].files if f.path.endswith(".deb"))
+    assert debs == ["containerd-test_1.6_amd64.deb", "runc-test_1.1_amd64.deb"]
     verify_bundle(tmp_path / "bundle")
+
+
+def test_lie_package_differs_from_the_index(upstream, tmp_path):
+    """The mirror serves a .deb other than the one its index (and so the lock) lists."""
+    _populate(upstream, tmp_path)
+    profile = _profile(tmp_path)
+    _lock(upstream, profile, tmp_path)
+    upstream.apt_pool_file(ARCHIVE, "focal", "runc-test").write_bytes(b"not the indexed package")
+    with pytest.raises(
+        BundleError,
+        match=r"^apt-repo/focal: runc-test 1.1: \S+ has sha256 [0-9a-f]{64} \(23 bytes\); the index says [0-9a-f]{64}",
+    ):
+        _build(upstream, profile, tmp_path)
 
 
 def test_lie_file_differs_from_its_published_checksum(upstream, tmp_path):
@@ -227,7 +264,7 @@ def test_cli_lock_check_exits_4_naming_the_moved_entry(upstream, tmp_path):
     first = subprocess.run(cmd, capture_output=True, text=True, env={"CI": "1", "PATH": "/usr/bin:/bin"})
     assert first.returncode == 0, first.stderr
     assert (
-        "6 resolved, 0 kept as locked; by method: 1 helm-index, 2 published, 2 registry, 1 tofu"
+        "7 resolved, 0 kept as locked; by method: 1 helm-index, 1 index, 2 published, 2 registry, 1 tofu"
         in first.stdout
     )
     upstream.push_image(FLANNEL, salt="rebuilt")

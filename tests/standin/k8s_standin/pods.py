@@ -90,10 +90,16 @@ class PodWorker:
         failures = self.backoff.get(uid, (0.0, 0))[1] + 1
         self.backoff[uid] = (time.monotonic() + BACKOFF_S[min(failures, len(BACKOFF_S)) - 1], failures)
         message = f'Failed to pull image "{image}": {reason}'
-        log_klog("E", "pod_workers.go:951", f'"Error syncing pod, skipping" err="{message}" pod="{pod["metadata"]["namespace"]}/{pod["metadata"]["name"]}"')
+        log_klog(
+            "E",
+            "pod_workers.go:951",
+            f'"Error syncing pod, skipping" err="{message}" pod="{pod["metadata"]["namespace"]}/{pod["metadata"]["name"]}"',
+        )
         waiting = ("ErrImagePull" if failures == 1 else "ImagePullBackOff", message, image)
         spec = pod["spec"]
-        return _status("Pending", pod, spec.get("initContainers") or [], spec.get("containers") or [], waiting)
+        return _status(
+            "Pending", pod, spec.get("initContainers") or [], spec.get("containers") or [], waiting
+        )
 
     def _report(self, pod: dict, status: dict) -> None:
         meta = pod["metadata"]
@@ -136,18 +142,24 @@ class PodWorker:
             base = m.get("mountPath", "").rstrip("/")
             if path != base and not path.startswith(base + "/"):
                 continue
-            rel = path[len(base):].lstrip("/")
+            rel = path[len(base) :].lstrip("/")
             v = volumes.get(m.get("name", ""), {})
             if v.get("configMap"):
                 items = {i.get("path"): i.get("key") for i in v["configMap"].get("items") or []}
                 return "configMap", v["configMap"].get("name", ""), items.get(rel, rel)
             if v.get("hostPath"):
-                return "hostPath", os.path.join(v["hostPath"]["path"], rel) if rel else v["hostPath"]["path"], ""
+                return (
+                    "hostPath",
+                    os.path.join(v["hostPath"]["path"], rel) if rel else v["hostPath"]["path"],
+                    "",
+                )
             return None
         return None
 
 
-def _status(phase: str, pod: dict, inits: list[dict], apps: list[dict], waiting: tuple[str, str, str] | None) -> dict:
+def _status(
+    phase: str, pod: dict, inits: list[dict], apps: list[dict], waiting: tuple[str, str, str] | None
+) -> dict:
     now = rfc3339()
 
     def one(c: dict, init: bool) -> dict:
@@ -156,7 +168,9 @@ def _status(phase: str, pod: dict, inits: list[dict], apps: list[dict], waiting:
         elif waiting:
             state = {"waiting": {"reason": "PodInitializing" if not init else "Waiting"}}
         elif init:
-            state = {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}}
+            state = {
+                "terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}
+            }
         else:
             state = {"running": {"startedAt": now}}
         return {"name": c["name"], "image": c["image"], "ready": phase == "Running" and not init,
