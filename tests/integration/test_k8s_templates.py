@@ -65,7 +65,6 @@ TEMPLATES = {
     "10-kubeadm.conf": "kube_binaries/templates/etc/systemd/system/kubelet.service.d/10-kubeadm.conf.j2",
     "kubeadm-config.yaml": "control_plane/templates/etc/kubernetes/kubeadm-config.yaml.j2",
     "kube-flannel.yml": "cni_flannel/templates/etc/kubernetes/addons/kube-flannel.yml.j2",
-    "10-flannel.conflist": "cni_flannel/templates/etc/cni/net.d/10-flannel.conflist.j2",
 }
 
 
@@ -548,13 +547,6 @@ def test_flannel_manifest_is_valid_for_kubernetes_1_23(containerd: dict[str, str
     }
     (error,) = _openapi_errors(wrong_type)
     assert error.startswith("DaemonSet/kube-flannel-ds: '1' is not of type 'object'"), error
-
-
-def test_flannel_conflist_on_hosts_matches_daemonset(containerd: dict[str, str]) -> None:
-    """The lab's host-written conflist is what install-cni would have copied."""
-    cm = by_kind(yaml_docs(containerd["kube-flannel.yml"]))["ConfigMap"]
-    assert containerd["10-flannel.conflist"].strip() == cm["data"]["cni-conf.json"].strip()
-    assert json.loads(containerd["10-flannel.conflist"])["name"] == "cbr0"
 
 
 # --------------------------------------------------------------------------- GPU Operator edits survive

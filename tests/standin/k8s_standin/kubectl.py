@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import os
 import sys
@@ -349,8 +348,17 @@ class Kubectl:
         _, names, rest = self.targets(args, "nodes")
         for n in names + rest:
             self._cordon(n, True)
-            ds_pods = [f"{d['metadata']['namespace']}/{d['metadata']['name']}-{hashlib.sha256((n + d['metadata']['name']).encode()).hexdigest()[:5]}"
-                       for d in self.client.get("/apis/apps/v1/daemonsets")["items"]]  # fmt: skip
+            on_node = [
+                p
+                for p in self.client.get("/api/v1/pods")["items"]
+                if (p.get("spec") or {}).get("nodeName") == n
+            ]
+            ds_owned = [
+                p
+                for p in on_node
+                if any(o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences") or [])
+            ]
+            ds_pods = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in ds_owned]  # fmt: skip
             if ds_pods and not self.flags.get("ignore-daemonsets"):
                 msg = f"cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore): {', '.join(ds_pods)}"
                 sys.stderr.write(f'error: unable to drain node "{n}" due to error:{msg}, continuing command...\n'
@@ -358,8 +366,8 @@ class Kubectl:
                 return 1
             if ds_pods:
                 sys.stderr.write(f"WARNING: ignoring DaemonSet-managed Pods: {', '.join(ds_pods)}\n")
-            for p in self.client.get("/api/v1/pods")["items"]:
-                if (p.get("spec") or {}).get("nodeName") == n:
+            for p in on_node:
+                if p not in ds_owned:  # DaemonSet pods stay: their controller would put them back
                     ns, pn = p["metadata"]["namespace"], p["metadata"]["name"]
                     self.out.write(f"evicting pod {ns}/{pn}\n")
                     self.client.call("DELETE", res_path("", "v1", "pods", ns, pn))

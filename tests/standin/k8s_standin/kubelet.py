@@ -24,6 +24,7 @@ from .containerd import cni_ready, containerd_config, containerd_version, ctr, s
 from .files import K8S, KUBELET_DIR, MANIFESTS, STATE_DIR
 from .flags import parse_flags
 from .pki import gen_key, make_csr
+from .pods import PodWorker
 from .preflight import mem_total_mb, num_cpu
 from .util import (
     APISERVER_UNIT,
@@ -377,7 +378,8 @@ def _kubelet_loop(kl: Kubelet, flags: dict[str, Any], cfg: dict[str, Any]) -> No
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     period = parse_duration(str(cfg.get("nodeStatusUpdateFrequency") or "10s")) or 10.0
-    next_hb = 0.0
+    next_hb = next_pods = 0.0
+    worker: PodWorker | None = None
     while not stop.is_set():
         kl.sync_static_pods()
         try:
@@ -389,6 +391,10 @@ def _kubelet_loop(kl: Kubelet, flags: dict[str, Any], cfg: dict[str, Any]) -> No
             elif kl.registered and now() >= next_hb:
                 kl.heartbeat()
                 next_hb = now() + period
+            if kl.registered and now() >= next_pods:  # the pods bound here: pull, init, report
+                worker = worker or PodWorker(kl.client, kl.node, kl.cri)
+                worker.sync()
+                next_pods = now() + 2.0
         except Unreachable as e:
             log_klog("E", "kubelet_node_status.go:92", f'"Unable to register node with API server" err="Post '
                      f'\\"{kl.client.creds.server if kl.client else ""}/api/v1/nodes\\": {e.reason}" node="{kl.node}"')  # fmt: skip

@@ -1,0 +1,178 @@
+"""The stand-in's DaemonSet controller and kubelet pod worker against the stand-in API server (real
+mutual TLS, node credentials): scheduling by selector, affinity and taints; a pod that pulls
+reports Running and its ConfigMap copy lands on the host; a pull failure reports ErrImagePull /
+ImagePullBackOff naming the image and writes nothing. containerd is replaced by a recorded
+puller here (no daemon on this machine); the lab e2e pulls for real."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests._support.standin_cluster import Cluster
+from tests.standin.k8s_standin import util
+from tests.standin.k8s_standin.client import ApiClient, ApiError, Credentials, load_kubeconfig
+from tests.standin.k8s_standin.controllers import eligible, pod_name
+from tests.standin.k8s_standin.pods import PodWorker
+
+CNI_CONF = '{"name": "cbr0", "cniVersion": "0.3.1", "plugins": [{"type": "flannel"}]}'
+FLANNEL = "10.77.0.10:5000/flannel/flannel:v0.22.3"
+SANDBOX = "registry.k8s.io/pause:3.6"  # containerd's default: no config.toml in the fake root
+
+
+def _flannel(image: str = FLANNEL) -> list[dict]:
+    ds_spec = {
+        "selector": {"matchLabels": {"app": "flannel"}},
+        "template": {
+            "metadata": {"labels": {"app": "flannel"}},
+            "spec": {
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}},
+                "tolerations": [{"operator": "Exists", "effect": "NoSchedule"}],
+                "initContainers": [{
+                    "name": "install-cni", "image": image, "command": ["cp"],
+                    "args": ["-f", "/etc/kube-flannel/cni-conf.json", "/etc/cni/net.d/10-flannel.conflist"],
+                    "volumeMounts": [{"name": "cni", "mountPath": "/etc/cni/net.d"},
+                                     {"name": "flannel-cfg", "mountPath": "/etc/kube-flannel/"}]}],
+                "containers": [{"name": "kube-flannel", "image": image}],
+                "volumes": [{"name": "cni", "hostPath": {"path": "/etc/cni/net.d"}},
+                            {"name": "flannel-cfg", "configMap": {"name": "kube-flannel-cfg"}}],
+            },
+        },
+    }  # fmt: skip
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-flannel"}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-flannel-cfg", "namespace": "kube-flannel"},
+         "data": {"cni-conf.json": CNI_CONF}},
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "kube-flannel-ds", "namespace": "kube-flannel"},
+         "spec": ds_spec},
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
+    monkeypatch.setattr(util, "ROOT", str(tmp_path / "root"))  # host paths land under here
+    c = Cluster(tmp_path)
+    yield c
+    c.srv.shutdown()
+
+
+def _node_client(c: Cluster, node: str) -> ApiClient:
+    path = c.root / f"{node}.conf"
+    path.write_text(c.client_kubeconfig(f"system:node:{node}", ["system:nodes"]))
+    return ApiClient(Credentials.from_kubeconfig(load_kubeconfig(str(path))))
+
+
+def _apply(c: Cluster, docs: list[dict]) -> None:
+    admin = c.admin()
+    for d in docs:
+        ns = d["metadata"].get("namespace")
+        plural = {"Namespace": "namespaces", "ConfigMap": "configmaps", "DaemonSet": "daemonsets"}[d["kind"]]
+        base = "/apis/apps/v1" if d["kind"] == "DaemonSet" else "/api/v1"
+        admin.call("POST", f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}", d)
+
+
+def _label(c: Cluster, node: str, **labels: str) -> None:
+    c.admin().call("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": labels}})
+
+
+class Puller:
+    def __init__(self, missing: set[str] = frozenset()) -> None:
+        self.missing, self.pulled = set(missing), []
+
+    def __call__(self, endpoint: str, image: str) -> tuple[int, str]:
+        if image in self.missing:
+            return 1, (f'time="x" level=fatal msg="pulling image: rpc error: code = Unknown desc = failed to pull '
+                       f'and unpack image \\"{image}\\": {image}: not found"\n')  # fmt: skip
+        self.pulled.append(image)
+        return 0, f"Image is up to date for {image}\n"
+
+
+def _pod(c: Cluster, node: str) -> dict:
+    return c.admin().get(f"/api/v1/namespaces/kube-flannel/pods/{pod_name('kube-flannel-ds', node)}")
+
+
+def test_daemonset_pods_follow_selector_affinity_and_taints(cluster: Cluster) -> None:
+    for n in ("m1", "w1"):
+        cluster.add_node(n)
+        _label(cluster, n, **{"kubernetes.io/os": "linux"})
+    cluster.add_node("other")  # no kubernetes.io/os label: the affinity excludes it
+    _apply(cluster, _flannel())
+    pods = {p["spec"]["nodeName"] for p in cluster.admin().get("/api/v1/pods")["items"]}
+    assert pods == {"m1", "w1"}
+    pod = _pod(cluster, "w1")
+    assert (
+        pod["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet" and pod["status"]["phase"] == "Pending"
+    )
+    # a NoExecute taint the DaemonSet does not tolerate takes its pod off the node
+    cluster.admin().call(
+        "PATCH", "/api/v1/nodes/w1", {"spec": {"taints": [{"key": "x", "effect": "NoExecute"}]}}
+    )
+    assert {p["spec"]["nodeName"] for p in cluster.admin().get("/api/v1/pods")["items"]} == {"m1"}
+    assert eligible(
+        {"tolerations": [{"operator": "Exists"}]}, {"spec": {"taints": [{"key": "x", "effect": "NoExecute"}]}}
+    )
+
+
+def test_a_pulled_pod_runs_its_configmap_copy_and_reports_running(cluster: Cluster, tmp_path: Path) -> None:
+    cluster.add_node("w1")
+    _label(cluster, "w1", **{"kubernetes.io/os": "linux"})
+    _apply(cluster, _flannel())
+    puller = Puller()
+    worker = PodWorker(
+        _node_client(cluster, "w1"), "w1", "unix:///run/containerd/containerd.sock", puller, lambda e: set()
+    )
+    worker.sync()
+    assert puller.pulled == [SANDBOX, FLANNEL]  # the kube-flannel container reuses the init's image
+    conflist = tmp_path / "root/etc/cni/net.d/10-flannel.conflist"
+    assert json.loads(conflist.read_text()) == json.loads(CNI_CONF)
+    pod = _pod(cluster, "w1")
+    assert pod["status"]["phase"] == "Running"
+    assert pod["status"]["initContainerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
+    assert pod["status"]["containerStatuses"][0]["ready"] is True
+    worker.sync()  # nothing left to do: no second pull
+    assert puller.pulled == [SANDBOX, FLANNEL]
+
+
+def test_a_missing_image_is_err_image_pull_naming_it_and_nothing_is_written(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    cluster.add_node("w1")
+    _label(cluster, "w1", **{"kubernetes.io/os": "linux"})
+    _apply(cluster, _flannel())
+    worker = PodWorker(
+        _node_client(cluster, "w1"), "w1", "unix:///x.sock", Puller({FLANNEL}), lambda e: set()
+    )
+    worker.sync()
+    status = _pod(cluster, "w1")["status"]
+    assert status["phase"] == "Pending"
+    waiting = status["initContainerStatuses"][0]["state"]["waiting"]
+    assert waiting["reason"] == "ErrImagePull"
+    assert waiting["message"] == (
+        f'Failed to pull image "{FLANNEL}": rpc error: code = Unknown desc = failed to pull and unpack image '
+        f'"{FLANNEL}": {FLANNEL}: not found'
+    )
+    assert not (tmp_path / "root/etc/cni/net.d/10-flannel.conflist").exists()
+    worker.backoff = {k: (0.0, n) for k, (_, n) in worker.backoff.items()}  # the back-off has passed
+    worker.sync()
+    assert (
+        _pod(cluster, "w1")["status"]["initContainerStatuses"][0]["state"]["waiting"]["reason"]
+        == "ImagePullBackOff"
+    )
+
+
+def test_a_node_reads_only_the_configmaps_its_pods_mount(cluster: Cluster) -> None:
+    cluster.add_node("w1")
+    cluster.add_node("w2")
+    _label(cluster, "w1", **{"kubernetes.io/os": "linux"})
+    _apply(cluster, _flannel())
+    assert _node_client(cluster, "w1").get("/api/v1/namespaces/kube-flannel/configmaps/kube-flannel-cfg")[
+        "data"
+    ]
+    with pytest.raises(ApiError) as e:  # w2 runs no pod mounting it (the Node authorizer's rule)
+        _node_client(cluster, "w2").get("/api/v1/namespaces/kube-flannel/configmaps/kube-flannel-cfg")
+    assert e.value.code == 403
