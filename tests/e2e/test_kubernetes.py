@@ -133,3 +133,78 @@ def test_a_configuration_the_running_containerd_never_loaded_is_reported(site, h
     assert again.rc == 0, again.err[-2000:]
     cri = node.check_output("ctr plugins ls | awk '$2 == \"cri\" {print $4}'")
     assert cri == "ok"
+
+
+def _kubectl(site, hosts, *args: str) -> str:
+    return hosts[site.master.name].check_output(
+        "kubectl --kubeconfig /etc/kubernetes/admin.conf " + " ".join(args)
+    )
+
+
+def test_every_daemonset_pod_pulled_its_images_from_the_registry_and_runs(site, hosts):
+    """flannel and kube-proxy on every node: Running only when every image pulled through the
+    node's containerd (its registry CA and credentials), present in containerd's k8s.io store."""
+    pods = json.loads(_kubectl(site, hosts, "get", "pods", "-A", "-o", "json"))["items"]
+    by_ds: dict[str, set[str]] = {}
+    for p in pods:
+        owner = (p["metadata"].get("ownerReferences") or [{}])[0]
+        if owner.get("kind") == "DaemonSet":
+            assert p["status"]["phase"] == "Running", (p["metadata"]["name"], p["status"])
+            by_ds.setdefault(owner["name"], set()).add(p["spec"]["nodeName"])
+            images = [c["image"] for c in p["spec"].get("initContainers", []) + p["spec"]["containers"]]
+            stored = hosts[p["spec"]["nodeName"]].check_output("ctr -n k8s.io images ls -q").split()
+            assert set(images) <= set(stored), (p["spec"]["nodeName"], images)
+    every = {n.name for n in site.nodes}
+    assert by_ds == {"kube-flannel-ds": every, "kube-proxy": every}
+
+
+def test_a_node_whose_flannel_image_cannot_be_pulled_is_not_ready(site, hosts):
+    """The lab fails where a site would: with flannel's image missing from the registry, the pod
+    is ErrImagePull naming the image, nothing writes the node's CNI config, and a node without
+    one (a new node, here a removed file) stays NotReady; the right image brings it back."""
+    if os.environ.get("APPLIANCE_E2E_SITE") and os.environ.get("APPLIANCE_E2E_DESTRUCTIVE") != "1":
+        pytest.skip("breaks a node's network: set APPLIANCE_E2E_DESTRUCTIVE=1 on a real site")
+    name = next(n.name for n in site.nodes if "master" not in n.roles)
+    good = _kubectl(site, hosts, "-n", "kube-flannel", "get", "ds", "kube-flannel-ds", "-o",
+                    "jsonpath='{.spec.template.spec.initContainers[1].image}'")  # fmt: skip
+    missing = good.rsplit(":", 1)[0] + ":v0.0.0-missing"
+    hosts[name].check_output("rm -f /etc/cni/net.d/10-flannel.conflist")
+    try:
+        _set_flannel_image(site, hosts, missing)
+        rc = (
+            hosts[site.master.name]
+            .run(
+                f"kubectl --kubeconfig /etc/kubernetes/admin.conf wait --for=condition=Ready node/{name} --timeout=25s"
+            )
+            .rc
+        )
+        assert rc != 0, f"{name} became Ready without flannel's image"
+        pods = json.loads(_kubectl(site, hosts, "-n", "kube-flannel", "get", "pods", "-o", "json"))["items"]
+        pod = next(p for p in pods if p["spec"]["nodeName"] == name)
+        waiting = pod["status"]["initContainerStatuses"][1]["state"]["waiting"]
+        assert waiting["reason"] in ("ErrImagePull", "ImagePullBackOff")
+        assert waiting["message"].startswith(f'Failed to pull image "{missing}"')
+        assert not hosts[name].file("/etc/cni/net.d/10-flannel.conflist").exists
+    finally:
+        _set_flannel_image(site, hosts, good)
+    hosts[site.master.name].check_output(
+        f"kubectl --kubeconfig /etc/kubernetes/admin.conf wait --for=condition=Ready node/{name} --timeout=120s"
+    )
+    assert hosts[name].file("/etc/cni/net.d/10-flannel.conflist").exists
+
+
+def _set_flannel_image(site, hosts, image: str) -> None:
+    """Rewrite install-cni's image in the applied manifest and re-apply it, as an operator would."""
+    manifest = "/etc/kubernetes/addons/kube-flannel.yml"
+    master = hosts[site.master.name]
+    doc = master.check_output(f"cat {manifest}")
+    lines = doc.splitlines()
+    # install-cni is the second init container: its image line follows "- name: install-cni"
+    i = next(k for k, ln in enumerate(lines) if ln.strip() == "- name: install-cni")
+    j = next(k for k in range(i, len(lines)) if lines[k].strip().startswith("image:"))
+    indent = lines[j][: len(lines[j]) - len(lines[j].lstrip())]
+    lines[j] = f'{indent}image: "{image}"'
+    master.check_output(
+        "cat > /tmp/kube-flannel-test.yml <<'EOF'\n" + "\n".join(lines) + "\nEOF\n"
+        "kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f /tmp/kube-flannel-test.yml"
+    )
