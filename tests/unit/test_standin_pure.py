@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
+import os
 import shutil
 import subprocess
 import time
@@ -539,3 +541,45 @@ def test_kubectl_without_kubeconfig_falls_back_to_localhost(
 
 def _refused(self: object, *a: object, **k: object) -> None:
     raise Unreachable("localhost:8080", "dial tcp localhost:8080: connect: connection refused", True)
+
+
+PLUGINS_OK = """TYPE                            ID       PLATFORMS      STATUS
+io.containerd.content.v1        content  -              ok
+io.containerd.grpc.v1           cri      linux/amd64    ok
+"""
+
+
+@pytest.mark.parametrize(
+    ("cri_status", "rc"), [("ok", 0), ("error", 1)], ids=["cri-loaded", "cri-failed-to-load"]
+)
+def test_crictl_info_asks_the_running_daemon_for_its_cri_plugin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cri_status: str, rc: int
+) -> None:
+    """containerd answering `ctr version` is not enough: kubeadm's CRI check fails as crictl does
+    when the daemon's cri plugin did not load (a bad config.toml section, say)."""
+    from tests.standin.k8s_standin.containerd import crictl_info_probe
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    ctr = bindir / "ctr"  # answers as a running containerd 1.6 does
+    ctr.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in\n'
+        '  *" version"*) printf "Client:\\n  Version:  1.6.20\\n\\nServer:\\n  Version:  1.6.20\\n" ;;\n'
+        f"  *\" plugins ls\"*) printf '%s' '{PLUGINS_OK.replace('cri      linux/amd64    ok', 'cri      linux/amd64    ' + cri_status)}' ;;\n"
+        "esac\n"
+    )
+    ctr.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setattr(util, "ROOT", str(tmp_path))
+    got_rc, out = crictl_info_probe("unix:///run/containerd/containerd.sock")
+    assert got_rc == rc, out
+    if rc:
+        assert "unknown service runtime.v1alpha2.RuntimeService" in out
+    else:
+        assert json.loads(out)["status"]["conditions"][0] == {
+            "type": "RuntimeReady",
+            "status": True,
+            "reason": "",
+            "message": "",
+        }

@@ -30,10 +30,23 @@ def crictl_info_probe(endpoint: str) -> tuple[int, str]:
     """`crictl -r ENDPOINT info` as kubeadm's CRI check runs it: (rc, combined output)."""
     rc, out = ctr(endpoint, "version", timeout=10)
     if rc == 0 and "Server:" in out:
+        if not cri_plugin_ok(endpoint):  # containerd answers, but its CRI service never registered
+            return 1, crictl_fatal("getting status of runtime: rpc error: code = Unimplemented desc = unknown "
+                                   "service runtime.v1alpha2.RuntimeService")  # fmt: skip
         return 0, json.dumps(cri_info(endpoint, out), indent=2) + "\n"
     ep = endpoint if "://" in endpoint else f"unix://{endpoint}"
     return 1, crictl_fatal(f"connect: connect endpoint '{ep}', make sure you are running as root and the endpoint "
                            "has been started: context deadline exceeded")  # fmt: skip
+
+
+def cri_plugin_ok(endpoint: str) -> bool:
+    """The running daemon's view: its `cri` plugin loaded (`ctr plugins ls` STATUS ok)."""
+    rc, out = ctr(endpoint, "plugins", "ls", timeout=10)
+    return rc == 0 and any(
+        ln.split()[1:2] == ["cri"] and ln.split()[-1] == "ok"
+        for ln in out.splitlines()
+        if len(ln.split()) >= 4
+    )
 
 
 def containerd_config() -> dict:
