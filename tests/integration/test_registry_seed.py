@@ -22,7 +22,7 @@ import jinja2
 import pytest
 
 from tests._support.modules import load_role_module
-from tests._support.registry_seed import ROOT, digest, free_port, small_image_set
+from tests._support.registry_seed import ROOT, digest, free_port, layer_tar, small_image_set
 
 pytestmark = pytest.mark.integration
 
@@ -102,7 +102,6 @@ def registry(tmp_path: Path, seeded, request):
         config,
         registry_log_level="warn",
         registry_storage_root=str(seeded[1]),
-        registry_readonly=False,
         registry_listen_address="127.0.0.1",
         __registry_port=port,
         registry_tls_cert=str(cert),
@@ -246,6 +245,50 @@ def test_skopeo_inspects_a_seeded_image(seeded, registry):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["Digest"] == _images(seeded[2])[0]["image"]["manifest_digest"]
+
+
+@needs_registry
+@pytest.mark.skipif(not shutil.which("skopeo"), reason="skopeo not installed")
+def test_the_nodes_credential_pulls_but_cannot_push(seeded, registry, tmp_path: Path):
+    """The system registry is read-only: the credential every node holds pulls, and an
+    authenticated push with it is refused, new repository or existing tag alike."""
+    _, port = registry
+    creds = f"{USER}:{PASSWORD}"
+    pulled = tmp_path / "pulled"
+    pull = subprocess.run(
+        ["skopeo", "copy", "--src-tls-verify=false", "--src-creds", creds,
+         f"docker://127.0.0.1:{port}/pause:3.6", f"oci:{pulled}:pause"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert pull.returncode == 0, pull.stderr
+    for target in ("pause:3.6", "evil/pause:latest"):
+        push = subprocess.run(
+            ["skopeo", "copy", "--dest-tls-verify=false", "--dest-creds", creds,
+             f"oci:{pulled}:pause", f"docker://127.0.0.1:{port}/{target}"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert push.returncode != 0, f"push to {target} was accepted"
+        assert "405" in push.stderr, push.stderr  # Method not allowed: storage is read-only
+    reg, _ = registry
+    status, _, _ = reg.get("/v2/evil/pause/tags/list")
+    assert status == 404  # nothing of the refused push landed
+
+
+@needs_registry
+def test_reseeding_a_running_read_only_registry_serves_the_new_image(seeded, registry, tmp_path: Path):
+    """A bundle update adds an image: seeding writes storage under the running (read-only)
+    registry, and the new image is served without a restart."""
+    bundle, storage, writer, _ = seeded
+    reg, _ = registry
+    assert reg.get("/v2/library/newimage/manifests/1.0")[0] == 404
+    base = layer_tar({"new": b"new image\n"})
+    writer.add_image("newimage", "docker.io/library/newimage:1.0", [base])
+    writer.write()
+    second = seedmod.seed(str(bundle), str(storage), "auto")
+    assert second["changed"]
+    status, headers, body = reg.get("/v2/library/newimage/manifests/1.0")
+    assert status == 200, body[:300]
+    assert headers["Docker-Content-Digest"] == _images(writer)[-1]["image"]["manifest_digest"]
 
 
 def test_seed_copy_mode_is_verified_and_fsynced(tmp_path: Path):
