@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 
@@ -171,14 +172,12 @@ def test_a_node_whose_flannel_image_cannot_be_pulled_is_not_ready(site, hosts):
     hosts[name].check_output("rm -f /etc/cni/net.d/10-flannel.conflist")
     try:
         _set_flannel_image(site, hosts, missing)
-        rc = (
-            hosts[site.master.name]
-            .run(
-                f"kubectl --kubeconfig /etc/kubernetes/admin.conf wait --for=condition=Ready node/{name} --timeout=25s"
-            )
-            .rc
-        )
-        assert rc != 0, f"{name} became Ready without flannel's image"
+        # the heartbeat after the file went reports NotReady, and nothing brings it back
+        _kubectl(site, hosts, "wait", "--for=condition=Ready=false", f"node/{name}", "--timeout=60s")
+        time.sleep(15)
+        node = json.loads(_kubectl(site, hosts, "get", "node", name, "-o", "json"))
+        ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+        assert ready["status"] == "False", f"{name} became Ready again without flannel's image"
         pods = json.loads(_kubectl(site, hosts, "-n", "kube-flannel", "get", "pods", "-o", "json"))["items"]
         pod = next(p for p in pods if p["spec"]["nodeName"] == name)
         waiting = pod["status"]["initContainerStatuses"][1]["state"]["waiting"]
