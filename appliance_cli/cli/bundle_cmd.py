@@ -73,9 +73,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--require-signature", action="store_true", help="fail unless signed by the trusted key")
     v.set_defaults(handler=cmd_verify)
 
-    i = bsub.add_parser("inspect", help="list artifacts, kinds, sizes and the dedup ratio")
-    i.add_argument("dir", type=Path)
+    i = bsub.add_parser(
+        "inspect", help="list a bundle's artifacts and sizes, or check a profile holds every image pulled"
+    )
+    i.add_argument("dir", type=Path, nargs="?", help="the bundle directory (not with --check-complete)")
     i.add_argument("--all", action="store_true", help="list every artifact, not only a summary per kind")
+    i.add_argument(
+        "--check-complete",
+        action="store_true",
+        help="render every image the roles and charts pull and check the profile lists each, overridden "
+        "to the private registry",
+    )
+    i.add_argument("--profile", help="with --check-complete: the profile (name or .yml path)")
+    i.add_argument(
+        "--charts", type=Path, metavar="DIR", help="with --check-complete: chart archives NAME-VERSION.tgz"
+    )
     i.set_defaults(handler=cmd_inspect)
 
     r = bsub.add_parser("import-runai", help="add the vendor's air-gapped Run:ai tar to a bundle")
@@ -264,8 +276,41 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check_complete(args: argparse.Namespace) -> int:
+    from appliance_cli.bundle.completeness import check_profile
+    from appliance_cli.bundle.profile import load_profile
+    from appliance_cli.errors import BundleError
+
+    if not args.profile or args.dir:
+        raise UsageError("--check-complete checks a profile: give --profile P (and no bundle directory)")
+    res = check_profile(load_profile(args.profile), args.charts)
+    for p in res.pulls:
+        mark = "ok " if p.ok else "BAD"
+        ui.info(f"{mark} {p.source:<40} {p.key:<36} {p.reference}")
+    for note in res.notes:
+        ui.info(f"note: {note}")
+    problems = res.problems()
+    for line in problems:
+        ui.error(line)
+    if problems:
+        raise BundleError(
+            f"profile {res.profile}: {len(problems)} of {len(res.pulls)} pulled images not covered",
+            hint="list each in the profile's images (and the chart's images), and override its registry in "
+            "the chart's values file",
+        )
+    ui.info(
+        f"profile {res.profile}: all {len(res.pulls)} images the roles and charts pull are listed and overridden"
+    )
+    return 0
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     from appliance_cli.bundle import inspect_bundle
+
+    if args.check_complete:
+        return cmd_check_complete(args)
+    if args.dir is None:
+        raise UsageError("bundle inspect needs the bundle directory (or --check-complete --profile P)")
 
     ins = inspect_bundle(args.dir)
     ui.info(
