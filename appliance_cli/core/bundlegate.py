@@ -1,9 +1,12 @@
 """The install gate: nothing is installed from a bundle the controller has not verified.
 
-`appliance install` re-hashes every blob of the bundle on the stick and checks its signature
-against the trusted key before the first playbook runs; the manifest digest it verified is
-passed to the master, whose copy step refuses any other manifest (another stick, a copy
-tampered with after verification).
+Before the first playbook runs, `appliance install` checks the bundle's signature against the
+trusted key, the manifest, every root file against the digest the manifest records, and that
+every blob is there with its size. It does not re-hash the blobs: the master's copy step
+(bundle_sync) hashes each blob as it copies it and refuses one that differs from the signed
+manifest, so the stick is read once, not twice. The manifest digest verified here is passed to
+the master, whose copy step refuses any other manifest (another stick, a copy tampered with
+after verification). `appliance bundle verify` re-hashes everything, on demand.
 """
 
 from __future__ import annotations
@@ -65,17 +68,18 @@ def check(
             f"{root}: no trusted public key to check the bundle's signature with",
             hint=f"pass --key PUB, set ${KEY_ENV}, or set bundle.public_key in the site config",
         )
-    report = verify_bundle(root, key=pub, require_signature=cfg.bundle.require_signature)
+    report = verify_bundle(root, key=pub, require_signature=cfg.bundle.require_signature, hash_blobs=False)
     hexd = report.manifest_digest.removeprefix("sha256:")
     signed = f"signed by {report.key_id}" if report.signature_checked else "signature NOT checked"
     warning = None
     if not report.signature_checked:
-        warning = f"bundle {root}: blobs verified but the signature was not checked (bundle.require_signature: false)"
+        warning = f"bundle {root}: the signature was not checked (bundle.require_signature: false)"
     return GateResult(
         extravars={"appliance_bundle_manifest_sha256": hexd},
         summary=(
-            f"bundle {root} verified: profile {report.profile}, {report.artifacts} artifacts, "
-            f"{report.bytes / 2**20:.1f} MiB in {report.seconds:.1f}s, {signed}"
+            f"bundle {root}: manifest {signed}, {report.artifacts} artifacts complete "
+            f"({report.bytes / 2**20:.1f} MiB, profile {report.profile}); each blob is hashed as it is "
+            "copied to the master"
         ),
         warning=warning,
     )

@@ -11,7 +11,7 @@ from appliance_cli.core.inventory import render_inventory
 from appliance_cli.core.knownhosts import require_host_keys
 from appliance_cli.core.ports import RunnerPort
 from appliance_cli.core.siteconfig import SiteConfig
-from appliance_cli.errors import RunFailed
+from appliance_cli.errors import BundleError, RunFailed
 from appliance_cli.runner.events import Event, RunOptions, RunRequest, RunResult
 
 
@@ -41,7 +41,11 @@ def run_playbook(
     )
     result = runner.run(req, on_event)
     if not result.ok:
-        raise RunFailed(_failure_line(result), hint=f"artifacts and full log: {result.artifact_dir}")
+        line, hint = _failure_line(result), f"artifacts and full log: {result.artifact_dir}"
+        if result.failures and result.failures[0].kind == "bundle":  # caught while copying the stick
+            raise BundleError(line, hint="the bundle on the stick differs from its signed manifest: rebuild or "
+                              "re-copy it (appliance bundle verify names every bad blob); nothing was installed")  # fmt: skip
+        raise RunFailed(line, hint=hint)
     return result
 
 

@@ -15,6 +15,9 @@ HostStatus = Literal["ok", "changed", "failed", "unreachable", "skipped"]
 # module returns it (os_prereqs' kernel_prereqs); any task can with
 # `ansible.builtin.debug: {var: appliance_warnings}`. The key, not the task's name, is the contract.
 WARNINGS_KEY = "appliance_warnings"
+# A failed task's result may say what failed in the product's terms: "bundle" (the bundle on the
+# stick differs from its signed manifest) makes the run a BundleError (exit 4), not a RunFailed.
+FAILURE_KIND_KEY = "appliance_failure"
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class HostResult:
     message: str = ""
     ignored: bool = False
     address: str = ""  # unreachable: the address that could not be reached (a delegated task's target)
+    kind: str = ""  # a failure's FAILURE_KIND_KEY, when the module set one
 
 
 @dataclass(frozen=True)

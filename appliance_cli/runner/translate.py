@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from appliance_cli.runner.events import (
+    FAILURE_KIND_KEY,
     WARNINGS_KEY,
     Event,
     HostResult,
@@ -107,6 +108,7 @@ def translate(raw: dict[str, Any], names: dict[str, str] | None = None) -> list[
             status=status,
             message=_message(res),
             ignored=bool(data.get("ignore_errors")),
+            kind=str(res.get(FAILURE_KIND_KEY) or "") if status == "failed" else "",
         )
     ]
     if status in ("ok", "changed"):

@@ -171,3 +171,36 @@ def test_unrelated_events_are_ignored_and_stats_are_read():
     assert stats["m"].ok == 10 and stats["m"].changed == 2 and stats["m"].failed == 0
     assert stats["w"].failed == 1 and stats["w"].skipped == 3
     assert stats_from_event(ev("runner_on_ok")) is None
+
+
+def test_a_bad_stick_found_while_copying_is_a_bundle_error_exit_4(tmp_path, monkeypatch):
+    """bundle_sync marks its failure appliance_failure=bundle; the install reports it as the bundle
+    problem it is (exit 4, with the bundle hint), not as a generic failed run (exit 5)."""
+    import pytest
+
+    from appliance_cli.core import install
+    from appliance_cli.errors import BundleError
+    from appliance_cli.runner.events import RunOptions, RunResult
+
+    failed = translate(ev("runner_on_failed", host="master1", task="Sync | Copy and verify the bundle",
+                          res={"msg": "1 bad blob(s) in /media/x, bundle not copied: sha256:ab (apt-repo/x): "
+                               "content does not match its digest (corrupt)", "appliance_failure": "bundle"}))  # fmt: skip
+    assert failed[0].kind == "bundle"
+    assert (
+        translate(ev("runner_on_ok", host="m", task="t", res={"appliance_failure": "bundle"}))[0].kind == ""
+    )
+
+    class Runner:
+        def run(self, req, on_event):
+            return RunResult("failed", 2, {}, tmp_path, failures=list(failed))
+
+    monkeypatch.setattr(install, "require_host_keys", lambda cfg: None)
+    monkeypatch.setattr(
+        install, "render_inventory", lambda cfg: type("I", (), {"hosts_file": tmp_path / "h"})()
+    )
+    cfg = type("C", (), {"nodes": [], "site_dir": tmp_path, "ssh": type("S", (), {"mitogen": False})()})()
+    with pytest.raises(
+        BundleError, match=r"master1: task 'Sync \| Copy and verify the bundle' failed: .*\(apt-repo/x\)"
+    ) as e:
+        install.run_playbook(Runner(), cfg, "site.yml", RunOptions(), lambda ev: None)
+    assert e.value.exit_code == 4 and "nothing was installed" in (e.value.hint or "")
