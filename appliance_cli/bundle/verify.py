@@ -123,24 +123,7 @@ def verify_bundle(
 
     owners = manifest.blob_owners()
     problems += _check_layout(root, manifest, owners)
-    todo = []  # (hex, path, size) present with the right size: re-hash them
-    blob_dir = root / BLOB_DIR
-    for hexd, (size, labels) in owners.items():
-        p = blob_dir / hexd
-        who = ", ".join(labels)
-        try:
-            st = os.lstat(p)
-        except FileNotFoundError:
-            problems.append(f"{who}: blob sha256:{hexd} is missing")
-            continue
-        if not _is_regular(st):
-            problems.append(f"{who}: blob sha256:{hexd} is not a regular file")
-        elif st.st_size != size:
-            problems.append(
-                f"{who}: blob sha256:{hexd} is truncated or padded ({st.st_size} bytes, expected {size})"
-            )
-        else:
-            todo.append((hexd, p, size))
+    todo = _check_sizes(root / BLOB_DIR, owners, problems)
 
     n_jobs = jobs or default_jobs()
     total = sum(s for _, _, s in todo)
@@ -176,6 +159,28 @@ def verify_bundle(
     if problems:
         raise BundleVerifyError(report)
     return report
+
+
+def _check_sizes(blob_dir: Path, owners: dict, problems: list[str]) -> list[tuple[str, Path, int]]:
+    """Every blob present, a regular file, of its size: (hex, path, size) of those that are."""
+    todo = []
+    for hexd, (size, labels) in owners.items():
+        p = blob_dir / hexd
+        who = ", ".join(labels)
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            problems.append(f"{who}: blob sha256:{hexd} is missing")
+            continue
+        if not _is_regular(st):
+            problems.append(f"{who}: blob sha256:{hexd} is not a regular file")
+        elif st.st_size != size:
+            problems.append(
+                f"{who}: blob sha256:{hexd} is truncated or padded ({st.st_size} bytes, expected {size})"
+            )
+        else:
+            todo.append((hexd, p, size))
+    return todo
 
 
 def require_trusted(path: Path | str, key: Path | str | None = None, jobs: int | None = None) -> VerifyReport:

@@ -548,24 +548,29 @@ class ApiServer:
                 res = self._create(obj, r, group, version, plural, ns, qn, user, groups, warn)
                 self._reconcile_if(plural, None, res[1])
                 return res
-            if cur is None:
-                raise not_found(qn, name)
-            if method == "PUT":
-                want_rv = (obj.get("metadata") or {}).get("resourceVersion")
-                if want_rv and want_rv != cur["metadata"]["resourceVersion"]:
-                    raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {qn} "{name}": the object has '
-                                   "been modified; please apply your changes to the latest version and try again")  # fmt: skip
-                new = obj
-                if sub == "status":
-                    new = dict(cur, status=obj.get("status", {}))
-                for f in ("uid", "creationTimestamp"):
-                    new.setdefault("metadata", {})[f] = cur["metadata"][f]
-            else:  # PATCH: JSON merge patch (strategic patches are treated the same way here)
-                new = merge_patch(cur, obj)
-            validation.validate(r[2], group, new)
-            stored = self.store.put(key, new)
-            self._reconcile_if(plural, cur, stored)
-            return 200, stored, warn
+            return self._update(method, obj, cur, key, r, group, plural, qn, name, sub, warn)
+
+    def _update(self, method: str, obj: dict, cur: dict | None, key: str, r: tuple, group: str, plural: str,
+                qn: str, name: str, sub: str, warn: list[str]) -> tuple[int, Any, list[str]]:  # fmt: skip
+        """PUT (whole object, or its status) and PATCH (JSON merge patch), validated, stored."""
+        if cur is None:
+            raise not_found(qn, name)
+        if method == "PUT":
+            want_rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if want_rv and want_rv != cur["metadata"]["resourceVersion"]:
+                raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {qn} "{name}": the object has '
+                               "been modified; please apply your changes to the latest version and try again")  # fmt: skip
+            new = obj
+            if sub == "status":
+                new = dict(cur, status=obj.get("status", {}))
+            for f in ("uid", "creationTimestamp"):
+                new.setdefault("metadata", {})[f] = cur["metadata"][f]
+        else:  # PATCH: JSON merge patch (strategic patches are treated the same way here)
+            new = merge_patch(cur, obj)
+        validation.validate(r[2], group, new)
+        stored = self.store.put(key, new)
+        self._reconcile_if(plural, cur, stored)
+        return 200, stored, warn
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
