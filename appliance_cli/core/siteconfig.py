@@ -361,6 +361,19 @@ def _scheduler_problems(cfg: SiteConfig) -> list[str]:
     return problems
 
 
+def _runtime_problems(cfg: SiteConfig) -> list[str]:
+    """The docker path writes daemon.json whole: it would drop the `nvidia` runtime (and the
+    default-runtime) the GPU Operator's toolkit adds, which GPU pods need (SEED-COVERAGE K4).
+    Until that path carries them over as the containerd one does, GPU workers need containerd."""
+    gpu = [n.name for n in cfg.nodes if "gpu-worker" in n.roles]
+    if cfg.kubernetes.container_runtime == "docker" and gpu:
+        return [
+            f"kubernetes.container_runtime: docker with GPU workers ({', '.join(gpu)}): the docker path "
+            "rewrites daemon.json and would drop the nvidia runtime the GPU Operator installs; use containerd"
+        ]
+    return []
+
+
 def _name_problems(cfg: SiteConfig) -> list[str]:
     """Values that become Kubernetes names: hardware classes are node label values
     (run.ai/type=<class>), the domain and any extra SANs go into certificates."""
@@ -390,6 +403,7 @@ def _cross_checks(cfg: SiteConfig) -> list[str]:
         *_master_problems(cfg),
         *_identity_problems(cfg, node_net),
         *_role_problems(cfg),
+        *_runtime_problems(cfg),
         *_name_problems(cfg),
         *_scheduler_problems(cfg),
     ]

@@ -130,6 +130,10 @@ CASES = {
         lambda d: d["kubernetes"].update(pod_cidr="10.0.0.0/7"),
         "kubernetes.pod_cidr: 10.0.0.0/7 is too large: the mask must be >= /8",
     ),
+    "docker with gpu workers": (
+        lambda d: d["kubernetes"].update(container_runtime="docker"),
+        "kubernetes.container_runtime: docker with GPU workers (gpu1, gpu2): the docker path rewrites daemon.json",
+    ),
     # hardware classes become node label values (run.ai/type=<class>)
     "hardware class with a space": (
         lambda d: (
