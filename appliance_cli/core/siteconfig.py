@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from appliance_cli.core import k8snames
 from appliance_cli.errors import ConfigError
@@ -29,18 +29,45 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+class GpuSpec(_Model):
+    model: str = Field(min_length=1, description="as nvidia-smi names it, e.g. NVIDIA A100-PCIE-40GB")
+    count: int = Field(ge=1)
+
+
 class HardwareClass(_Model):
-    """What a node of this class is expected to have; preinstall diagnostics compare against it."""
+    """What a node of this class is expected to have; preinstall diagnostics compare against it.
+
+    GPUs: `gpus: [{model, count}, ...]`, one entry per model (a worker may hold an A6000 *and* an
+    A100); `gpu_model` + `gpu_count` is the one-model shorthand, read into `gpus`."""
 
     description: str = ""
     cpu_model: str
     cpu_sockets: int = Field(ge=1)
     cpu_cores: int = Field(ge=1, description="total physical cores")
     ram_gb: int = Field(ge=1)
+    gpus: list[GpuSpec] = []
     gpu_model: str | None = None
     gpu_count: int = Field(default=0, ge=0)
     nic_model: str = ""
     nic_speed_gbps: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _one_gpu_spelling(self) -> HardwareClass:
+        if self.gpus and (self.gpu_model or self.gpu_count):
+            raise ValueError("give gpus: [{model, count}] or gpu_model + gpu_count, not both")
+        if self.gpu_count and not self.gpu_model:
+            raise ValueError("gpu_count without gpu_model: name the model (or use gpus: [{model, count}])")
+        if self.gpu_count:
+            self.gpus = [GpuSpec(model=self.gpu_model or "", count=self.gpu_count)]
+        self.gpu_model, self.gpu_count = None, 0  # one spelling from here on: gpus
+        return self
+
+    @property
+    def gpu_total(self) -> int:
+        return sum(g.count for g in self.gpus)
+
+    def gpu_summary(self) -> str:
+        return " + ".join(f"{g.count} x {g.model}" for g in self.gpus)
 
 
 class Node(_Model):
@@ -331,12 +358,12 @@ def _role_problems(cfg: SiteConfig) -> list[str]:
             problems.append(
                 f"{where}.hardware_class: unknown hardware class '{node.hardware_class}' (known: {known})"
             )
-        elif hw.gpu_count > 0 and "gpu-worker" not in node.roles:
+        elif hw.gpu_total > 0 and "gpu-worker" not in node.roles:
             problems.append(
-                f"{where}.roles: hardware class {node.hardware_class} has {hw.gpu_count} GPU(s) "
+                f"{where}.roles: hardware class {node.hardware_class} has {hw.gpu_total} GPU(s) "
                 "but the node has no 'gpu-worker' role"
             )
-        elif hw.gpu_count == 0 and "gpu-worker" in node.roles:
+        elif hw.gpu_total == 0 and "gpu-worker" in node.roles:
             problems.append(
                 f"{where}.roles: 'gpu-worker' on hardware class {node.hardware_class}, which has no GPUs"
             )

@@ -75,7 +75,7 @@ def test_a_healthy_bare_metal_gpu_worker_passes_everything(cfg: SiteConfig) -> N
         "cri_socket": Status.WARN,
         "registry": Status.SKIP,
     }
-    assert res["gpus"][1] == "8 NVIDIA PCI device(s): NVIDIA A100-SXM4-80GB"
+    assert res["gpus"][1] == "8 NVIDIA PCI device(s): 8 x NVIDIA A100-SXM4-80GB"
     assert res["nic_speed"][1] == "25000 Mb/s (ens1f0)"
 
 
@@ -244,3 +244,62 @@ def test_a_stopped_registry_does_not_block_the_install_that_restarts_it(cfg: Sit
         r for r in node_results(cfg, cfg.node("gpu2"), facts, before_install=True) if r.check == "registry"
     ]
     assert r.status is Status.WARN and r.hint.startswith("the install's registry role repairs it")
+
+
+def _mixed_cfg(tmp_path: Path) -> SiteConfig:
+    """The example site with gpu2's class holding two A6000s and two A100s (the guide's S5N worker)."""
+    import yaml
+
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["hardware_classes"]["GZ2"]["gpus"] = [
+        {"model": "NVIDIA RTX A6000", "count": 2},
+        {"model": "NVIDIA A100-PCIE-40GB", "count": 2},
+    ]
+    (tmp_path / "appliance.yml").write_text(yaml.safe_dump(data))
+    return load_site(tmp_path)
+
+
+def _gpu_lines(models: list[str]) -> str:
+    return "".join(
+        f"gpu_pci=0000:{i:02x}:00.0 0x2230\ngpu_smi={m}, 550.90.07\n" for i, m in enumerate(models)
+    )
+
+
+def _with_gpus(models: list[str]) -> str:
+    head, _, tail = BARE_GPU_NODE.partition("gpu_pci=")
+    tail = tail[tail.index("cri_socket=") :]
+    return head + _gpu_lines(models) + tail
+
+
+def test_a_class_with_two_gpu_models_is_checked_per_model(tmp_path: Path) -> None:
+    cfg = _mixed_cfg(tmp_path)
+    good = ["NVIDIA RTX A6000", "NVIDIA A100-PCIE-40GB", "NVIDIA RTX A6000", "NVIDIA A100-PCIE-40GB"]
+    status, value, _ = _by_check(cfg, _facts(_with_gpus(good)))["gpus"]
+    assert status is Status.PASS
+    assert value == "4 NVIDIA PCI device(s): 2 x NVIDIA RTX A6000 + 2 x NVIDIA A100-PCIE-40GB"
+    # four GPUs, the right total, but three A6000s: one A100 slot holds the wrong card
+    swapped = ["NVIDIA RTX A6000"] * 3 + ["NVIDIA A100-PCIE-40GB"]
+    status, value, _ = _by_check(cfg, _facts(_with_gpus(swapped)))["gpus"]
+    assert status is Status.FAIL
+    assert value == "4 NVIDIA PCI device(s): 3 x NVIDIA RTX A6000 + 1 x NVIDIA A100-PCIE-40GB"
+    status, value, _ = _by_check(cfg, _facts(_with_gpus([*good[:3], "NVIDIA L40S"])))["gpus"]
+    assert status is Status.FAIL and value.endswith("+ 1 x NVIDIA L40S")
+
+
+def test_the_one_model_shorthand_and_the_list_are_the_same_class(tmp_path: Path) -> None:
+    import yaml
+
+    from appliance_cli.core.siteconfig import parse_site
+    from appliance_cli.errors import ConfigError
+
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["hardware_classes"]["GZ2"].pop("gpus")
+    data["hardware_classes"]["GZ2"].update(gpu_model="NVIDIA A100-SXM4-80GB", gpu_count=8)
+    hw = parse_site(data).hardware_classes["GZ2"]
+    assert [(g.model, g.count) for g in hw.gpus] == [("NVIDIA A100-SXM4-80GB", 8)] and hw.gpu_total == 8
+    data["hardware_classes"]["GZ2"]["gpus"] = [{"model": "NVIDIA A100-SXM4-80GB", "count": 8}]
+    with pytest.raises(
+        ConfigError,
+        match=r"hardware_classes\.GZ2: .*gpus: \[\{model, count\}\] or gpu_model \+ gpu_count, not both",
+    ):
+        parse_site(data)

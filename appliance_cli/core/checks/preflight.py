@@ -140,28 +140,37 @@ def nic_speed(ctx: Ctx) -> CheckResult:
 
 
 def gpus(ctx: Ctx) -> CheckResult | None:
-    want = ctx.hw.gpu_count
+    """The PCI devices against the class's total; with the driver's names (nvidia-smi), the count
+    of each model against the class's, so an A6000 in an A100 slot is named."""
+    want, expected = ctx.hw.gpu_total, ctx.hw.gpu_summary()
     if not want:
         return None
     found = ctx.facts.lists.get("gpu_pci", [])
     if ctx.facts.in_container and not found:
         return ctx.result(
-            "gpus",
-            "gpu",
-            Status.SKIP,
-            expected=f"{want} x {ctx.hw.gpu_model}",
-            hint=CONTAINER + "no GPU is passed in",
+            "gpus", "gpu", Status.SKIP, expected=expected, hint=CONTAINER + "no GPU is passed in"
         )
     names = [line.split(",")[0].strip() for line in ctx.facts.lists.get("gpu_smi", [])]
-    wrong = [n for n in names if ctx.hw.gpu_model and ctx.hw.gpu_model.lower() not in n.lower()]
-    value = f"{len(found)} NVIDIA PCI device(s)" + (f": {', '.join(sorted(set(names)))}" if names else "")
-    ok = len(found) == want and not wrong
-    return ctx.result("gpus", "gpu", Status.PASS if ok else Status.FAIL, value, f"{want} x {ctx.hw.gpu_model}",
+    per_model = {g.model: sum(g.model.lower() in n.lower() for n in names) for g in ctx.hw.gpus}
+    unknown = sorted({n for n in names if not any(g.model.lower() in n.lower() for g in ctx.hw.gpus)})
+    if names:
+        seen = [f"{per_model[g.model]} x {g.model}" for g in ctx.hw.gpus] + [
+            f"{sum(n == u for n in names)} x {u}" for u in unknown
+        ]
+        value = f"{len(found)} NVIDIA PCI device(s): " + " + ".join(
+            s for s in seen if not s.startswith("0 x ")
+        )
+    else:
+        value = f"{len(found)} NVIDIA PCI device(s)"
+    ok = len(found) == want and (
+        not names or (not unknown and all(per_model[g.model] == g.count for g in ctx.hw.gpus))
+    )
+    return ctx.result("gpus", "gpu", Status.PASS if ok else Status.FAIL, value, expected,
                       "" if ok else "reseat or replace the GPUs, or correct the hardware class")  # fmt: skip
 
 
 def nouveau(ctx: Ctx) -> CheckResult | None:
-    if not ctx.hw.gpu_count:
+    if not ctx.hw.gpu_total:
         return None
     if ctx.facts.in_container:
         return ctx.result("nouveau", "gpu", Status.SKIP, hint=CONTAINER + "kernel modules are the host's")
@@ -175,7 +184,7 @@ def nouveau(ctx: Ctx) -> CheckResult | None:
 
 
 def secure_boot(ctx: Ctx) -> CheckResult | None:
-    if not ctx.hw.gpu_count:
+    if not ctx.hw.gpu_total:
         return None
     state = ctx.facts.get("secure_boot", "unknown")
     if ctx.facts.in_container:
