@@ -84,15 +84,41 @@ def site(request) -> Iterator[SiteConfig]:
         return
     if os.geteuid() != 0:
         pytest.fail("the lab e2e tests need root (systemd-nspawn, network namespaces): run them with sudo")
-    os.environ.setdefault("APPLIANCE_LAB_NAME", "e2e")
     bundle: SignedBundle = request.getfixturevalue("lab_bundle")
     from appliance_cli import lab
 
     try:
-        info = lab.up(nodes=E2E_NODES, bundle=bundle.path, bundle_key=bundle.public_key)
+        with _session_lab_env():
+            info = lab.up(nodes=E2E_NODES, bundle=bundle.path, bundle_key=bundle.public_key)
+        os.environ.setdefault("APPLIANCE_LAB_NAME", SESSION_LAB["APPLIANCE_LAB_NAME"] or "e2e")
         yield load_site(info.site_dir)
     finally:
-        lab.down(purge=True)
+        with _session_lab_env():
+            lab.down(purge=True)
+
+
+# The session lab's name, fixed when the session starts: a module running in a lab of its own
+# (own_lab) may be the first to ask for `site`, and must not lend the session lab its name.
+SESSION_LAB = {"APPLIANCE_LAB_NAME": os.environ.get("APPLIANCE_LAB_NAME") or "e2e",
+               "APPLIANCE_LAB_DIR": os.environ.get("APPLIANCE_LAB_DIR")}  # fmt: skip
+
+
+@contextlib.contextmanager
+def _session_lab_env() -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in SESSION_LAB}
+    try:
+        for k, v in SESSION_LAB.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @pytest.fixture(scope="session")
