@@ -103,22 +103,22 @@ SESSION_LAB = {"APPLIANCE_LAB_NAME": os.environ.get("APPLIANCE_LAB_NAME") or "e2
                "APPLIANCE_LAB_DIR": os.environ.get("APPLIANCE_LAB_DIR")}  # fmt: skip
 
 
+def _set_env(values: dict[str, str | None]) -> None:
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 @contextlib.contextmanager
 def _session_lab_env() -> Iterator[None]:
     saved = {k: os.environ.get(k) for k in SESSION_LAB}
     try:
-        for k, v in SESSION_LAB.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _set_env(SESSION_LAB)
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _set_env(saved)
 
 
 @pytest.fixture(scope="session")
@@ -204,11 +204,7 @@ def own_lab(name: str, nodes: int | None = None) -> Iterator[LabLayout]:
         try:
             lab.down(purge=True)
         finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+            _set_env(saved)
 
 
 @pytest.fixture(scope="session")
