@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import base64
 import gzip
+import io
 import json
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +18,7 @@ import pytest
 
 from tests._support.paths import ROOT
 from tests._support.standin_cluster import Cluster
-from tests.standin.k8s_standin.helmchart import chart_archive_bytes, kube_version_ok, parse_set
+from tests.standin.k8s_standin.helmchart import kube_version_ok, load_chart, parse_set
 
 CHARTS = ROOT.parent / "shared" / "fixtures" / "charts"
 GPU_OP = CHARTS / "gpu-operator-v24.6.2.tgz"
@@ -38,6 +40,17 @@ def helm(c: Cluster, capsys, *args: str) -> tuple[int, str, str]:
     rc = main(["/usr/local/bin/helm", f"--kubeconfig={c.kubeconfig}", *args])
     cap = capsys.readouterr()
     return rc, cap.out, cap.err
+
+
+def chart_archive_bytes(files: dict[str, bytes]) -> bytes:
+    """A .tgz of `files` (path -> bytes): a chart of this test's own."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as t:
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return raw.getvalue()
 
 
 def _chart(tmp_path: Path, name: str, kube: str | None = None, schema: dict | None = None) -> Path:
@@ -178,3 +191,22 @@ def test_a_missing_namespace_without_create_namespace_is_helms_error(
         rc == 1
         and err == 'Error: INSTALLATION FAILED: create: failed to create: namespaces "nowhere" not found\n'
     )
+
+
+def test_a_subchart_of_a_subchart_is_read_from_its_own_directory(tmp_path: Path) -> None:
+    def meta(name: str) -> bytes:
+        return f"apiVersion: v2\nname: {name}\nversion: 1.0.0\n".encode()
+
+    path = tmp_path / "outer.tgz"
+    path.write_bytes(chart_archive_bytes({
+        "outer/Chart.yaml": meta("outer"),
+        "outer/charts/mid/Chart.yaml": meta("mid"),
+        "outer/charts/mid/charts/inner/Chart.yaml": meta("inner"),
+        "outer/charts/mid/charts/inner/crds/c.yaml": b"kind: CustomResourceDefinition\n",
+    }))  # fmt: skip
+    outer = load_chart(str(path))
+    assert list(outer.subcharts) == ["mid"]
+    assert list(outer.subcharts["mid"].subcharts) == ["inner"]
+    assert outer.subcharts["mid"].subcharts["inner"].crds == [
+        ("crds/c.yaml", b"kind: CustomResourceDefinition\n")
+    ]

@@ -75,10 +75,6 @@ class Helm:
         base = f"/api/v1/namespaces/{rel['namespace']}/secrets"
         self.client.call("POST" if create else "PUT", base if create else f"{base}/{name}", secret)
 
-    def deployed(self, name: str) -> dict | None:
-        live = [r for r in self.releases(name) if r["info"]["status"] == "deployed"]
-        return live[-1] if live else None
-
     # ---- install / upgrade ----------------------------------------------------------------------
     def user_values(self) -> dict:
         vals: dict = {}
@@ -140,9 +136,8 @@ class Helm:
         self.check_chart(chart, values, verb)
         self.ensure_namespace(verb)
         if not history:
-            sys.stdout.write(
-                f'Release "{name}" does not exist. Installing it now.\n'
-            ) if not install_only else None
+            if not install_only:
+                sys.stdout.write(f'Release "{name}" does not exist. Installing it now.\n')
             self.install_crds(chart, values)
         rel = self._new_revision(
             name, chart, user, history, "Install complete" if not history else "Upgrade complete"

@@ -11,7 +11,6 @@ constraints as helm checks them against the cluster's version.
 from __future__ import annotations
 
 import copy
-import io
 import json
 import re
 import tarfile
@@ -66,10 +65,11 @@ def _chart_from(files: dict[str, bytes], root: str) -> Chart:
     schema = json.loads(schema_raw) if schema_raw else None
     crds = sorted((n[len(root) + 1 :], b) for n, b in files.items() if n.startswith(f"{root}/crds/"))
     subs: dict[str, Chart] = {}
+    below = f"{root}/charts/"  # each subchart's directory, at any depth of nesting
     for name in sorted(
-        {n.split("/")[2] for n in files if n.startswith(f"{root}/charts/") and n.count("/") >= 3}
+        {n[len(below) :].split("/", 1)[0] for n in files if n.startswith(below) and "/" in n[len(below) :]}
     ):
-        sub = _chart_from(files, f"{root}/charts/{name}")
+        sub = _chart_from(files, f"{below}{name}")
         subs[sub.name] = sub
     return Chart(meta, values, schema, crds, subs)
 
@@ -214,14 +214,3 @@ def kube_version_ok(constraint: str, version: str) -> bool:
         if parts and all(_one(p, v) for p in parts):
             return True
     return False
-
-
-def chart_archive_bytes(files: dict[str, bytes]) -> bytes:
-    """A .tgz of `files` (path -> bytes): for tests that need a chart of their own."""
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w:gz") as t:
-        for name, data in sorted(files.items()):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            t.addfile(info, io.BytesIO(data))
-    return raw.getvalue()
