@@ -20,7 +20,7 @@ from pathlib import Path
 
 from appliance_cli.debian.rootfs import ensure_base_rootfs
 from appliance_cli.errors import ApplianceError, LabError, UsageError
-from appliance_cli.lab import aptrepo, cgroups, netns, proc, sitegen
+from appliance_cli.lab import aptrepo, cgroups, filer, netns, proc, sitegen
 from appliance_cli.lab.layout import MAX_NODES, LabLayout
 from appliance_cli.lab.node import LabNode, create_rootfs, ensure_keypair, host_keys, marker, refresh_identity
 from appliance_cli.lab.prereq import check_prerequisites
@@ -168,6 +168,10 @@ def _up(
         t0 = time.monotonic()
         list(pool.map(lambda n: _wait_booted(layout, n), nodes))
     say(f"boot finished on every node ({time.monotonic() - t0:.1f}s more)")
+    master = next(n for n in nodes if n.is_master)
+    if cfg.nfs is not None and cfg.nfs.server == master.address:
+        took = filer.setup(_node_ssh_argv(layout, master.name), layout.apt_repo_url, cfg.nfs.path)
+        say(f"NFS filer on {master.name}: nfs-ganesha exports {cfg.nfs.server}:{cfg.nfs.path} ({took:.1f}s)")
     return _info(layout, state)
 
 

@@ -15,3 +15,11 @@ def run_as_root(node: str, command: str) -> str:
                        capture_output=True, text=True, timeout=60)  # fmt: skip
     assert r.returncode == 0, f"{node}: {command}: {r.stderr[-500:]}"
     return r.stdout
+
+
+def set_nfs_export_read_only(path: str, read_only: bool, master: str = "master1") -> None:
+    """Rewrite the lab filer's ganesha export of `path` on `master` read-only (or back to
+    read-write) and restart nfs-ganesha; returns once it answers again."""
+    from appliance_cli.lab import filer
+
+    run_as_root(master, filer.apply_config_script(path, read_only))
