@@ -32,6 +32,7 @@ def site(tmp_path: Path) -> SiteConfig:
     data["network"]["node_cidr"] = "127.0.0.0/24"
     for i, node in enumerate(data["nodes"], start=1):
         node["address"] = f"127.0.0.{i}"
+    data["nfs"]["server"] = "127.0.0.1"  # whatever client this machine has talks to loopback only
     (tmp_path / "appliance.yml").write_text(yaml.safe_dump(data))
     return load_site(tmp_path)
 
@@ -61,3 +62,54 @@ def test_a_port_held_open_on_the_master_fails_the_preflight(site: SiteConfig, tm
     assert "ports[master1]" in failures and len(failures) == len(rep.failed)
     reports.write_text(rep, tmp_path / "r.txt")
     assert (tmp_path / "r.txt").read_text().splitlines()[1].startswith("FAIL")
+
+
+def _fake_nfs_client(bin_dir: Path, cp_error: str | None) -> None:
+    """nfs-ls / nfs-cp stand-ins that print what libnfs-utils 4.0 prints (and log their argv)."""
+    bin_dir.mkdir()
+    log = bin_dir / "calls.log"
+    (bin_dir / "nfs-ls").write_text(
+        f'#!/bin/sh\necho "nfs-ls $*" >> {log}\n'
+        "printf -- '-rw-rw----  1     0     0            3 a\\n\\n244969041920 of 270553174016 bytes free.\\n'\n"
+    )
+    cp = f"echo '{cp_error}' >&2; exit 10" if cp_error else "echo 'copied 32 bytes'"
+    (bin_dir / "nfs-cp").write_text(f'#!/bin/sh\necho "nfs-cp $*" >> {log}\n{cp}\n')
+    for f in ("nfs-ls", "nfs-cp"):
+        (bin_dir / f).chmod(0o755)
+
+
+@pytest.mark.parametrize(
+    ("cp_error", "status", "value"),
+    [
+        # written, but no NFS server here to remove the probe file from (libnfs): said, not hidden
+        (None, Status.WARN, "reachable, writable (probe file .appliance-preflight-master1 left behind)"),
+        (
+            'Failed to creat file /.p: creat call failed with "NFS: CREATE of /.p failed with NFS3ERR_ROFS(-30)"',
+            Status.FAIL,
+            "127.0.0.1:/export/runai read-only (Failed to creat file /.p: creat call failed with "
+            '"NFS: CREATE of /.p failed with NFS3ERR_ROFS(-30)")',
+        ),
+    ],
+)
+def test_the_probe_lists_and_writes_the_export_as_root(
+    site: SiteConfig, tmp_path: Path, cp_error, status, value
+) -> None:
+    import os
+
+    bin_dir = tmp_path / "bin"
+    _fake_nfs_client(bin_dir, cp_error)
+
+    def with_client(node: Node, args: list[str], script: str) -> tuple[int, str, str]:
+        env = os.environ | {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+        r = subprocess.run(
+            ["sh", "-s", "--", *args], input=script, capture_output=True, text=True, timeout=30, env=env
+        )
+        return r.returncode, r.stdout, r.stderr
+
+    rep = run_preflight(site, transport=with_client, limit={"master1"})
+    got = {r.check: r for r in rep.results if r.layer == "storage"}
+    assert (got["nfs_export"].status, got["nfs_export"].value) == (status, value)
+    assert (got["nfs_space"].status, got["nfs_space"].value) == (Status.PASS, "245 GB free")
+    calls = (bin_dir / "calls.log").read_text()
+    assert "nfs-ls -s nfs://127.0.0.1/export/runai?uid=0&gid=0" in calls
+    assert "nfs://127.0.0.1/export/runai/.appliance-preflight-master1?uid=0&gid=0" in calls

@@ -70,10 +70,11 @@ def _by_check(cfg: SiteConfig, facts: NodeFacts, node: str = "gpu2") -> dict[str
 
 def test_a_healthy_bare_metal_gpu_worker_passes_everything(cfg: SiteConfig) -> None:
     res = _by_check(cfg, _facts(BARE_GPU_NODE))
-    # before the install: containerd and the registry are what it will bring
+    # before the install: containerd, the registry and the NFS client are what it will bring
     assert {k: v[0] for k, v in res.items() if v[0] is not Status.PASS} == {
         "cri_socket": Status.WARN,
         "registry": Status.SKIP,
+        "nfs_export": Status.SKIP,
     }
     assert res["gpus"][1] == "8 NVIDIA PCI device(s): 8 x NVIDIA A100-SXM4-80GB"
     assert res["nic_speed"][1] == "25000 Mb/s (ens1f0)"
@@ -303,3 +304,62 @@ def test_the_one_model_shorthand_and_the_list_are_the_same_class(tmp_path: Path)
         match=r"hardware_classes\.GZ2: .*gpus: \[\{model, count\}\] or gpu_model \+ gpu_count, not both",
     ):
         parse_site(data)
+
+
+# --- storage: the site's NFS export (example site: 192.168.10.5:/export/runai, Run:ai) ---------
+
+
+def test_nfs_before_the_client_is_installed_is_a_skip_saying_so(cfg: SiteConfig) -> None:
+    status, _, hint = _by_check(cfg, _facts(BARE_GPU_NODE, nfs="no-client"))["nfs_export"]
+    assert status is Status.SKIP and hint.startswith("libnfs-utils (nfs-ls, nfs-cp) is not installed yet")
+
+
+@pytest.mark.parametrize(
+    ("state", "detail", "value", "hint"),
+    [
+        ("ok", None, "reachable, writable", ""),
+        ("unreachable", "no answer within 8s", "192.168.10.5:/export/runai not reachable (no answer within 8s)",
+         "check the filer exports /export/runai to gpu2 (192.168.10.22)"),
+        ("read-only", "NFS3ERR_ROFS(-30)", "192.168.10.5:/export/runai read-only (NFS3ERR_ROFS(-30))",
+         "export /export/runai read-write"),
+        ("not-writable", "NFS3ERR_ACCES(-13)", "192.168.10.5:/export/runai not writable (NFS3ERR_ACCES(-13))",
+         "root not squashed"),
+    ],
+)  # fmt: skip
+def test_nfs_export_from_each_node(cfg: SiteConfig, state, detail, value, hint) -> None:
+    status, got_value, got_hint = _by_check(cfg, _facts(BARE_GPU_NODE, nfs=state, nfs_detail=detail))["nfs_export"]
+    assert status is (Status.PASS if state == "ok" else Status.FAIL)
+    assert got_value == value and hint in got_hint
+
+
+def test_nfs_space_is_checked_on_the_master_only(cfg: SiteConfig) -> None:
+    small = _facts(BARE_GPU_NODE.replace("hostname=gpu2", "hostname=master1"), "master1", nfs="ok",
+                   nfs_free_bytes="50000000000")  # fmt: skip
+    assert "nfs_space" not in _by_check(cfg, _facts(BARE_GPU_NODE, nfs="ok", nfs_free_bytes="5"))
+    status, value, _ = _by_check(cfg, small, "master1")["nfs_space"]
+    assert (status, value) == (Status.FAIL, "50.0 GB free on 192.168.10.5:/export/runai")  # Run:ai: a failure
+    big = _facts(BARE_GPU_NODE, "master1", nfs="ok", nfs_free_bytes="244969041920")
+    assert _by_check(cfg, big, "master1")["nfs_space"][:2] == (Status.PASS, "245 GB free")
+    unknown = _facts(BARE_GPU_NODE, "master1", nfs="no-client")
+    assert _by_check(cfg, unknown, "master1")["nfs_space"][0] is Status.SKIP
+
+
+def test_no_nfs_in_the_site_no_storage_checks(tmp_path: Path) -> None:
+    import yaml
+
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data.pop("nfs")
+    data["scheduler"]["stack"] = "open"
+    (tmp_path / "appliance.yml").write_text(yaml.safe_dump(data))
+    cfg = load_site(tmp_path)
+    res = _by_check(cfg, _facts(BARE_GPU_NODE, nfs="unreachable"))
+    assert "nfs_export" not in res and "nfs_space" not in res
+    from appliance_cli.core.checks.preflight import probe_args
+
+    assert not [a for a in probe_args(cfg, cfg.node("gpu2")) if a.startswith("nfs=")]
+
+
+def test_the_probe_is_asked_for_the_export_with_a_per_node_file(cfg: SiteConfig) -> None:
+    from appliance_cli.core.checks.preflight import probe_args
+
+    assert "nfs=192.168.10.5,.appliance-preflight-gpu2,/export/runai" in probe_args(cfg, cfg.node("gpu2"))

@@ -17,6 +17,7 @@ SYSTEM_ROLES = {"master", "runai-system"}
 KUBEADM_MIN_CPUS, SYSTEM_MIN_CPUS = 2, 4
 KUBEADM_MIN_MEM_MB, SYSTEM_MIN_MEM_GB = 1700, 8
 MIN_DISK_GB = 120  # the reference guide's minimum per node
+NFS_MIN_FREE_GB = 110  # Run:ai's persistent volumes in total (the guide)
 SUPPORTED_OS = {("ubuntu", "20.04"): "the appliance's OS", ("debian", "12"): "the rehearsal lab's OS"}
 MASTER_PORTS = (6443, 10259, 10257, 2379, 2380, 10250)
 WORKER_PORTS = (10250,)
@@ -398,9 +399,66 @@ def registry(ctx: Ctx) -> CheckResult:
     return r
 
 
+NFS_PROBLEMS = {"unreachable": "not reachable", "read-only": "read-only", "not-writable": "not writable"}
+
+
+def nfs_export(ctx: Ctx) -> CheckResult | None:
+    """The site's NFS export reachable and writable from this node, as root, with the userspace
+    client (no kernel mount: the probe changes nothing on the node). libnfs-utils comes with the
+    install (storage_nfs), so before it the check is skipped, saying so."""
+    nfs = ctx.cfg.nfs
+    if nfs is None:
+        return None
+    export, state = f"{nfs.server}:{nfs.path}", ctx.facts.get("nfs")
+    expected = f"{export} reachable and writable as root"
+    if state == "ok":
+        warn = ctx.facts.get("nfs_cleanup") == "failed"
+        return ctx.result("nfs_export", "storage", Status.WARN if warn else Status.PASS,
+                          "reachable, writable" + (f" (probe file .appliance-preflight-{ctx.node.name} left behind)" if warn else ""),
+                          expected, "remove it on the filer" if warn else "")  # fmt: skip
+    if state in NFS_PROBLEMS:
+        detail = ctx.facts.get("nfs_detail")
+        hint = (
+            f"check the filer exports {nfs.path} to {ctx.node.name} ({ctx.node.address}) and that NFS "
+            "(TCP 111, 2049, mountd) is open from this node"
+            if state == "unreachable"
+            else f"export {nfs.path} read-write to the node network with root not squashed (no_root_squash)"
+        )
+        return ctx.result("nfs_export", "storage", Status.FAIL,
+                          f"{export} {NFS_PROBLEMS[state]}" + (f" ({detail})" if detail else ""), expected, hint)  # fmt: skip
+    why = (
+        "libnfs-utils (nfs-ls, nfs-cp) is not installed yet: the install's storage_nfs role adds it "
+        "and checks the export from every node"
+        if state == "no-client"
+        else f"the probe could not check it ({state or 'no answer'})"
+    )
+    return ctx.result("nfs_export", "storage", Status.SKIP, expected=expected, hint=why)
+
+
+def nfs_space(ctx: Ctx) -> CheckResult | None:
+    """On the master only (one node is enough): the export's free space (`nfs-ls -s`) against
+    the 110 GB of persistent volumes Run:ai's backend claims (the guide). Not `df`: no node can
+    mount it in the lab, and the check must not mount anything."""
+    nfs = ctx.cfg.nfs
+    if nfs is None or not ctx.is_master:
+        return None
+    expected = f">= {NFS_MIN_FREE_GB} GB free (Run:ai's persistent volumes)"
+    free = ctx.facts.get("nfs_free_bytes")
+    if not free.isdigit():
+        return ctx.result("nfs_space", "storage", Status.SKIP, expected=expected,
+                          hint="the export's free space is known once nfs_export answers (libnfs-utils, installed by the install)")  # fmt: skip
+    gb = int(free) / 1e9
+    if gb >= NFS_MIN_FREE_GB:
+        return ctx.result("nfs_space", "storage", Status.PASS, f"{gb:.0f} GB free", expected)
+    status = Status.FAIL if ctx.cfg.scheduler.stack == "runai" else Status.WARN
+    return ctx.result("nfs_space", "storage", status, f"{gb:.1f} GB free on {nfs.server}:{nfs.path}", expected,
+                      "grow the export, or free space on the filer, before installing the scheduler")  # fmt: skip
+
+
 CHECKS: tuple[NodeCheck, ...] = (
     cpu, memory, disk, nic_speed, gpus, nouveau, secure_boot, os_release, swap, sysctls, tools,
     cgroups, hostname, name_resolution, scheduler_domain, ports, manifests, runtime, bundle_on_master, registry,
+    nfs_export, nfs_space,
 )  # fmt: skip
 
 
@@ -491,6 +549,8 @@ def probe_args(cfg: SiteConfig, node: Node) -> list[str]:
     names = [n.name for n in cfg.nodes] + runai_domain
     args = [f"resolve={n}" for n in names]
     args.append(f"registry={cfg.registry.address},{REGISTRY_CA_TRUST},{REGISTRY_PASSWORD_FILE}")
+    if cfg.nfs is not None:
+        args.append(f"nfs={cfg.nfs.server},.appliance-preflight-{node.name},{cfg.nfs.path}")
     if "master" in node.roles:
         b = cfg.bundle
         args += [f"path={p}" for p in (b.master_source or b.source, b.path) if p]

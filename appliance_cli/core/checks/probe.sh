@@ -98,6 +98,52 @@ registry_probe() {
       curl -s -o /dev/null -w '%{http_code}' --max-time 3 --cacert "$ca" -K - "https://$addr/v2/")"
   fi
 }
+# The site's NFS export, with the userspace client (libnfs-utils: nfs-ls, nfs-cp; it has no rm)
+# as root (uid 0, through sudo where the SSH user is not root, so a filer that wants a privileged
+# port sees one): listed with its free space (`nfs-ls -s`), then a probe file written and removed
+# again through libnfs. The only write of the probe, on the filer, undone at once.
+NFS_TIMEOUT=8
+nfs_probe() {
+  server=$1 path=$2 name=$3
+  if ! command -v nfs-ls >/dev/null 2>&1 || ! command -v nfs-cp >/dev/null 2>&1; then kv nfs no-client; return; fi
+  as_root=""
+  [ "$(id -u)" = 0 ] || { sudo -n true </dev/null 2>/dev/null && as_root="sudo -n"; }
+  url="nfs://$server/${path#/}"
+  # shellcheck disable=SC2086  # as_root is empty or "sudo -n": split on purpose
+  out=$(timeout "$NFS_TIMEOUT" $as_root nfs-ls -s "$url?uid=0&gid=0" </dev/null 2>&1)
+  case $? in
+    0) ;;
+    124) kv nfs unreachable; kv nfs_detail "no answer within ${NFS_TIMEOUT}s"; return ;;
+    *) kv nfs unreachable; kv nfs_detail "$(printf '%s\n' "$out" | grep . | first_line)"; return ;;
+  esac
+  kv nfs_free_bytes "$(printf '%s\n' "$out" | awk '/ bytes free/ {print $1; exit}')"
+  tmp=$(mktemp) || { kv nfs no-tmp; return; }
+  echo "appliance preflight write probe" >"$tmp"
+  chmod 0644 "$tmp"
+  # shellcheck disable=SC2086
+  out=$(timeout "$NFS_TIMEOUT" $as_root nfs-cp "$tmp" "$url/$name?uid=0&gid=0" </dev/null 2>&1)
+  rc=$?
+  rm -f "$tmp"
+  if [ "$rc" != 0 ]; then
+    case $out in *ROFS*|*Read-only*) kv nfs read-only ;; *) kv nfs not-writable ;; esac
+    kv nfs_detail "$(printf '%s\n' "$out" | grep . | first_line)"
+    return
+  fi
+  kv nfs ok
+  $as_root python3 - "$server" "$path" "$name" >/dev/null 2>&1 <<'PY' || kv nfs_cleanup failed
+import ctypes, sys
+lib = ctypes.CDLL("libnfs.so.13")
+lib.nfs_init_context.restype = ctypes.c_void_p
+for f in ("nfs_set_uid", "nfs_set_gid"):
+    getattr(lib, f).argtypes = [ctypes.c_void_p, ctypes.c_int]
+lib.nfs_mount.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
+lib.nfs_unlink.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+ctx = lib.nfs_init_context()
+lib.nfs_set_uid(ctx, 0)
+lib.nfs_set_gid(ctx, 0)
+sys.exit(1 if lib.nfs_mount(ctx, sys.argv[1].encode(), sys.argv[2].encode()) or lib.nfs_unlink(ctx, ("/" + sys.argv[3]).encode()) else 0)
+PY
+}
 for arg in "$@"; do
   case "$arg" in
     resolve=*) lookup "${arg#resolve=}" & ;;
@@ -105,6 +151,9 @@ for arg in "$@"; do
     registry=*) spec=${arg#registry=}  # ADDRESS,CA,PASSWORD_FILE
       r_addr=${spec%%,*}; rest=${spec#*,}; r_ca=${rest%%,*}; r_auth=${rest#*,}
       registry_probe "$r_addr" "$r_ca" "$r_auth" & ;;
+    nfs=*) spec=${arg#nfs=}  # SERVER,PROBE_FILE_NAME,PATH (the path last: it may hold a comma)
+      n_server=${spec%%,*}; rest=${spec#*,}; n_name=${rest%%,*}; n_path=${rest#*,}
+      nfs_probe "$n_server" "$n_path" "$n_name" & ;;
   esac
 done
 wait
