@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from appliance_cli import __version__
-from appliance_cli.bundle import oci, toolkit_script, zipapp
+from appliance_cli.bundle import chartpack, oci, toolkit_script, zipapp
 from appliance_cli.bundle.fetch import download_to, fetch
 from appliance_cli.bundle.lockfile import AptLock, load_lock, lock_path
 from appliance_cli.bundle.mirrors import NO_MIRRORS, MirrorMap
@@ -152,7 +152,7 @@ def _check_sources(prof: Profile, repo_root: Path) -> None:
         if not e.source:
             continue
         src = repo_root / e.source
-        if not (src.is_file() or zipapp.is_package_dir(src)):
+        if not (src.is_file() or zipapp.is_package_dir(src) or chartpack.is_chart_dir(src)):
             raise BundleError(
                 f"profile {prof.name}: {e.name}: source file {src} does not exist",
                 hint="test stand-ins live under tests/standin/; build them first or fix the path",
@@ -268,6 +268,8 @@ class _Builder:
             source = Source(url=spec.url, sha256=spec.sha256)
         elif spec.from_deb:
             entry, source = self._packed_from_deb(spec, label)
+        elif spec.source and chartpack.is_chart_dir(self.repo_root / spec.source):
+            entry, source = self._packed_chart(spec, label)
         elif spec.source and (self.repo_root / spec.source).is_dir():
             entry, source = self._packed_zipapp(spec, label)
         else:
@@ -323,6 +325,21 @@ class _Builder:
         expect = "sha256:" + spec.sha256 if spec.sha256 else None  # a pin holds for the packed bytes
         entry = self.store.add_file(fname, packed, mode=spec.mode, expect_digest=expect)
         return entry, Source(path=spec.source, sha256=spec.sha256, packed="zipapp")
+
+    def _packed_chart(self, spec: FileSpec, label: str) -> tuple[FileEntry, Source]:
+        """A test chart directory as the archive `helm package` would make; same files, same bytes."""
+        assert spec.source
+        src = self.repo_root / spec.source
+        data = chartpack.pack(src, label)
+        name, version = chartpack.chart_name(src, label)
+        fname = spec.filename or f"{name}-{version}.tgz"
+        packed = self.cache / "charts" / hashlib.sha256(data).hexdigest()[:16] / fname
+        if not packed.is_file():
+            packed.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(packed, data)
+        expect = "sha256:" + spec.sha256 if spec.sha256 else None
+        entry = self.store.add_file(fname, packed, mode=spec.mode, expect_digest=expect)
+        return entry, Source(path=spec.source, sha256=spec.sha256, packed="chart")
 
     # -- images -------------------------------------------------------------------------------
     def image(self, spec: ImageSpec) -> Artifact:

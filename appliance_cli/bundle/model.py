@@ -102,7 +102,8 @@ class Source(_Strict):
     path: str | None = None  # a repository path, or the directory a `deb` tarball was packed from
     deb: str | None = None  # the Debian package file (of this bundle's apt repo) it was packed from
     sha256: str | None = None  # the pinned upstream checksum (hex), when there is one
-    packed: Literal["zipapp"] | None = None  # `path` is a package directory packed as one zipapp
+    # `path` is a directory packed by the builder: a package as one zipapp, or a test chart
+    packed: Literal["zipapp", "chart"] | None = None
 
 
 class ImageInfo(_Strict):

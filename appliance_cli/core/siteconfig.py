@@ -136,6 +136,27 @@ class Scheduler(_Model):
     version: str | None = None
 
 
+class Mig(_Model):
+    """MIG on the A100s. `none` keeps every GPU whole: Run:ai's fractions and its dynamic MIG
+    carve them on demand. `single`/`mixed` has mig-manager apply a fixed profile per hardware
+    class: the partitions are then fixed until the site config changes (SEED-COVERAGE K5)."""
+
+    strategy: Literal["none", "single", "mixed"] = "none"
+    profiles: dict[str, str] = Field(
+        default={}, description="hardware class -> mig-parted profile, e.g. {GZ2: all-1g.10gb}"
+    )
+
+
+class Gpu(_Model):
+    operator: bool = Field(default=True, description="install the NVIDIA GPU Operator (when a node has GPUs)")
+    driver: Literal["container", "host"] = Field(
+        default="container",
+        description="container: the operator builds the driver on each GPU node against linux-headers "
+        "from the bundle's apt repository; host: the driver is preinstalled on the hosts",
+    )
+    mig: Mig = Mig()
+
+
 class Ssh(_Model):
     user: str = "root"
     private_key: str | None = None
@@ -158,6 +179,7 @@ class SiteConfig(_Model):
     bundle: Bundle
     nfs: Nfs | None = None
     scheduler: Scheduler = Scheduler()
+    gpu: Gpu = Gpu()
     hardware_classes: dict[str, HardwareClass] = Field(min_length=1)
     nodes: list[Node] = Field(min_length=1)
     # Advanced: role variables for this site (e.g. `cni_flannel_iface: ens1f0`), passed to every
@@ -401,6 +423,30 @@ def _runtime_problems(cfg: SiteConfig) -> list[str]:
     return []
 
 
+def _gpu_problems(cfg: SiteConfig) -> list[str]:
+    """MIG profiles only with a MIG strategy, and only for classes that hold GPUs."""
+    mig, problems = cfg.gpu.mig, []
+    if mig.strategy == "none" and mig.profiles:
+        problems.append(
+            "gpu.mig.profiles: given with gpu.mig.strategy 'none' (set single or mixed, or drop the profiles)"
+        )
+    if mig.strategy != "none" and not mig.profiles:
+        problems.append(
+            f"gpu.mig.profiles: gpu.mig.strategy '{mig.strategy}' needs a profile per hardware class"
+        )
+    for cls, profile in mig.profiles.items():
+        hw = cfg.hardware_classes.get(cls)
+        if hw is None:
+            problems.append(f"gpu.mig.profiles.{cls}: unknown hardware class")
+        elif hw.gpu_total == 0:
+            problems.append(f"gpu.mig.profiles.{cls}: hardware class {cls} has no GPUs")
+        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]*", profile):
+            problems.append(
+                f"gpu.mig.profiles.{cls}: '{profile}' is not a mig-parted profile name (e.g. all-1g.10gb)"
+            )
+    return problems
+
+
 def _name_problems(cfg: SiteConfig) -> list[str]:
     """Values that become Kubernetes names: hardware classes are node label values
     (run.ai/type=<class>), the domain and any extra SANs go into certificates."""
@@ -431,6 +477,7 @@ def _cross_checks(cfg: SiteConfig) -> list[str]:
         *_identity_problems(cfg, node_net),
         *_role_problems(cfg),
         *_runtime_problems(cfg),
+        *_gpu_problems(cfg),
         *_name_problems(cfg),
         *_scheduler_problems(cfg),
     ]

@@ -205,7 +205,14 @@ def test_lab_profile_is_test_only() -> None:
     assert not lab.production
     assert all(f.test_only for f in lab.files)
     standins = {f.name for f in lab.files if f.source == "tests/standin/k8s_standin"}
-    assert standins == {"kubeadm", "kubelet", "kubectl", "crictl"}
+    assert standins == {"kubeadm", "kubelet", "kubectl", "crictl", "helm"}
+    # helm where the helm role installs it from a production bundle
+    helm_defaults = yaml.safe_load((ROOT / "roles" / "helm" / "defaults" / "main.yml").read_text())
+    assert {f.name: f for f in lab.files}["helm"].install_path == f"{helm_defaults['helm_install_dir']}/helm"
+    # the one chart that is not a test chart is the real GPU Operator archive, pinned by its digest
+    assert [(c.name, c.test_only, bool(c.sha256)) for c in lab.charts if not c.test_only] == [
+        ("gpu-operator", False, True)
+    ]
     # the CNI plugins: Debian's build packed like the upstream tarball, from a package the lab's apt
     # closure downloads (the roles take it through the production path)
     cni = next(f for f in lab.files if f.name == "cni-plugins")

@@ -169,3 +169,24 @@ def test_the_plan_converges_a_cluster_through_kubectl(tmp_path, capsys):
         assert labels["master1"]["run.ai/type"] == "S5SP"
     finally:
         cluster.srv.shutdown()
+
+
+def test_mig_profiles_label_the_nodes_of_their_class_and_leave_others():
+    """gpu.mig.profiles: mig-manager reads nvidia.com/mig.config; a class without a profile loses it."""
+    labels = {"node-role.kubernetes.io/gpu-worker": "true", "run.ai/type": "S5N-3U"}
+    got = plan(
+        [_node("worker1", dict(labels)), _node("master1", {"nvidia.com/mig.config": "all-1g.5gb"})],
+        mig_config_label="nvidia.com/mig.config",
+        mig_profiles={"S5N-3U": "all-3g.20gb"},
+    )
+    assert [(p["node"], p["arg"]) for p in got if "mig" in p["arg"]] == [
+        ("worker1", "nvidia.com/mig.config=all-3g.20gb"),
+        ("master1", "nvidia.com/mig.config-"),
+    ]
+    converged = plan(
+        [_node("worker1", labels | {"nvidia.com/mig.config": "all-3g.20gb"})],
+        mig_config_label="nvidia.com/mig.config",
+        mig_profiles={"S5N-3U": "all-3g.20gb"},
+    )
+    assert converged == []
+    assert DEFAULTS["node_roles_mig_config_label"] == "nvidia.com/mig.config"

@@ -134,6 +134,30 @@ CASES = {
         lambda d: d["kubernetes"].update(container_runtime="docker"),
         "kubernetes.container_runtime: docker with GPU workers (gpu1, gpu2): the docker path rewrites daemon.json",
     ),
+    "MIG profiles without a strategy": (
+        lambda d: d.update(gpu={"mig": {"profiles": {"GZ2": "all-1g.10gb"}}}),
+        "gpu.mig.profiles: given with gpu.mig.strategy 'none' (set single or mixed, or drop the profiles)",
+    ),
+    "MIG strategy without profiles": (
+        lambda d: d.update(gpu={"mig": {"strategy": "single"}}),
+        "gpu.mig.profiles: gpu.mig.strategy 'single' needs a profile per hardware class",
+    ),
+    "MIG profile for a class without GPUs": (
+        lambda d: d.update(gpu={"mig": {"strategy": "mixed", "profiles": {"S5SP": "all-1g.10gb"}}}),
+        "gpu.mig.profiles.S5SP: hardware class S5SP has no GPUs",
+    ),
+    "MIG profile for an unknown class": (
+        lambda d: d.update(gpu={"mig": {"strategy": "single", "profiles": {"DGX": "all-1g.10gb"}}}),
+        "gpu.mig.profiles.DGX: unknown hardware class",
+    ),
+    "MIG profile that is no profile name": (
+        lambda d: d.update(gpu={"mig": {"strategy": "single", "profiles": {"GZ2": "All 1g"}}}),
+        "gpu.mig.profiles.GZ2: 'All 1g' is not a mig-parted profile name (e.g. all-1g.10gb)",
+    ),
+    "unknown driver mode": (
+        lambda d: d.update(gpu={"driver": "dkms"}),
+        "gpu.driver: Input should be 'container' or 'host'",
+    ),
     # hardware classes become node label values (run.ai/type=<class>)
     "hardware class with a space": (
         lambda d: (

@@ -38,6 +38,9 @@ def _wanted_labels(node: str, hv: Mapping[str, Any], opts: Mapping[str, Any]) ->
         want[group_label] = hw_class
     if node in opts["gpu_operands_disabled"] or _bool(hv.get("node_roles_disable_gpu_operands", False)):
         want[opts["gpu_operands_label"]] = "false"
+    profile = (opts["mig_profiles"] or {}).get(hw_class)
+    if opts["mig_config_label"] and profile:
+        want[opts["mig_config_label"]] = profile
     want.update(opts["extra_labels"].get(node) or {})
     return want
 
@@ -79,6 +82,8 @@ def node_roles_plan(
     extra_labels: Mapping[str, Mapping[str, Any]],
     taints: list[dict[str, Any]],
     taints_absent: list[dict[str, Any]],
+    mig_config_label: str = "",
+    mig_profiles: Mapping[str, str] | None = None,
 ) -> list[dict[str, str]]:
     """[{node, verb (label|taint), arg}] for what differs on the listed nodes among `nodes`."""
     opts = {
@@ -89,8 +94,11 @@ def node_roles_plan(
         "extra_labels": extra_labels or {},
         "taints": taints or [],
         "taints_absent": taints_absent or [],
+        "mig_config_label": mig_config_label,
+        "mig_profiles": mig_profiles or {},
     }
     managed = [*role_labels.values(), gpu_operands_label, *([node_group_label] if node_group_label else [])]
+    managed += [mig_config_label] if mig_config_label else []
     plan: list[dict[str, str]] = []
     for obj in _listed(current):
         node = obj["metadata"]["name"]

@@ -273,12 +273,26 @@ def status_text(r: dict) -> str:
             f"STATUS: {r['info']['status']}\nREVISION: {r['version']}\nTEST SUITE: None\n")  # fmt: skip
 
 
+def show(args: list[str]) -> int:
+    """`helm show values|chart CHART`: the archive's values.yaml as written, or its Chart.yaml."""
+    if len(args) < 2 or args[0] not in ("values", "chart"):
+        raise Fail('Error: "helm show" requires a subcommand (values, chart) and one argument')
+    chart = load_chart(args[1])
+    if args[0] == "values":
+        sys.stdout.write(chart.raw_values.decode())
+    else:
+        sys.stdout.write(yaml.safe_dump(chart.meta, sort_keys=False))
+    return 0
+
+
 def helm_main(argv: list[str]) -> int:
     flags, pos = parse_flags(argv, FLAGS, SHORT)
     if not pos:
         raise Fail("Error: a command is required: install, upgrade, list, status, get, history, uninstall, "
-                   "rollback, version")  # fmt: skip
+                   "rollback, show, version")  # fmt: skip
     cmd, args = pos[0], pos[1:]
+    if cmd == "show":
+        return show(args)
     if cmd == "version":
         short = f"{HELM_VERSION}+gstandin"
         sys.stdout.write(f"{short}\n" if flags.get("short") else

@@ -29,6 +29,7 @@ class Chart:
     schema: dict | None
     crds: list[tuple[str, bytes]] = field(default_factory=list)  # (path in the archive, YAML)
     subcharts: dict[str, Chart] = field(default_factory=dict)
+    raw_values: bytes = b""  # values.yaml as written (what `helm show values` prints)
 
     @property
     def name(self) -> str:
@@ -71,7 +72,7 @@ def _chart_from(files: dict[str, bytes], root: str) -> Chart:
     ):
         sub = _chart_from(files, f"{below}{name}")
         subs[sub.name] = sub
-    return Chart(meta, values, schema, crds, subs)
+    return Chart(meta, values, schema, crds, subs, read("values.yaml") or b"")
 
 
 # -- values ---------------------------------------------------------------------------------------

@@ -1,0 +1,17 @@
+#!/bin/sh
+# Pull each image given through the CRI (crictl: the runtime's registry config, CA and
+# credentials, as the kubelet would), one line per image: present, pulled, or missing with
+# crictl's reason. --check: report only. Exit 0; the role judges the lines.
+check=0
+if [ "$1" = "--check" ]; then check=1; shift; fi
+for ref in "$@"; do
+  if crictl inspecti "$ref" >/dev/null 2>&1; then
+    echo "present $ref"
+  elif [ "$check" = 1 ]; then
+    echo "absent $ref"
+  elif err=$(crictl pull "$ref" 2>&1 >/dev/null); then
+    echo "pulled $ref"
+  else
+    echo "missing $ref $(echo "$err" | tr '\n' ' ' | cut -c1-300)"
+  fi
+done
