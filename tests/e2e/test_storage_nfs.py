@@ -22,8 +22,18 @@ IMAGE = "sig-storage/nfs-subdir-external-provisioner:v4.0.2"
 NFS_PORTS = "111,2049,20048"  # portmapper, nfs, ganesha's mountd
 
 
-def _nfs_run(cli, site):
-    return cli("install", "--site", str(site.site_dir), "--tags", "storage_nfs")
+def _nfs_run(cli, site, *extra):
+    return cli("install", "--site", str(site.site_dir), "--tags", "storage_nfs", *extra)
+
+
+def _broken(cli, site) -> tuple[str, str]:
+    """(preflight's lines about the export, the role's one error line): the install's preflight
+    refuses first (exit 3); past it (--skip-preflight) the role stops the run (exit 5)."""
+    pre = cli("preflight", str(site.site_dir))
+    assert pre.rc == 3, (pre.rc, pre.out[-2000:], pre.err[-2000:])
+    export = f"{site.nfs.server}:{site.nfs.path}"
+    pre_lines = "\n".join(ln for ln in (pre.out + pre.err).splitlines() if export in ln)
+    return pre_lines, _one_error_line(_nfs_run(cli, site, "--skip-preflight"))
 
 
 def _destructive_ok():
@@ -97,7 +107,7 @@ def test_an_export_unreachable_from_one_node_is_one_line_naming_it(site, cli, ho
     for rule in rules:
         node.check_output(f"iptables -I {rule}")
     try:
-        line = _one_error_line(_nfs_run(cli, site))
+        pre, line = _broken(cli, site)
     finally:
         for rule in rules:
             node.run(f"iptables -D {rule}")
@@ -106,6 +116,8 @@ def test_an_export_unreachable_from_one_node_is_one_line_naming_it(site, cli, ho
     others = [n.name for n in site.nodes if n.name != victim]
     assert not [o for o in others if f"{o}: " in line], line  # only the node that cannot reach it
     assert "hint:" in line
+    assert f"{site.nfs.server}:{site.nfs.path} not reachable" in pre and victim in pre, pre
+    assert not [o for o in others if o in pre], pre
 
 
 def test_a_read_only_export_is_one_line_naming_every_node(site, cli):
@@ -116,11 +128,13 @@ def test_a_read_only_export_is_one_line_naming_every_node(site, cli):
 
     set_nfs_export_read_only(site.nfs.path, True)
     try:
-        line = _one_error_line(_nfs_run(cli, site))
+        pre, line = _broken(cli, site)
     finally:
         set_nfs_export_read_only(site.nfs.path, False)
     for n in site.nodes:
         assert re.search(rf"\b{n.name}: read-only \([^)]*NFS3ERR_ROFS", line), (n.name, line)
+        assert n.name in pre, (n.name, pre)
+    assert f"{site.nfs.server}:{site.nfs.path} read-only" in pre
 
 
 def test_the_release_uninstalled_is_put_back(site, cli, hosts):

@@ -86,8 +86,7 @@ def _fake_nfs_client(bin_dir: Path, cp_error: str | None) -> None:
         (
             'Failed to creat file /.p: creat call failed with "NFS: CREATE of /.p failed with NFS3ERR_ROFS(-30)"',
             Status.FAIL,
-            "127.0.0.1:/export/runai read-only (Failed to creat file /.p: creat call failed with "
-            '"NFS: CREATE of /.p failed with NFS3ERR_ROFS(-30)")',
+            "127.0.0.1:/export/runai read-only (NFS3ERR_ROFS(-30))",
         ),
     ],
 )

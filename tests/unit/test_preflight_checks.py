@@ -320,14 +320,17 @@ def test_nfs_before_the_client_is_installed_is_a_skip_saying_so(cfg: SiteConfig)
         ("ok", None, "reachable, writable", ""),
         ("unreachable", "no answer within 8s", "192.168.10.5:/export/runai not reachable (no answer within 8s)",
          "check the filer exports /export/runai to gpu2 (192.168.10.22)"),
-        ("read-only", "NFS3ERR_ROFS(-30)", "192.168.10.5:/export/runai read-only (NFS3ERR_ROFS(-30))",
+        ("read-only", 'Failed to creat file /.appliance-preflight-gpu2: creat call failed with "NFS: CREATE of '
+         '/.appliance-preflight-gpu2 failed with NFS3ERR_ROFS(-30)"', "192.168.10.5:/export/runai read-only (NFS3ERR_ROFS(-30))",
          "export /export/runai read-write"),
         ("not-writable", "NFS3ERR_ACCES(-13)", "192.168.10.5:/export/runai not writable (NFS3ERR_ACCES(-13))",
          "root not squashed"),
     ],
 )  # fmt: skip
 def test_nfs_export_from_each_node(cfg: SiteConfig, state, detail, value, hint) -> None:
-    status, got_value, got_hint = _by_check(cfg, _facts(BARE_GPU_NODE, nfs=state, nfs_detail=detail))["nfs_export"]
+    status, got_value, got_hint = _by_check(cfg, _facts(BARE_GPU_NODE, nfs=state, nfs_detail=detail))[
+        "nfs_export"
+    ]
     assert status is (Status.PASS if state == "ok" else Status.FAIL)
     assert got_value == value and hint in got_hint
 

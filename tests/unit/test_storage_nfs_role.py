@@ -138,3 +138,15 @@ def test_probe_reads_free_space_and_reports_an_unreachable_export(probe, monkeyp
     monkeypatch.setattr(probe, "_run", lambda argv, timeout: (124, "", "no answer within 1s"))
     r = probe.probe("s", "/p", "x", 1)
     assert (r["problem"], r["detail"]) == ("not reachable", "no answer within 1s")
+
+
+def test_a_refused_write_names_the_servers_answer_not_the_probe_file(probe, monkeypatch) -> None:
+    monkeypatch.setattr(probe.shutil, "which", lambda name: f"/usr/bin/{name}")
+    said = 'Failed to creat file /.p-w1: creat call failed with "NFS: CREATE of /.p-w1 failed with NFS3ERR_ROFS(-30)"'
+    monkeypatch.setattr(
+        probe,
+        "_run",
+        lambda argv, timeout: (0, "1 of 2 bytes free.", "") if argv[0] == "nfs-ls" else (10, "", said),
+    )
+    r = probe.probe("s", "/p", ".p-w1", 1)
+    assert (r["problem"], r["detail"], r["free_bytes"]) == ("read-only", "nfs-cp: NFS3ERR_ROFS(-30)", 1)

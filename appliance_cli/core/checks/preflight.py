@@ -5,6 +5,7 @@ and what a container node cannot show is a skip with the reason, never a pass.""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -399,6 +400,7 @@ def registry(ctx: Ctx) -> CheckResult:
     return r
 
 
+NFS_ERROR = re.compile(r"\b(NFS\d?ERR|MNT\d?ERR)_[A-Z_]+(\(-?\d+\))?")
 NFS_PROBLEMS = {"unreachable": "not reachable", "read-only": "read-only", "not-writable": "not writable"}
 
 
@@ -418,6 +420,8 @@ def nfs_export(ctx: Ctx) -> CheckResult | None:
                           expected, "remove it on the filer" if warn else "")  # fmt: skip
     if state in NFS_PROBLEMS:
         detail = ctx.facts.get("nfs_detail")
+        code = NFS_ERROR.search(detail)  # the server's answer, without the per-node probe file name
+        detail = code.group(0) if code else detail
         hint = (
             f"check the filer exports {nfs.path} to {ctx.node.name} ({ctx.node.address}) and that NFS "
             "(TCP 111, 2049, mountd) is open from this node"

@@ -42,6 +42,7 @@ free_bytes: {description: Free space of the export (nfs-ls -s), -1 when unknown.
 
 FREE = re.compile(r"^\s*(\d+) of\s+(\d+) bytes free", re.M)
 TIMED_OUT = 124
+NFS_ERROR = re.compile(r"\b(NFS\d?ERR|MNT\d?ERR)_[A-Z_]+(\(-?\d+\))?")
 
 
 def url(server: str, path: str, name: str = "") -> str:
@@ -111,7 +112,11 @@ def probe(server: str, path: str, name: str, timeout: int) -> dict[str, Any]:
     finally:
         os.unlink(f.name)
     if rc != 0:
-        out.update(problem=classify_write(text), detail=text or f"nfs-cp exit {rc}")
+        code = NFS_ERROR.search(text)  # the server's answer, without the probe file's name
+        out.update(
+            problem=classify_write(text),
+            detail=f"nfs-cp: {code.group(0)}" if code else text or f"nfs-cp exit {rc}",
+        )
         return out
     why = unlink(server, path, name)
     if why:
