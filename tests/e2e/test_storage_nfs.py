@@ -44,8 +44,10 @@ def _destructive_ok():
 def _one_error_line(run) -> str:
     """The run failed with exactly one line naming the NFS export; that line."""
     assert run.rc == 5, (run.rc, run.out[-2000:], run.err[-2000:])
-    lines = [ln for ln in (run.out + run.err).splitlines() if "NFS export " in ln]
-    assert len(lines) == 1, lines
+    assert "Traceback" not in run.out + run.err
+    # the progress shows the failed task as it happens (stdout); the error is one line (stderr)
+    lines = [ln for ln in run.err.splitlines() if "NFS export " in ln]
+    assert len(lines) == 1, run.err[-3000:]
     return lines[0]
 
 
