@@ -116,7 +116,8 @@ def test_an_export_unreachable_from_one_node_is_one_line_naming_it(site, cli, ho
     assert node.run(f"iptables -C {rules[0]}").rc != 0, "the drop rule is still there"
     assert f"NFS export {site.nfs.server}:{site.nfs.path}: {victim}: not reachable (" in line
     others = [n.name for n in site.nodes if n.name != victim]
-    assert not [o for o in others if f"{o}: " in line], line  # only the node that cannot reach it
+    assert line.startswith(f"error: {victim}: "), line  # the run's error names the node
+    assert not [o for o in others if o in line], line  # and only the node that cannot reach it
     assert "hint:" in line
     assert f"{site.nfs.server}:{site.nfs.path} not reachable" in pre and victim in pre, pre
     assert not [o for o in others if o in pre], pre

@@ -150,3 +150,16 @@ def test_a_refused_write_names_the_servers_answer_not_the_probe_file(probe, monk
     )
     r = probe.probe("s", "/p", ".p-w1", 1)
     assert (r["problem"], r["detail"], r["free_bytes"]) == ("read-only", "nfs-cp: NFS3ERR_ROFS(-30)", 1)
+
+
+def test_the_result_names_the_node_in_one_line(probe, monkeypatch) -> None:
+    monkeypatch.setattr(probe.shutil, "which", lambda name: f"/usr/bin/{name}")
+    seen = []
+    monkeypatch.setattr(
+        probe, "_run", lambda argv, timeout: seen.append(argv) or (124, "", "no answer within 3s")
+    )
+    r = probe.result("worker2", "10.77.0.11", "/srv/nfs/appliance", 3)
+    assert (r["node"], r["summary"]) == ("worker2", "worker2: not reachable (no answer within 3s)")
+    assert seen == [["nfs-ls", "-s", "nfs://10.77.0.11/srv/nfs/appliance?uid=0&gid=0"]]
+    monkeypatch.setattr(probe, "probe", lambda *a: {"problem": "", "detail": ""})
+    assert probe.result("worker2", "s", "/p", 3)["summary"] == ""

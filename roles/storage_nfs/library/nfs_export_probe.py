@@ -30,7 +30,7 @@ description:
 options:
   server: {description: NFS server address., type: str, required: true}
   path: {description: Exported path., type: str, required: true}
-  name: {description: Probe file name (in the export's top directory)., type: str, required: true}
+  node: {description: This node's name (the probe file is .appliance-probe-NODE in the export's top directory)., type: str, required: true}
   timeout: {description: Seconds each NFS call may take., type: int, default: 10}
 """
 
@@ -38,6 +38,8 @@ RETURN = r"""
 problem: {description: Empty when reachable and writable, else what is wrong., type: str}
 detail: {description: The client's own words for it., type: str}
 free_bytes: {description: Free space of the export (nfs-ls -s), -1 when unknown., type: int}
+node: {description: The node's name, as given., type: str}
+summary: {description: "'NODE: PROBLEM (DETAIL)' when there is a problem, else empty.", type: str}
 """
 
 FREE = re.compile(r"^\s*(\d+) of\s+(\d+) bytes free", re.M)
@@ -93,6 +95,14 @@ def unlink(server: str, path: str, name: str) -> str:
         lib.nfs_destroy_context(ctx)
 
 
+def result(node: str, server: str, path: str, timeout: int) -> dict[str, Any]:
+    """probe() of the node's own probe file, with the node named and a one-line summary."""
+    out = probe(server, path, f".appliance-probe-{node}", timeout)
+    out["node"] = node
+    out["summary"] = f"{node}: {out['problem']} ({out['detail']})" if out["problem"] else ""
+    return out
+
+
 def probe(server: str, path: str, name: str, timeout: int) -> dict[str, Any]:
     out: dict[str, Any] = {"changed": False, "problem": "", "detail": "", "free_bytes": -1}
     if not (shutil.which("nfs-ls") and shutil.which("nfs-cp")):
@@ -131,13 +141,13 @@ def main() -> None:
         argument_spec={
             "server": {"type": "str", "required": True},
             "path": {"type": "str", "required": True},
-            "name": {"type": "str", "required": True},
+            "node": {"type": "str", "required": True},
             "timeout": {"type": "int", "default": 10},
         },
         supports_check_mode=True,
     )
     p = module.params
-    module.exit_json(**probe(p["server"], p["path"], p["name"], p["timeout"]))
+    module.exit_json(**result(p["node"], p["server"], p["path"], p["timeout"]))
 
 
 if __name__ == "__main__":
