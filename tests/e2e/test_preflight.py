@@ -98,6 +98,11 @@ def test_an_installed_site_passes(site, installs, cli, tmp_path):
         assert by[(n.name, "cri_socket")]["status"] == "pass"
         assert by[(n.name, "tools")]["status"] == "pass"
         assert by[(n.name, "ports")]["status"] == "pass"
+        if site.nfs is not None:  # libnfs-utils installed (storage_nfs): the export checked from each node
+            assert by[(n.name, "nfs_export")]["status"] == "pass", by[(n.name, "nfs_export")]
+    if site.nfs is not None:  # on the master only, and not a skip once the client is there
+        assert by[(site.master.name, "nfs_space")]["value"].endswith("GB free")
+        assert not [n for n, c in by if c == "nfs_space" and n != site.master.name]
 
 
 def test_installed_nodes_reach_the_registry_and_a_stopped_registry_is_named(
