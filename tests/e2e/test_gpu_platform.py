@@ -17,16 +17,22 @@ from tests._support.modules import load_file
 from tests._support.paths import ROOT
 
 pytestmark = pytest.mark.usefixtures("installs")
-g = load_file("gpu_operator_values_e2e", ROOT / "roles" / "gpu_operator" / "filter_plugins" / "gpu_operator_values.py")
+g = load_file(
+    "gpu_operator_values_e2e", ROOT / "roles" / "gpu_operator" / "filter_plugins" / "gpu_operator_values.py"
+)
 NS = "gpu-operator"
 
 
 def _helm(site, hosts, *args: str) -> str:
-    return hosts[site.master.name].check_output("helm --kubeconfig /etc/kubernetes/admin.conf " + " ".join(args))
+    return hosts[site.master.name].check_output(
+        "helm --kubeconfig /etc/kubernetes/admin.conf " + " ".join(args)
+    )
 
 
 def _kubectl(site, hosts, *args: str) -> str:
-    return hosts[site.master.name].check_output("kubectl --kubeconfig /etc/kubernetes/admin.conf " + " ".join(args))
+    return hosts[site.master.name].check_output(
+        "kubectl --kubeconfig /etc/kubernetes/admin.conf " + " ".join(args)
+    )
 
 
 def _release(site, hosts) -> dict:
@@ -68,7 +74,9 @@ def test_the_chart_crds_are_installed(site, hosts):
 def test_every_image_of_the_release_was_pulled_on_a_gpu_node(site, hosts):
     master = hosts[site.master.name]
     values = yaml.safe_load(master.file("/etc/appliance/helm/gpu-operator.values.yaml").content_string)
-    chart = yaml.safe_load(master.check_output("helm show values /var/lib/appliance/charts/gpu-operator-v24.6.2.tgz"))
+    chart = yaml.safe_load(
+        master.check_output("helm show values /var/lib/appliance/charts/gpu-operator-v24.6.2.tgz")
+    )
     images = [i["reference"] for i in g.gpu_operator_images(values, chart, "")]
     assert len(images) >= 7
     gpu_node = next(n.name for n in site.nodes if "gpu-worker" in n.roles)
@@ -82,7 +90,9 @@ def test_container_gpu_nodes_are_reported_not_passed(site, installs):
         pytest.skip("a real site checks nvidia.com/gpu allocatable instead")
     out = installs[0].out + installs[0].err
     for n in (n for n in site.nodes if "gpu-worker" in n.roles):
-        assert f"{n.name}: nvidia.com/gpu allocatable not checked: a container node has no GPUs" in out, n.name
+        assert f"{n.name}: nvidia.com/gpu allocatable not checked: a container node has no GPUs" in out, (
+            n.name
+        )
 
 
 def test_uninstall_and_reinstall(site, hosts, cli):
@@ -116,7 +126,10 @@ def test_an_image_missing_from_the_registry_is_named_before_helm_runs(site, host
         pytest.skip("needs the lab bundle, which lacks the mig-manager image on purpose")
     before = _revisions(site, hosts)
     gz2 = next(n for n in site.nodes if site.hardware_classes[n.hardware_class].gpu_total)
-    with _site_gpu(site, {"driver": "host", "mig": {"strategy": "single", "profiles": {gz2.hardware_class: "all-1g.10gb"}}}):
+    with _site_gpu(
+        site,
+        {"driver": "host", "mig": {"strategy": "single", "profiles": {gz2.hardware_class: "all-1g.10gb"}}},
+    ):
         run = cli("install", "--site", str(site.site_dir), "--tags", "gpu_operator")
     assert run.rc == 5, run.out[-2000:]
     assert "could not pull 1 image(s) of the GPU Operator release" in run.err

@@ -40,7 +40,9 @@ def test_the_real_gpu_operator_chart_accepts_1_23() -> None:
     ],
 )
 def test_constraints_as_helm_reads_them(constraint: str, ok: bool) -> None:
-    assert (h.kube_version_problem({"name": "c", "version": "1", "kubeVersion": constraint}, "v1.23.17") == "") is ok
+    assert (
+        h.kube_version_problem({"name": "c", "version": "1", "kubeVersion": constraint}, "v1.23.17") == ""
+    ) is ok
 
 
 def test_an_excluding_chart_is_named_in_helms_words() -> None:
@@ -48,4 +50,6 @@ def test_an_excluding_chart_is_named_in_helms_words() -> None:
     assert h.kube_version_problem(chart, "v1.23.17") == (
         "chart kai-scheduler v0.9.0 requires kubeVersion: >=1.28.0-0 which is incompatible with Kubernetes v1.23.17"
     )
-    assert "invalid semantic version" in h.kube_version_problem({"name": "x", "kubeVersion": ">= one"}, "v1.23.17")
+    assert "invalid semantic version" in h.kube_version_problem(
+        {"name": "x", "kubeVersion": ">= one"}, "v1.23.17"
+    )
