@@ -53,6 +53,7 @@ MANIFESTS = {
 class _Registry(http.server.BaseHTTPRequestHandler):
     """/v2/_catalog, tags/list, manifests, blobs; 401 without the right basic auth."""
 
+    protocol_version = "HTTP/1.1"  # kept alive, as the registry does
     blob_gets: list[str] = []
 
     def do_GET(self) -> None:

@@ -12,6 +12,7 @@ registry in an Authorization header: never printed, never on a command line."""
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import os
 import re
@@ -64,7 +65,7 @@ def credentials(
 
 class Registry:
     def __init__(self, addr: str, ca: str, user: str, password: str) -> None:
-        self.base = f"https://{addr}/v2/"
+        self.host, self.base = addr, f"https://{addr}/v2/"
         self.ctx = ssl.create_default_context(cafile=ca)
         token = base64.b64encode((f"{user}:{password}").encode()).decode()
         self.auth = "Basic " + token
@@ -99,18 +100,23 @@ class Registry:
         return sum(s for _, s in blobs), blobs, tags[0]
 
     def pull(self, repo: str, blobs: list[tuple[str, int]], limit: int, seconds: float) -> tuple[int, float]:
-        """Every blob once, then again, until `limit` bytes or `seconds` have passed."""
+        """Every blob once, then again, until `limit` bytes or `seconds` have passed, on one kept-alive
+        connection as a runtime pulls: the blobs' throughput, not the TLS handshakes'."""
+        conn = http.client.HTTPSConnection(self.host, context=self.ctx, timeout=30)
         got, t0 = 0, time.perf_counter()
-        while got < limit and time.perf_counter() - t0 < seconds:
-            for digest, _ in blobs:
-                with self.open(f"{repo}/blobs/{digest}") as r:
-                    while got < limit:
-                        data = r.read(CHUNK)
-                        if not data:
-                            break
+        try:
+            while got < limit and time.perf_counter() - t0 < seconds:
+                for digest, _ in blobs:
+                    conn.request("GET", f"/v2/{repo}/blobs/{digest}", headers={"Authorization": self.auth})
+                    r = conn.getresponse()
+                    if r.status != 200:
+                        raise urllib.error.HTTPError(self.base, r.status, r.reason, r.headers, None)
+                    while data := r.read(CHUNK):
                         got += len(data)
-                if got >= limit:
-                    break
+                    if got >= limit:
+                        break
+        finally:
+            conn.close()
         return got, time.perf_counter() - t0
 
 
