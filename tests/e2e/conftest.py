@@ -188,9 +188,10 @@ def cli():
 
 
 @contextlib.contextmanager
-def own_lab(name: str, nodes: int | None = None) -> Iterator[LabLayout]:
+def own_lab(name: str, nodes: int | None = None, bundle: SignedBundle | None = None) -> Iterator[LabLayout]:
     """A lab of its own for one test module (APPLIANCE_LAB_NAME=name while it runs), always torn
-    down and purged at the end, even when the test failed half-way; the caller's lab env is restored."""
+    down and purged at the end, even when the test failed half-way; the caller's lab env is restored.
+    With `bundle`, master1 has it as its stick (the lab can then be installed)."""
     from appliance_cli import lab
 
     saved = {k: os.environ.get(k) for k in ("APPLIANCE_LAB_NAME", "APPLIANCE_LAB_DIR")}
@@ -198,7 +199,9 @@ def own_lab(name: str, nodes: int | None = None) -> Iterator[LabLayout]:
     os.environ.pop("APPLIANCE_LAB_DIR", None)  # a private state dir for this lab
     try:
         if nodes is not None:
-            lab.up(nodes=nodes)
+            lab.up(
+                nodes=nodes, **({"bundle": bundle.path, "bundle_key": bundle.public_key} if bundle else {})
+            )
         yield LabLayout.default()
     finally:
         try:
