@@ -68,7 +68,8 @@ def lab_bundle(tmp_path_factory) -> SignedBundle:
     from appliance_cli.bundle import BuildOptions, build_bundle, keygen, sign_bundle
     from appliance_cli.lab.layout import LabLayout
 
-    root = LabLayout.default().cache_dir / "e2e-bundle"
+    # APPLIANCE_E2E_BUNDLE_ROOT: a build of one's own, where several people share the machine's cache
+    root = Path(os.environ.get("APPLIANCE_E2E_BUNDLE_ROOT") or LabLayout.default().cache_dir / "e2e-bundle")
     res = build_bundle(BuildOptions(profile="lab", out=root / "bundle", cache=root / "build-cache"))
     keys = tmp_path_factory.mktemp("bundle-key")
     priv, pub, _ = keygen(keys / "lab")

@@ -226,6 +226,7 @@ def test_credential_paths_are_the_container_runtime_roles_defaults() -> None:
     [
         ("virt_type=container\nkubelet_kind=stand-in\n", "container node: the kubelet is the lab's stand-in"),
         ("virt_type=none\nkubelet_kind=absent\n", "no kubelet on this node yet"),
+        ("virt_type=container\nkubelet_kind=absent\n", "no kubelet on this node yet"),
         (
             "virt_type=none\nkubelet_kind=binary\n",
             "not yet: measuring the pod network path needs a probe pod pair",

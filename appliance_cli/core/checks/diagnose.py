@@ -157,11 +157,11 @@ def registry_result(node: Node, facts: NodeFacts) -> CheckResult | None:
 def pod_network_result(node: Node, facts: NodeFacts) -> CheckResult:
     """The pod-to-pod path (flannel's VXLAN) needs a probe pod on each side: not measured yet."""
     kubelet = facts.get("kubelet_kind")
-    if kubelet == "stand-in" or facts.get("virt_type") == "container":
+    if kubelet == "absent":
+        why = "no kubelet on this node yet (appliance install)"
+    elif kubelet == "stand-in" or facts.get("virt_type") == "container":
         why = ("container node: the kubelet is the lab's stand-in, which runs no containers, so no probe pod can "
                "measure the pod network here")  # fmt: skip
-    elif kubelet == "absent":
-        why = "no kubelet on this node yet (appliance install)"
     else:
         why = "not yet: measuring the pod network path needs a probe pod pair (issue 18)"
     return CheckResult("pod_network", "network", node.name, Status.SKIP, hint=why)
