@@ -57,7 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--skip-diagnose",
         action="store_true",
-        help="do not end with a quick `appliance diagnose` (check-mode runs never do)",
+        help="do not end with a quick `appliance diagnose` (check-mode and partial runs, with --tags, "
+        "--skip-tags or --limit, never do)",
     )
     p.add_argument(
         "--no-verify-bundle",
@@ -105,8 +106,10 @@ def cmd_install(args: argparse.Namespace) -> int:
         f"install finished on {ui.count(len(result.stats), 'node')} in {result.elapsed:.1f}s, "
         f"changed={result.changed_total}{mode}"
     )
-    if not (args.check or args.skip_diagnose):
+    if not (args.check or args.skip_diagnose or args.limit or args.tags or args.skip_tags):
         diagnose_cmd.quick_after_install(cfg)  # warns, never fails the install that succeeded
+    elif args.limit or args.tags or args.skip_tags:
+        ui.info("a partial run: no quick diagnose (run `appliance diagnose` to measure the appliance)")
     return 0
 
 
