@@ -31,7 +31,7 @@ integration: bootstrap
 e2e: bootstrap
 	pytest -q tests/e2e
 
-# CI runs the fastest roles' molecule scenarios (about 6 minutes); `make molecule` runs all nine.
+# CI runs the fastest roles' molecule scenarios (about 6 minutes); `make molecule` runs every role's.
 CI_MOLECULE_ROLES := container_runtime registry kube_binaries
 test: lint
 	pytest -q tests/unit tests/integration tests/e2e
@@ -39,7 +39,7 @@ test: lint
 
 # Every role's molecule scenario on the rehearsal lab (root), one at a time, each timed.
 # MOLECULE_ROLES="os_prereqs container_runtime" runs a subset; the lab is APPLIANCE_LAB_NAME (default mol).
-MOLECULE_ROLES ?= bundle_repo os_prereqs registry container_runtime kube_binaries control_plane node_join node_roles cni_flannel
+MOLECULE_ROLES ?= bundle_repo os_prereqs registry container_runtime kube_binaries control_plane node_join node_roles cni_flannel helm gpu_operator
 molecule: bootstrap
 	@export APPLIANCE_LAB_NAME=$${APPLIANCE_LAB_NAME:-mol}; \
 	for r in $(MOLECULE_ROLES); do \

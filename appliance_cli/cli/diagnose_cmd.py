@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 from pathlib import Path
 
 from rich.table import Table
@@ -15,8 +16,8 @@ from appliance_cli.core import knownhosts
 from appliance_cli.core.checks.compare import DEFAULT_THRESHOLD, Delta, compare
 from appliance_cli.core.checks.diagnose import run_diagnose
 from appliance_cli.core.checks.model import Report, Status
-from appliance_cli.core.siteconfig import load_site
-from appliance_cli.errors import Degraded, UsageError
+from appliance_cli.core.siteconfig import SiteConfig, load_site
+from appliance_cli.errors import ApplianceError, Degraded, UsageError
 
 _STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}
 
@@ -45,6 +46,45 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(handler=cmd_compare)
 
 
+QUICK_MB, QUICK_SECONDS = 64, 0.5  # --quick, and the diagnose at the end of `appliance install`
+
+
+def summary(report: Report) -> str:
+    c = report.counts()
+    nodes = len({r.node for r in report.results} - {"site"})
+    return (f"diagnose {report.site}: {c['pass']} passed, {c['warn']} warnings, {c['fail']} failed, "
+            f"{c['skip']} skipped on {ui.count(nodes, 'node')} in {report.seconds:.1f}s")  # fmt: skip
+
+
+def bottleneck_line(report: Report) -> str:
+    b = report.bottleneck
+    return (f"bottleneck: {b.layer} on {b.node}: {b.check} {b.value} (expected {b.expected})" if b else
+            "bottleneck: none (every measurement within its peers and its class)")  # fmt: skip
+
+
+def quick_after_install(cfg: SiteConfig) -> Report | None:
+    """`appliance install`'s last step: a quick diagnose, its summary, what is not well (as
+    warnings) and the bottleneck. The install has succeeded: nothing here may fail it, so a
+    diagnose that cannot run is a warning too."""
+    ui.info("quick diagnose (skip it with --skip-diagnose)…")
+    try:
+        report = run_diagnose(cfg, mb=QUICK_MB, seconds=QUICK_SECONDS)
+    except (ApplianceError, OSError, subprocess.SubprocessError) as exc:
+        why = exc.message if isinstance(exc, ApplianceError) else f"{type(exc).__name__}: {exc}"
+        ui.warn(f"quick diagnose did not run: {why} (the install itself succeeded; "
+                f"`appliance diagnose --site {cfg.site_dir}` retries it)")  # fmt: skip
+        return None
+    ui.info(summary(report))
+    for r in report.results:
+        if r.status in (Status.FAIL, Status.WARN):
+            ui.warn(
+                f"{r.node}: {r.layer}/{r.check}: {r.value} (expected {r.expected})"
+                + (f" — {r.hint}" if r.hint else "")
+            )
+    ui.info(bottleneck_line(report))
+    return report
+
+
 def show(report: Report) -> None:
     nodes = sorted({r.node for r in report.results})
     metrics = sorted({(r.layer, r.check) for r in report.results})
@@ -63,9 +103,8 @@ def show(report: Report) -> None:
                 f" — {r.hint}" if r.hint else ""
             )
             (ui.warn if r.status is Status.WARN else ui.error)(line)
-    b = report.bottleneck
-    ui.info(f"bottleneck: {b.layer} on {b.node}: {b.check} {b.value} (expected {b.expected})" if b else
-            "bottleneck: none (every measurement within its peers and its class)")  # fmt: skip
+    ui.info(summary(report))
+    ui.info(bottleneck_line(report))
 
 
 def _load(path: str) -> Report:
@@ -100,7 +139,7 @@ def _regressions(deltas: list[Delta], threshold: float) -> None:
 def cmd_diagnose(args: argparse.Namespace) -> int:
     cfg = load_site(resolve_site_arg(args))
     knownhosts.require_host_keys(cfg)
-    mb, seconds = (64, 0.5) if args.quick else (256, 1.0)
+    mb, seconds = (QUICK_MB, QUICK_SECONDS) if args.quick else (256, 1.0)
     report = run_diagnose(cfg, mb=mb, seconds=seconds, on_layer=lambda s: ui.info(f"measuring {s}…"))
     show(report)
     write_reports(report, args)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from appliance_cli.cli import preflight_cmd, ui
+from appliance_cli.cli import diagnose_cmd, preflight_cmd, ui
 from appliance_cli.cli.progress import TIMINGS_FILE, Progress, print_recap
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
 from appliance_cli.core import bundlegate, knownhosts
@@ -55,6 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="install without running `appliance preflight` first (its failures are then found half-way)",
     )
     p.add_argument(
+        "--skip-diagnose",
+        action="store_true",
+        help="do not end with a quick `appliance diagnose` (check-mode and partial runs, with --tags, "
+        "--skip-tags or --limit, never do)",
+    )
+    p.add_argument(
         "--no-verify-bundle",
         action="store_true",
         help="install without verifying the bundle (the master's existing copy is used as it is)",
@@ -100,6 +106,10 @@ def cmd_install(args: argparse.Namespace) -> int:
         f"install finished on {ui.count(len(result.stats), 'node')} in {result.elapsed:.1f}s, "
         f"changed={result.changed_total}{mode}"
     )
+    if not (args.check or args.skip_diagnose or args.limit or args.tags or args.skip_tags):
+        diagnose_cmd.quick_after_install(cfg)  # warns, never fails the install that succeeded
+    elif args.limit or args.tags or args.skip_tags:
+        ui.info("a partial run: no quick diagnose (run `appliance diagnose` to measure the appliance)")
     return 0
 
 

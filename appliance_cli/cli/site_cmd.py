@@ -7,9 +7,10 @@ from pathlib import Path
 
 from appliance_cli.cli import ui
 from appliance_cli.core import sitefiles
+from appliance_cli.core.checks import tls
 from appliance_cli.core.inventory import render_inventory
 from appliance_cli.core.siteconfig import load_site
-from appliance_cli.errors import UsageError
+from appliance_cli.errors import ConfigError, UsageError
 
 
 def add_site_arg(p: argparse.ArgumentParser) -> None:
@@ -69,6 +70,9 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     cfg = load_site(resolve_site_arg(args))
+    problems = tls.file_problems(cfg)  # the files it names, read (load_site reads appliance.yml only)
+    if problems:
+        raise ConfigError([f"{cfg.source}: {p}" for p in problems], hint="give PEM files readable here")
     roles: dict[str, int] = {}
     for n in cfg.nodes:
         for r in n.roles:

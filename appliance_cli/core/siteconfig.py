@@ -77,11 +77,21 @@ class Node(_Model):
     roles: list[str] = Field(min_length=1)
 
 
+class Tls(_Model):
+    """The scheduler UI's certificate for `site.domain` (Run:ai's backend needs one signed by the
+    organisation's CA). PEM files; paths relative to the site directory."""
+
+    certificate: str = Field(description="the certificate for site.domain (PEM; may carry intermediates)")
+    key: str = Field(description="its private key (PEM, unencrypted)")
+    ca: str = Field(description="the organisation's CA certificate(s) it must chain to (PEM)")
+
+
 class SiteInfo(_Model):
     name: str
     domain: str | None = Field(
         default=None, description="DNS domain of the scheduler UI, e.g. runai.example.com"
     )
+    tls: Tls | None = None
 
 
 class Kubernetes(_Model):
@@ -405,6 +415,8 @@ def _scheduler_problems(cfg: SiteConfig) -> list[str]:
             )
         if not any("runai-system" in n.roles for n in cfg.nodes):
             problems.append("nodes: scheduler.stack is 'runai' but no node has the 'runai-system' role")
+    if cfg.site.tls is not None and not cfg.site.domain:
+        problems.append("site.tls: needs site.domain (the name the certificate is for)")
     if ":" not in cfg.registry.address:
         problems.append(f"registry.address: '{cfg.registry.address}' must be HOST:PORT (e.g. master1:5000)")
     return problems

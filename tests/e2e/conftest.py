@@ -68,7 +68,8 @@ def lab_bundle(tmp_path_factory) -> SignedBundle:
     from appliance_cli.bundle import BuildOptions, build_bundle, keygen, sign_bundle
     from appliance_cli.lab.layout import LabLayout
 
-    root = LabLayout.default().cache_dir / "e2e-bundle"
+    # APPLIANCE_E2E_BUNDLE_ROOT: a build of one's own, where several people share the machine's cache
+    root = Path(os.environ.get("APPLIANCE_E2E_BUNDLE_ROOT") or LabLayout.default().cache_dir / "e2e-bundle")
     res = build_bundle(BuildOptions(profile="lab", out=root / "bundle", cache=root / "build-cache"))
     keys = tmp_path_factory.mktemp("bundle-key")
     priv, pub, _ = keygen(keys / "lab")
@@ -188,9 +189,10 @@ def cli():
 
 
 @contextlib.contextmanager
-def own_lab(name: str, nodes: int | None = None) -> Iterator[LabLayout]:
+def own_lab(name: str, nodes: int | None = None, bundle: SignedBundle | None = None) -> Iterator[LabLayout]:
     """A lab of its own for one test module (APPLIANCE_LAB_NAME=name while it runs), always torn
-    down and purged at the end, even when the test failed half-way; the caller's lab env is restored."""
+    down and purged at the end, even when the test failed half-way; the caller's lab env is restored.
+    With `bundle`, master1 has it as its stick (the lab can then be installed)."""
     from appliance_cli import lab
 
     saved = {k: os.environ.get(k) for k in ("APPLIANCE_LAB_NAME", "APPLIANCE_LAB_DIR")}
@@ -198,7 +200,9 @@ def own_lab(name: str, nodes: int | None = None) -> Iterator[LabLayout]:
     os.environ.pop("APPLIANCE_LAB_DIR", None)  # a private state dir for this lab
     try:
         if nodes is not None:
-            lab.up(nodes=nodes)
+            lab.up(
+                nodes=nodes, **({"bundle": bundle.path, "bundle_key": bundle.public_key} if bundle else {})
+            )
         yield LabLayout.default()
     finally:
         try:

@@ -1,6 +1,8 @@
-"""`appliance diagnose` on real lab nodes: a node whose link is rate-limited with tc is named as
-the bottleneck, `report compare` flags that regression and nothing else, and the HTML report
-renders its plots in a real browser (headless Chromium; the screenshot is kept as an artifact)."""
+"""`appliance diagnose` on real lab nodes, installed from the lab bundle: the install ends with a
+quick diagnose; every node pulls from the real registry on master1; a node whose link is
+rate-limited with tc is named as the bottleneck, `report compare` flags regressions on that node
+only, and the HTML report renders its plots in a real browser (headless Chromium; the
+screenshot is kept as an artifact)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,11 +23,28 @@ ARTIFACTS = Path(os.environ.get("APPLIANCE_TEST_ARTIFACTS", "/var/lib/appliance/
 
 
 @pytest.fixture(scope="module")
-def lab_site(own_lab_cm) -> Iterator[SiteConfig]:
+def installed(own_lab_cm, request, cli) -> Iterator[tuple[SiteConfig, Any]]:
+    """A lab of 4 nodes installed from the lab bundle (the registry on master1 is real), and that
+    install's run."""
     if os.environ.get("APPLIANCE_E2E_SITE"):
         pytest.skip("rate-limits a node's link on purpose: lab only")
-    with own_lab_cm("dia", 4) as layout:
-        yield load_site(layout.site_dir)
+    with own_lab_cm("dia", 4, request.getfixturevalue("lab_bundle")) as layout:
+        run = cli("install", "--site", str(layout.site_dir))
+        assert run.rc == 0, run.err[-3000:]
+        yield load_site(layout.site_dir), run
+
+
+@pytest.fixture(scope="module")
+def lab_site(installed) -> SiteConfig:
+    return installed[0]
+
+
+def test_the_install_ends_with_the_quick_diagnose(installed):
+    cfg, run = installed
+    out = run.out[run.out.index("install finished") :]
+    assert "quick diagnose (skip it with --skip-diagnose)" in out, run.out[-3000:]
+    assert f"diagnose {cfg.site.name}: " in out and f"skipped on {len(cfg.nodes)} nodes in " in out
+    assert "bottleneck: " in out
 
 
 @pytest.fixture(scope="module")
@@ -53,12 +73,29 @@ def test_the_rate_limited_node_is_the_bottleneck(runs):
         assert (out / f).stat().st_size > 0, f
 
 
+def test_every_node_pulls_from_the_registry_and_the_pod_network_says_why_not(runs, lab_site):
+    out, *_ = runs
+    doc = json.loads((out / "before.json").read_text())
+    pulls = {
+        r["node"]: r for r in doc["results"] if (r["layer"], r["check"]) == ("registry", "pull_throughput")
+    }
+    assert set(pulls) == {n.name for n in lab_site.nodes}, pulls
+    assert all(r["number"] > 0 and r["unit"] == "MB/s" for r in pulls.values()), pulls
+    pods = [r for r in doc["results"] if r["check"] == "pod_network"]
+    assert len(pods) == len(lab_site.nodes) and all(r["status"] == "skip" for r in pods)
+    assert all("the kubelet is the lab's stand-in, which runs no containers" in r["hint"] for r in pods)
+
+
 def test_report_compare_flags_the_injected_regression_and_nothing_else(runs, cli):
     out, slow, *_ = runs
     # 50 %: the injected regression is -99 %; CPU and memory of nodes sharing 2 busy cores move by 20-30 %
     r = cli("report", "compare", str(out / "before.json"), str(out / "after.json"), "--threshold", "0.5")
     assert r.rc == 8, r.out[-2000:] + r.err[-1000:]
-    assert f"error: 1 regression(s): {slow} network/throughput_to_master -" in r.err
+    line = next(x for x in r.err.splitlines() if "regression(s): " in x)
+    named = line.split("regression(s): ", 1)[1].split("; ")
+    # its link out is limited: the stream to the master, and maybe its pull (whose ACKs go out of it)
+    assert f"{slow} network/throughput_to_master" in [n.rsplit(" ", 1)[0] for n in named], line
+    assert all(n.startswith(f"{slow} ") for n in named), line
 
 
 def test_the_html_report_renders_its_plots_in_a_browser(runs):

@@ -23,6 +23,15 @@ def test_second_install_changes_nothing(site, installs):
     assert {h: s["changed"] for h, s in second.recap.items()} == {n.name: 0 for n in site.nodes}
 
 
+def test_an_install_ends_with_the_quick_diagnose(site, installs):
+    """Each node measured after the (no-op) second install, the summary and the bottleneck printed."""
+    assert len(installs) == 2 and installs[1].rc == 0, "install failed"
+    out = installs[1].out
+    assert "quick diagnose (skip it with --skip-diagnose)" in out
+    assert f"diagnose {site.site.name}: " in out and f"on {len(site.nodes)} nodes in " in out, out[-3000:]
+    assert "bottleneck: " in out
+
+
 def test_container_limits_are_reported_as_warnings_naming_the_node(site, installs, hosts):
     """Global sysctls are read-only inside lab nodes: the run must say so per node, not hide it."""
     first = installs[0]
@@ -58,3 +67,4 @@ def test_dry_run_on_the_installed_site_reports_no_drift(site, installs, cli):
     assert dry.rc == 0, dry.err[-3000:]
     assert {h: s["changed"] for h, s in dry.recap.items()} == {n.name: 0 for n in site.nodes}
     assert "(check mode: nothing was changed)" in dry.out
+    assert "bottleneck:" not in dry.out  # check runs end without the quick diagnose

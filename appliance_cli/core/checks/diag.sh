@@ -34,4 +34,10 @@ if command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi --query-gpu=index,name,memory.total,clocks.max.sm,ecc.errors.uncorrected.volatile.total,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader,nounits 2>/dev/null |
     while IFS= read -r line; do kv gpu "$line"; done
 fi
+# the kubelet: Kubernetes' own binary (ELF), or the lab's stand-in (a script that runs no pods)
+if k=$(command -v kubelet 2>/dev/null); then
+  case "$(head -c 4 "$k" | od -An -c | tr -d ' ')" in *ELF*) kv kubelet_kind binary ;; *) kv kubelet_kind stand-in ;; esac
+else
+  kv kubelet_kind absent
+fi
 kv diag_end 1

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from appliance_cli.core.checks import probe
 from appliance_cli.core.checks.model import CheckResult, NodeFacts, Report, Status
+from appliance_cli.core.checks.tls import tls_results
 from appliance_cli.core.siteconfig import HardwareClass, Node, SiteConfig
 
 SYSTEM_ROLES = {"master", "runai-system"}
@@ -584,7 +585,7 @@ def run_preflight(
     facts = probe.collect(
         nodes, lambda n: probe_args(cfg, n), transport or probe.ssh_transport(cfg), node_done
     )
-    for r in site_checks(facts):
+    for r in site_checks(facts) + tls_results(cfg):  # the scheduler's certificate: controller-side
         report.results.append(r)
         on_result(r)
     report.seconds = time.monotonic() - start

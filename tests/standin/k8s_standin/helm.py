@@ -234,6 +234,11 @@ class Helm:
         history = self.releases(name)
         if not history:
             raise Fail("Error: release: not found")
+        if self.flags.get("output") == "json":  # helm's fields: revision, updated, status, chart, ...
+            out = [{k: v for k, v in summary(r).items() if k not in ("name", "namespace")}
+                   | {"description": r["info"]["description"]} for r in history]  # fmt: skip
+            sys.stdout.write(json.dumps(out) + "\n")
+            return 0
         rows = [["REVISION", "UPDATED", "STATUS", "CHART", "APP VERSION", "DESCRIPTION"]]
         for r in history:
             s = summary(r)
