@@ -757,6 +757,7 @@ def _plan(tmp: Path, current: list[dict[str, Any]], extra: dict[str, Any]) -> li
             "hosts": "localhost",
             "gather_facts": False,
             "vars_files": [str(ROLES / "node_roles/defaults/main.yml")],
+            "vars": {"appliance_gpu_mig_profiles": {}},  # the site's gpu.mig.profiles (none here)
             "tasks": [
                 {
                     "name": "Plan | Fake kubectl get node",
