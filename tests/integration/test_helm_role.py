@@ -98,7 +98,9 @@ def test_the_upstream_tarball_is_unpacked_installed_and_left_alone_after(tmp_pat
     assert first.returncode == 0, first.stdout[-3000:]
     helm = tmp_path / "bin" / "helm"
     assert helm.is_file() and os.access(helm, os.X_OK)
-    assert subprocess.run([helm, "version", "--short"], capture_output=True, text=True).stdout.startswith("v3.14.4")
+    assert subprocess.run([helm, "version", "--short"], capture_output=True, text=True).stdout.startswith(
+        "v3.14.4"
+    )
     assert _changed(first.stdout) >= 3  # cache dir, tarball, unpacked helm
     again = _run(tmp_path, url, hashlib.sha256(data).hexdigest())
     assert again.returncode == 0 and _changed(again.stdout) == 0, again.stdout[-3000:]

@@ -76,9 +76,12 @@ def test_a_diagnose_that_cannot_run_is_a_warning_and_the_install_exits_0(
 
 
 @pytest.mark.parametrize(
-    "flag", [["--check"], ["--skip-diagnose"], ["--tags", "gpu_operator"], ["--limit", "gpu1"], ["--skip-tags", "x"]]
+    "flag",
+    [["--check"], ["--skip-diagnose"], ["--tags", "gpu_operator"], ["--limit", "gpu1"], ["--skip-tags", "x"]],
 )
-def test_check_partial_runs_and_skip_diagnose_do_not_diagnose(site: Path, calls, flag: list[str], capsys) -> None:
+def test_check_partial_runs_and_skip_diagnose_do_not_diagnose(
+    site: Path, calls, flag: list[str], capsys
+) -> None:
     assert main([*INSTALL, str(site), *flag]) == 0
     assert calls == [] and "bottleneck" not in capsys.readouterr().out
 
