@@ -2,6 +2,9 @@
 # Pull each image given through the CRI (crictl: the runtime's registry config, CA and
 # credentials, as the kubelet would), one line per image: present, pulled, or missing with
 # crictl's reason. --check: report only. Exit 0; the role judges the lines.
+# crictl lives in /usr/local/bin in the lab (kube_binaries' install_path) and the script's PATH
+# (ansible.builtin.script under sudo through Mitogen) may not hold it.
+PATH="$PATH:/usr/local/sbin:/usr/local/bin"
 check=0
 if [ "$1" = "--check" ]; then check=1; shift; fi
 for ref in "$@"; do
