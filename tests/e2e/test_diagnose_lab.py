@@ -1,5 +1,6 @@
 """`appliance diagnose` on real lab nodes, installed from the lab bundle: the install ends with a
-quick diagnose; every node pulls from the real registry on master1; a node whose link is
+quick diagnose; every node pulls from the real registry on master1 and writes to and reads from
+master1's NFS export (nfs-ganesha), leaving nothing on it; a node whose link is
 rate-limited with tc is named as the bottleneck, `report compare` flags regressions on that node
 only, and the HTML report renders its plots in a real browser (headless Chromium; the
 screenshot is kept as an artifact)."""
@@ -84,6 +85,24 @@ def test_every_node_pulls_from_the_registry_and_the_pod_network_says_why_not(run
     pods = [r for r in doc["results"] if r["check"] == "pod_network"]
     assert len(pods) == len(lab_site.nodes) and all(r["status"] == "skip" for r in pods)
     assert all("the kubelet is the lab's stand-in, which runs no containers" in r["hint"] for r in pods)
+
+
+def test_every_node_writes_and_reads_the_nfs_export_and_leaves_nothing_on_it(runs, lab_site):
+    out, *_ = runs
+    assert lab_site.nfs is not None and lab_site.nfs.server == lab_site.master.address
+    for name in ("before.json", "after.json"):
+        doc = json.loads((out / name).read_text())
+        for check in ("nfs_write", "nfs_read"):
+            got = {r["node"]: r for r in doc["results"] if (r["layer"], r["check"]) == ("storage", check)}
+            assert set(got) == {n.name for n in lab_site.nodes}, (name, got)
+            assert all(r["number"] > 0 and r["unit"] == "MB/s" for r in got.values()), (name, got)
+        assert not [r for r in doc["results"] if r["check"] == "nfs_cleanup"], name
+    for name in ("after.xml", "after.txt", "after.html"):
+        text = (out / name).read_text()
+        assert "nfs_write" in text and "nfs_read" in text, name
+    # ganesha exports master1's own directory: what is in it is what is on the export
+    listing = run_as_root(lab_site.master.name, f"ls -A {lab_site.nfs.path}")
+    assert ".appliance-diagnose" not in listing, listing
 
 
 def test_report_compare_flags_the_injected_regression_and_nothing_else(runs, cli):
