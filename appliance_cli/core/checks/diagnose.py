@@ -179,10 +179,13 @@ def measure_nfs(cfg: SiteConfig, nodes: list[Node], t: Transport, mb: int) -> di
         try:
             rc, text, err = t.run(node, argv, script, timeout=timeout)
         except subprocess.TimeoutExpired:
-            rc, text, err = -1, "", f"no answer within {timeout}s"
+            rc, text, err = 0, "", ""
+            why = f"the NFS test gave no answer within {timeout}s (stopped)"
+        else:
+            why = _error(node, rc, text, err) or "the NFS test printed nothing"
         facts = parse(node.name, text + "probe_end=1\n")
         if not any(k.startswith("nfs_") for k in facts.values):
-            facts.values["nfs_write_error"] = _error(node, rc, text, err) or "the NFS test printed nothing"
+            facts.values["nfs_write_error"] = why
         out[node.name] = facts
     return out
 
