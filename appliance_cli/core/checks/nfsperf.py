@@ -12,7 +12,9 @@ run may be using it) through libnfs itself (ctypes; Debian's libnfs-utils has no
 the write and the read worked or not, timed out or not. Each NFS call is a child process with a
 time limit (SECONDS for a transfer, OP_SECONDS for the others): a filer that stops answering costs
 a bounded time, never a hung diagnose. The source is a sparse scratch file (no disk read in the
-write's time) removed at the end; the read goes to a pipe, counted, never to disk."""
+write's time) removed at the end; the read goes to a pipe, counted, never to disk. Each rate is
+what one client call achieves, its mount included, and the read follows the write at once (the
+filer's cache is part of what a node sees then)."""
 
 from __future__ import annotations
 
@@ -124,6 +126,8 @@ def measure(server: str, path: str, node: str, size: int, seconds: float) -> Non
     name = f"{DIR}/{node}"
     stage, rc, message = libnfs("mkdir", server, path, DIR)
     if rc and rc != -EEXIST:
+        if stage != "mount":  # a mkdir that timed out may still have made it
+            libnfs("rmdir", server, path, DIR)
         return kv("nfs_write_error", f"{server}:{path} {problem(stage, rc, message)}")
     fd, src = tempfile.mkstemp(prefix="appliance-nfsperf.")
     try:
