@@ -135,3 +135,25 @@ def test_the_html_report_renders_its_plots_in_a_browser(runs):
     green = sum(1 for p in pixels if p[1] > 140 and p[0] < 80 and p[2] < 110)
     red = sum(1 for p in pixels if p[0] > 180 and p[1] < 60 and p[2] < 70)
     assert green > 5_000 and red > 20, (green, red)
+
+
+def test_a_read_only_export_fails_every_nodes_nfs_write_and_leaves_nothing(lab_site, cli, tmp_path):
+    from tests._support.lab_nodes import set_nfs_export_read_only
+
+    assert lab_site.nfs is not None
+    export = f"{lab_site.nfs.server}:{lab_site.nfs.path}"
+    set_nfs_export_read_only(lab_site.nfs.path, True)
+    try:
+        run = cli("diagnose", str(lab_site.site_dir), "--quick", "--json", str(tmp_path / "ro.json"))
+    finally:
+        set_nfs_export_read_only(lab_site.nfs.path, False)
+    assert run.rc == 0 and "Traceback" not in run.err, run.err[-2000:]
+    doc = json.loads((tmp_path / "ro.json").read_text())
+    writes = {r["node"]: r for r in doc["results"] if r["check"] == "nfs_write"}
+    assert set(writes) == {n.name for n in lab_site.nodes}, writes
+    for node, r in writes.items():
+        assert r["status"] == "fail" and r["value"].startswith(f"{export} read-only ("), r
+        assert "NFS3ERR_ROFS" in r["value"] and "`appliance preflight` checks the export" in r["hint"], r
+        assert f"{node}: storage/nfs_write: {export} read-only" in run.out + run.err
+    listing = run_as_root(lab_site.master.name, f"ls -A {lab_site.nfs.path}")
+    assert ".appliance-diagnose" not in listing, listing
