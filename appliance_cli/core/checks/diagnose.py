@@ -47,6 +47,7 @@ PULL_MIN_SECONDS = 1.0  # a pull runs for at least this long (twice the network 
 # is stopped and is a failure, so a filer that stalls costs a bounded time per node.
 NFS_MIN_MBPS, NFS_SETUP_SECONDS = 4.0, 10.0
 NFS_OP_SECONDS = 15  # nfsperf.py's limit on each of its libnfs calls (mkdir, unlink, rmdir)
+NFS_ROUNDS = 2  # nfsperf.py's rounds: each a write and a read, the best of each reported
 
 
 def _script(name: str) -> str:
@@ -172,7 +173,8 @@ def measure_nfs(cfg: SiteConfig, nodes: list[Node], t: Transport, mb: int) -> di
     if cfg.nfs is None:
         return {}
     script, seconds = _script("nfsperf.py"), nfs_transfer_seconds(mb)
-    timeout = int(2 * seconds + 3 * NFS_OP_SECONDS + 30)  # two transfers, three libnfs calls, ssh
+    # every round's write and read, the libnfs calls (mkdir, an unlink a round, rmdir), ssh
+    timeout = int(2 * NFS_ROUNDS * seconds + (NFS_ROUNDS + 2) * NFS_OP_SECONDS + 30)
     out = {}
     for node in nodes:
         argv = ["python3", "-", cfg.nfs.server, cfg.nfs.path, node.name, str(mb), f"{seconds:g}"]
