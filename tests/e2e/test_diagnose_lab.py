@@ -1,5 +1,6 @@
 """`appliance diagnose` on real lab nodes, installed from the lab bundle: the install ends with a
-quick diagnose; every node pulls from the real registry on master1; a node whose link is
+quick diagnose; every node pulls from the real registry on master1 and writes to and reads from
+master1's NFS export (nfs-ganesha), leaving nothing on it; a node whose link is
 rate-limited with tc is named as the bottleneck, `report compare` flags regressions on that node
 only, and the HTML report renders its plots in a real browser (headless Chromium; the
 screenshot is kept as an artifact)."""
@@ -86,6 +87,24 @@ def test_every_node_pulls_from_the_registry_and_the_pod_network_says_why_not(run
     assert all("the kubelet is the lab's stand-in, which runs no containers" in r["hint"] for r in pods)
 
 
+def test_every_node_writes_and_reads_the_nfs_export_and_leaves_nothing_on_it(runs, lab_site):
+    out, *_ = runs
+    assert lab_site.nfs is not None and lab_site.nfs.server == lab_site.master.address
+    for name in ("before.json", "after.json"):
+        doc = json.loads((out / name).read_text())
+        for check in ("nfs_write", "nfs_read"):
+            got = {r["node"]: r for r in doc["results"] if (r["layer"], r["check"]) == ("storage", check)}
+            assert set(got) == {n.name for n in lab_site.nodes}, (name, got)
+            assert all(r["number"] > 0 and r["unit"] == "MB/s" for r in got.values()), (name, got)
+        assert not [r for r in doc["results"] if r["check"] == "nfs_cleanup"], name
+    for name in ("after.xml", "after.txt", "after.html"):
+        text = (out / name).read_text()
+        assert "nfs_write" in text and "nfs_read" in text, name
+    # ganesha exports master1's own directory: what is in it is what is on the export
+    listing = run_as_root(lab_site.master.name, f"ls -A {lab_site.nfs.path}")
+    assert ".appliance-diagnose" not in listing, listing
+
+
 def test_report_compare_flags_the_injected_regression_and_nothing_else(runs, cli):
     out, slow, *_ = runs
     # 50 %: the injected regression is -99 %; CPU and memory of nodes sharing 2 busy cores move by 20-30 %
@@ -116,3 +135,25 @@ def test_the_html_report_renders_its_plots_in_a_browser(runs):
     green = sum(1 for p in pixels if p[1] > 140 and p[0] < 80 and p[2] < 110)
     red = sum(1 for p in pixels if p[0] > 180 and p[1] < 60 and p[2] < 70)
     assert green > 5_000 and red > 20, (green, red)
+
+
+def test_a_read_only_export_fails_every_nodes_nfs_write_and_leaves_nothing(lab_site, cli, tmp_path):
+    from tests._support.lab_nodes import set_nfs_export_read_only
+
+    assert lab_site.nfs is not None
+    export = f"{lab_site.nfs.server}:{lab_site.nfs.path}"
+    set_nfs_export_read_only(lab_site.nfs.path, True)
+    try:
+        run = cli("diagnose", str(lab_site.site_dir), "--quick", "--json", str(tmp_path / "ro.json"))
+    finally:
+        set_nfs_export_read_only(lab_site.nfs.path, False)
+    assert run.rc == 0 and "Traceback" not in run.err, run.err[-2000:]
+    doc = json.loads((tmp_path / "ro.json").read_text())
+    writes = {r["node"]: r for r in doc["results"] if r["check"] == "nfs_write"}
+    assert set(writes) == {n.name for n in lab_site.nodes}, writes
+    for node, r in writes.items():
+        assert r["status"] == "fail" and r["value"].startswith(f"{export} read-only ("), r
+        assert "NFS3ERR_ROFS" in r["value"] and "`appliance preflight` checks the export" in r["hint"], r
+        assert f"{node}: storage/nfs_write: {export} read-only" in run.out + run.err
+    listing = run_as_root(lab_site.master.name, f"ls -A {lab_site.nfs.path}")
+    assert ".appliance-diagnose" not in listing, listing

@@ -1,6 +1,6 @@
 """`appliance diagnose`, the Appliance Optimizer Utility: measures every layer on every node
-(CPU, memory, disk, the network path to the master, a pull from the private registry, the GPUs,
-the cluster's view of each node),
+(CPU, memory, disk, the network path to the master, a pull from the private registry, writes to
+and reads from the site's NFS export, the GPUs, the cluster's view of each node),
 ranks each measurement against the node's hardware class and against the other nodes, and names
 the bottleneck: the measurement furthest below what it should be."""
 
@@ -33,6 +33,8 @@ METRICS = {
     "net_mbps": ("network", "throughput_to_master", "Mb/s", "higher"),
     "net_rtt_ms": ("network", "latency_to_master", "ms", "lower"),
     "registry_pull_mbps": ("registry", "pull_throughput", "MB/s", "higher"),
+    "nfs_write_mbps": ("storage", "nfs_write", "MB/s", "higher"),
+    "nfs_read_mbps": ("storage", "nfs_read", "MB/s", "higher"),
 }
 # Where the install leaves a worker's pull credentials: containerd's config.toml (its registry
 # auth table) or, with docker, kubelet's config.json (container_runtime's defaults
@@ -41,6 +43,11 @@ METRICS = {
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
 KUBELET_AUTH = "/var/lib/kubelet/config.json"
 PULL_MIN_SECONDS = 1.0  # a pull runs for at least this long (twice the network test's time)
+# The NFS test moves a fixed size (the diagnose's MB) each way; a transfer slower than this rate
+# is stopped and is a failure, so a filer that stalls costs a bounded time per node.
+NFS_MIN_MBPS, NFS_SETUP_SECONDS = 4.0, 10.0
+NFS_OP_SECONDS = 15  # nfsperf.py's limit on each of its libnfs calls (mkdir, unlink, rmdir)
+NFS_ROUNDS = 2  # nfsperf.py's rounds: each a write and a read, the best of each reported
 
 
 def _script(name: str) -> str:
@@ -154,6 +161,63 @@ def registry_result(node: Node, facts: NodeFacts) -> CheckResult | None:
     return None
 
 
+def nfs_transfer_seconds(mb: int) -> float:
+    """How long one transfer (the write, or the read) of `mb` megabytes may take."""
+    return NFS_SETUP_SECONDS + mb / NFS_MIN_MBPS
+
+
+def measure_nfs(cfg: SiteConfig, nodes: list[Node], t: Transport, mb: int) -> dict[str, NodeFacts]:
+    """Each node in turn writes `mb` megabytes to the site's export, reads them back and removes
+    them (nfsperf.py, with the userspace client: the lab's kernel has no NFS); nothing without
+    an `nfs:` section."""
+    if cfg.nfs is None:
+        return {}
+    script, seconds = _script("nfsperf.py"), nfs_transfer_seconds(mb)
+    # every round's write and read, the libnfs calls (mkdir, an unlink a round, rmdir), ssh
+    timeout = int(2 * NFS_ROUNDS * seconds + (NFS_ROUNDS + 2) * NFS_OP_SECONDS + 30)
+    out = {}
+    for node in nodes:
+        argv = ["python3", "-", cfg.nfs.server, cfg.nfs.path, node.name, str(mb), f"{seconds:g}"]
+        try:
+            rc, text, err = t.run(node, argv, script, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            rc, text, err = 0, "", ""
+            why = f"the NFS test gave no answer within {timeout}s (stopped)"
+        else:
+            why = _error(node, rc, text, err) or "the NFS test printed nothing"
+        facts = parse(node.name, text + "probe_end=1\n")
+        if not any(k.startswith("nfs_") for k in facts.values):
+            facts.values["nfs_write_error"] = why
+        out[node.name] = facts
+    return out
+
+
+def nfs_results(cfg: SiteConfig, node: Node, facts: NodeFacts) -> list[CheckResult]:
+    """The NFS measurements that are not numbers to rank: skips, failures, a file left behind."""
+    if cfg.nfs is None:
+        why = "the site config has no nfs: section (no NFS export to measure)"
+        return [
+            CheckResult(c, "storage", node.name, Status.SKIP, hint=why) for c in ("nfs_write", "nfs_read")
+        ]
+    export, out = f"{cfg.nfs.server}:{cfg.nfs.path}", []
+    expected = f"{export} written and read back as root"
+    hint = (f"`appliance preflight` checks the export from every node; the filer must export {cfg.nfs.path} "
+            f"read-write to {node.name} ({node.address}), root not squashed, NFS (TCP 111, 2049, mountd) open")  # fmt: skip
+    if why := facts.get("nfs_skip"):
+        out += [
+            CheckResult(c, "storage", node.name, Status.SKIP, hint=why) for c in ("nfs_write", "nfs_read")
+        ]
+    elif why := facts.get("nfs_write_error"):
+        out += [CheckResult("nfs_write", "storage", node.name, Status.FAIL, why, expected, hint),
+                CheckResult("nfs_read", "storage", node.name, Status.SKIP, hint="not measured: the write failed")]  # fmt: skip
+    elif why := facts.get("nfs_read_error"):
+        out.append(CheckResult("nfs_read", "storage", node.name, Status.FAIL, why, expected, hint))
+    if why := facts.get("nfs_cleanup_error"):
+        out.append(CheckResult("nfs_cleanup", "storage", node.name, Status.WARN, why, "no file left on the export",
+                               "remove it on the filer"))  # fmt: skip
+    return out
+
+
 def pod_network_result(node: Node, facts: NodeFacts) -> CheckResult:
     """The pod-to-pod path (flannel's VXLAN) needs a probe pod on each side: not measured yet."""
     kubelet = facts.get("kubelet_kind")
@@ -264,13 +328,17 @@ def run_diagnose(cfg: SiteConfig, transport: Transport | None = None, mb: int = 
         cfg, [n for n in nodes if not facts[n.name].error], t, mb, seconds
     ).items():
         facts[name].values.update(f.values)
+    if cfg.nfs is not None:
+        on_layer(f"storage: each node writes to and reads from {cfg.nfs.server}:{cfg.nfs.path}")
+    for name, f in measure_nfs(cfg, [n for n in nodes if not facts[n.name].error], t, mb).items():
+        facts[name].values.update(f.values)
     for n in nodes:
         if facts[n.name].error:
             report.results.append(
                 CheckResult("reachable", "network", n.name, Status.FAIL, facts[n.name].error)
             )
             continue
-        report.results += gpu_results(n, facts[n.name])
+        report.results += gpu_results(n, facts[n.name]) + nfs_results(cfg, n, facts[n.name])
         report.results += [
             r for r in (registry_result(n, facts[n.name]), pod_network_result(n, facts[n.name])) if r
         ]
