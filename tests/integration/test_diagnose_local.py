@@ -17,7 +17,9 @@ pytestmark = pytest.mark.integration
 def test_every_layer_is_measured_on_every_node(tmp_path):
     data = yaml.safe_load(EXAMPLE.read_text())
     data["network"]["node_cidr"] = "127.0.0.0/24"
-    data["registry"]["address"] = "127.0.0.1:9"  # no registry there: each node's pull fails, locally
+    # every measurement stays on this machine: the example's registry and NFS filer are a real site's
+    data["registry"]["address"] = "127.0.0.1:9"
+    data["nfs"]["server"] = "127.0.0.1"
     for i, node in enumerate(data["nodes"], start=1):
         node["address"] = f"127.0.0.{i}"
     (tmp_path / "appliance.yml").write_text(yaml.safe_dump(data))
@@ -33,14 +35,18 @@ def test_every_layer_is_measured_on_every_node(tmp_path):
         assert measured[(n.name, "throughput_to_master")].number > 10  # Mb/s over loopback
         assert 0 < measured[(n.name, "latency_to_master")].number < 50  # ms
     assert not [r for r in rep.results if r.check == "reachable"]
-    assert len(layers) == 3
-    # this host has no registry CA and no kubelet: those two say so per node; nothing else skips
-    skipped = {(r.node, r.check, r.hint.split(" (")[0]) for r in rep.results if r.status is Status.SKIP}
+    assert len(layers) == 4
+    # this host has no registry CA, no kubelet and no libnfs tools: those say so per node; nothing else skips
+    skipped = {
+        (r.node, r.check, r.hint.split(" (")[0].split(":")[0]) for r in rep.results if r.status is Status.SKIP
+    }
     assert skipped == {
         (n.name, check, why)
         for n in cfg.nodes
         for check, why in (
             ("pull_throughput", "the registry is not installed yet"),
             ("pod_network", "no kubelet on this node yet"),
+            ("nfs_write", "libnfs-utils"),  # "libnfs-utils (nfs-cp, nfs-cat) is not installed yet: ..."
+            ("nfs_read", "libnfs-utils"),
         )
     }
