@@ -34,6 +34,10 @@ BUILTIN_MODULES = [
 ]
 # chronyd must not step the clock all nodes share with the host (and has no CAP_SYS_TIME here).
 CHRONY_DROPIN = "[Unit]\nConditionCapability=\n[Service]\nExecStart=\nExecStart=!/usr/sbin/chronyd -F 1 -x\n"
+# The kernel has no SUNRPC (LAB-NOTES): nfs-common's rpc_pipefs mount (the kernel NFS client's pipes
+# for rpc.gssd and rpc.idmapd) can never mount, and its failure left every node "degraded". The
+# lab's NFS is userspace (libnfs clients, nfs-ganesha on master1), which never uses it: masked.
+MASKED_UNITS = ("run-rpc_pipefs.mount",)
 HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
 
 
@@ -102,6 +106,10 @@ def _install_shims(root: Path, node: LabNode, log: Path) -> None:
     dropin = root / "etc/systemd/system/chrony.service.d"
     dropin.mkdir(parents=True, exist_ok=True)
     (dropin / "lab-no-clock.conf").write_text(CHRONY_DROPIN)
+    for unit in MASKED_UNITS:
+        mask = root / "etc/systemd/system" / unit
+        mask.unlink(missing_ok=True)
+        mask.symlink_to("/dev/null")
 
 
 def refresh_identity(layout: LabLayout, node: LabNode, nodes: list[LabNode], pubkey: str) -> None:
