@@ -21,7 +21,8 @@ from appliance_cli.errors import ConfigError
 
 SITE_FILE = "appliance.yml"
 NODE_ROLES = ("master", "runai-system", "gpu-worker", "cpu-worker")
-SCHEDULERS = ("runai", "open", "none")
+SCHEDULERS = ("runai", "open", "kai", "none")
+KAI_MIN_KUBERNETES = (1, 28)  # NVIDIA KAI Scheduler is validated on Kubernetes >= 1.28 only
 _RFC1123_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 
@@ -142,7 +143,7 @@ class Nfs(_Model):
 
 
 class Scheduler(_Model):
-    stack: Literal["runai", "open", "none"] = "none"
+    stack: Literal["runai", "open", "kai", "none"] = "none"
     version: str | None = None
 
 
@@ -417,6 +418,13 @@ def _scheduler_problems(cfg: SiteConfig) -> list[str]:
             problems.append("nodes: scheduler.stack is 'runai' but no node has the 'runai-system' role")
     if cfg.site.tls is not None and not cfg.site.domain:
         problems.append("site.tls: needs site.domain (the name the certificate is for)")
+    if cfg.scheduler.stack == "kai":
+        m = re.match(r"^v?(\d+)\.(\d+)", cfg.kubernetes.version)
+        if m and (int(m.group(1)), int(m.group(2))) < KAI_MIN_KUBERNETES:
+            problems.append(
+                f"scheduler.stack: 'kai' needs Kubernetes >= 1.28 (this site runs {cfg.kubernetes.version}): "
+                "use 'runai' or 'open' (HAMi + Volcano) on 1.23, and kai after upgrading"
+            )
     if ":" not in cfg.registry.address:
         problems.append(f"registry.address: '{cfg.registry.address}' must be HOST:PORT (e.g. master1:5000)")
     return problems

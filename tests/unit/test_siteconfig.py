@@ -134,6 +134,14 @@ CASES = {
         lambda d: d["kubernetes"].update(container_runtime="docker"),
         "kubernetes.container_runtime: docker with GPU workers (gpu1, gpu2): the docker path rewrites daemon.json",
     ),
+    "kai on 1.23": (
+        lambda d: d["scheduler"].update(stack="kai"),
+        "scheduler.stack: 'kai' needs Kubernetes >= 1.28 (this site runs v1.23.17): use 'runai' or 'open'",
+    ),
+    "unknown scheduler": (
+        lambda d: d["scheduler"].update(stack="slurm"),
+        "scheduler.stack: Input should be 'runai', 'open', 'kai' or 'none'",
+    ),
     "MIG profiles without a strategy": (
         lambda d: d.update(gpu={"mig": {"profiles": {"GZ2": "all-1g.10gb"}}}),
         "gpu.mig.profiles: given with gpu.mig.strategy 'none' (set single or mixed, or drop the profiles)",
