@@ -16,6 +16,7 @@ node-feature-discovery subchart's image.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -33,6 +34,12 @@ NFD = "node-feature-discovery"
 
 class GpuValuesError(ValueError):
     """A values file the role cannot use; the message names the key."""
+
+
+def _plain(data: Any) -> Any:
+    """Plain dicts, lists and strings: ansible-core 2.19 hands filters tagged objects (origin and
+    trust), and copying a tree of those took seconds; a JSON round trip drops the tags."""
+    return json.loads(json.dumps(data))
 
 
 def private_repository(repository: str, registry: str) -> str:
@@ -93,7 +100,7 @@ def gpu_operator_values(
         raise GpuValuesError(f"gpu.driver: '{driver}' is not container or host")
     if mig_strategy not in ("none", "single", "mixed"):
         raise GpuValuesError(f"gpu.mig.strategy: '{mig_strategy}' is not none, single or mixed")
-    values: dict[str, Any] = copy.deepcopy(dict(base))
+    values: dict[str, Any] = _plain(dict(base))
     _privatise(values, registry)
     values.setdefault("operator", {})["defaultRuntime"] = runtime
     drv = values.setdefault("driver", {})
@@ -125,7 +132,7 @@ def gpu_operator_images(
 
     node_os: the GPU nodes' OS as the operator names it (ubuntu20.04), appended to the driver's
     tag; required when the driver runs in a container."""
-    merged = coalesce(chart_values or {}, values)
+    merged = coalesce(_plain(chart_values or {}), _plain(values))
     sandbox = bool((merged.get("sandboxWorkloads") or {}).get("enabled"))
     out: list[dict[str, str]] = []
     for key, comp in _components(merged):
@@ -181,7 +188,6 @@ def missing_headers(results: list[Mapping[str, Any]]) -> list[str]:
 def gpu_shortfall(nodes_json: str, expected: Mapping[str, int], skip: list[str] | None = None) -> list[str]:
     """'node: nvidia.com/gpu allocatable N, its hardware class has M' for each GPU node (not in
     `skip`) whose allocatable GPUs differ from its class; `nodes_json`: kubectl get nodes -o json."""
-    import json
 
     items = {i["metadata"]["name"]: i for i in (json.loads(nodes_json or "{}").get("items") or [])}
     out = []
