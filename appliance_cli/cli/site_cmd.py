@@ -9,7 +9,7 @@ from appliance_cli.cli import ui
 from appliance_cli.core import sitefiles
 from appliance_cli.core.checks import tls
 from appliance_cli.core.inventory import render_inventory
-from appliance_cli.core.siteconfig import load_site
+from appliance_cli.core.siteconfig import load_site, site_warnings
 from appliance_cli.errors import ConfigError, UsageError
 
 
@@ -78,6 +78,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for r in n.roles:
             roles[r] = roles.get(r, 0) + 1
     summary = ", ".join(f"{c} {r}" for r, c in roles.items())
+    for warning in site_warnings(cfg):
+        ui.warn(f"{cfg.source}: {warning}")
     ui.info(f"{cfg.source}: valid — site '{cfg.site.name}', {len(cfg.nodes)} nodes ({summary})")
     return 0
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from appliance_cli.content import templates_dir
-from appliance_cli.core.siteconfig import SiteConfig
+from appliance_cli.core.siteconfig import SiteConfig, oidc_settings, site_gpus
 
 # Ansible group per node role (roles may contain '-', groups should not).
 ROLE_GROUPS = {
@@ -78,6 +78,20 @@ def render_inventory(cfg: SiteConfig, out_dir: Path | None = None) -> RenderedIn
         "ssh_common_args": ssh_common_args(cfg),
         "private_key": str(cfg.resolve(cfg.ssh.private_key)) if cfg.ssh.private_key else None,
         "site_file": str(cfg.source) if cfg.source else "appliance.yml",
+        "oidc": oidc_settings(cfg),
+        "site_gpus": site_gpus(cfg),
+        "departments": [d.model_dump() for d in cfg.scheduler.departments],
+        "projects": [p.model_dump() for p in cfg.scheduler.projects],
+        "site_tls": (
+            {f: str(cfg.resolve(getattr(cfg.site.tls, f))) for f in ("certificate", "key", "ca")}
+            if cfg.site.tls
+            else {}
+        ),
+        "registry_users": (
+            {u.name: str(cfg.resolve(u.password_file)) for u in cfg.researcher_registry.users}
+            if cfg.researcher_registry
+            else {}
+        ),
     }
     hosts = out_dir / "hosts.yml"
     gv = out_dir / "group_vars" / "all" / "00-site.yml"

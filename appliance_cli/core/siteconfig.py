@@ -142,9 +142,67 @@ class Nfs(_Model):
     path: str
 
 
+class Department(_Model):
+    name: str
+    gpus: float | None = Field(default=None, ge=0, description="GPU quota of the department (Run:ai)")
+
+
+class Project(_Model):
+    """A team's project: a Run:ai project (namespace runai-<name>) or a Volcano queue (open stack),
+    with its guaranteed GPUs (quota). Over quota, idle GPUs are lent and reclaimed (TR-4858 4.9)."""
+
+    name: str
+    gpus: float = Field(ge=0, description="guaranteed GPUs (deserved share / quota)")
+    department: str = "default"
+    over_quota: bool = Field(default=True, description="may borrow idle GPUs beyond its quota")
+
+
+class Oidc(_Model):
+    """Researcher authentication: the kube-apiserver's --oidc-* flags. With Run:ai they default to
+    its built-in identity provider at https://<site.domain>/auth/realms/runai."""
+
+    issuer_url: str | None = None
+    client_id: str | None = None
+    username_claim: str = "email"
+    username_prefix: str = "-"
+    groups_claim: str | None = None
+    groups_prefix: str | None = None
+    ca_file: str | None = Field(
+        default=None, description="CA (PEM) of the issuer's certificate; default: site.tls.ca when given"
+    )
+
+
+class Jumpbox(_Model):
+    """The machine researchers log in to: the scheduler CLI and its completion go there."""
+
+    name: str = "jumpbox"
+    address: str
+    user: str | None = Field(default=None, description="ssh user (default: ssh.user)")
+
+
 class Scheduler(_Model):
     stack: Literal["runai", "open", "kai", "none"] = "none"
     version: str | None = None
+    admin_email: str | None = Field(
+        default=None, description="the Run:ai admin account (default admin@<site.domain>); its password is generated"
+    )
+    departments: list[Department] = []
+    projects: list[Project] = []
+    oidc: Oidc | None = None
+    jumpbox: Jumpbox | None = None
+
+
+class RegistryUser(_Model):
+    name: str
+    password_file: str = Field(description="file holding the user's password (relative to the site; 0600)")
+
+
+class ResearcherRegistry(_Model):
+    """A second registry on the master that researchers (and MLflow) push to; the system registry
+    stays pull-only. Its push credentials are never given to the nodes (SEED-COVERAGE K3)."""
+
+    address: str = Field(description="HOST:PORT on the master, another port than registry.address")
+    users: list[RegistryUser] = Field(min_length=1)
 
 
 class Mig(_Model):
@@ -187,6 +245,7 @@ class SiteConfig(_Model):
     network: Network
     kubernetes: Kubernetes = Kubernetes()
     registry: Registry
+    researcher_registry: ResearcherRegistry | None = None
     bundle: Bundle
     nfs: Nfs | None = None
     scheduler: Scheduler = Scheduler()
@@ -430,6 +489,143 @@ def _scheduler_problems(cfg: SiteConfig) -> list[str]:
     return problems
 
 
+def site_gpus(cfg: SiteConfig) -> int:
+    """GPUs of the site's gpu-worker nodes, as their hardware classes say."""
+    return sum(
+        cfg.hardware_classes[n.hardware_class].gpu_total
+        for n in cfg.nodes
+        if "gpu-worker" in n.roles and n.hardware_class in cfg.hardware_classes
+    )
+
+
+def _fmt_gpus(value: float) -> str:
+    return f"{value:g}"
+
+
+def _project_problems(cfg: SiteConfig) -> list[str]:
+    """Projects and departments: names usable as namespaces (runai-<name>) and queue names, known
+    departments, and quotas that the site's GPUs can honour."""
+    sch, problems = cfg.scheduler, []
+    if sch.stack == "none" and (sch.projects or sch.departments):
+        problems.append("scheduler.projects: given with scheduler.stack 'none' (choose runai or open)")
+    departments = {d.name for d in sch.departments} or {"default"}
+    seen: set[str] = set()
+    for i, d in enumerate(sch.departments):
+        if not _RFC1123_LABEL.match(d.name):
+            problems.append(f"scheduler.departments[{i}].name: '{d.name}' is not a valid name (RFC 1123 label)")
+    for i, prj in enumerate(sch.projects):
+        where = f"scheduler.projects[{i}]"
+        # Run:ai makes namespace runai-<name>: 63 characters in all
+        if not _RFC1123_LABEL.match(prj.name) or len(prj.name) > 57:
+            problems.append(
+                f"{where}.name: '{prj.name}' is not a valid project name "
+                "(lower-case letters, digits and '-', at most 57: it becomes namespace runai-<name>)"
+            )
+        if prj.name in seen:
+            problems.append(f"{where}.name: duplicate project '{prj.name}'")
+        seen.add(prj.name)
+        if prj.department not in departments:
+            problems.append(
+                f"{where}.department: unknown department '{prj.department}' (known: {', '.join(sorted(departments))})"
+            )
+    total, gpus = sum(p.gpus for p in sch.projects), site_gpus(cfg)
+    if sch.projects and total > gpus:
+        problems.append(
+            f"scheduler.projects: the quotas sum to {_fmt_gpus(total)} GPUs but the site has {gpus} "
+            "(the gpu-worker nodes' hardware classes): lower the quotas or add GPU workers"
+        )
+    dep_total = sum(d.gpus or 0 for d in sch.departments)
+    if dep_total > gpus:
+        problems.append(
+            f"scheduler.departments: the quotas sum to {_fmt_gpus(dep_total)} GPUs but the site has {gpus}"
+        )
+    for d in sch.departments:
+        in_dep = sum(p.gpus for p in sch.projects if p.department == d.name)
+        if d.gpus is not None and in_dep > d.gpus:
+            problems.append(
+                f"scheduler.departments: '{d.name}' has a quota of {_fmt_gpus(d.gpus)} GPUs, its projects "
+                f"{_fmt_gpus(in_dep)}"
+            )
+    oidc = sch.oidc
+    if oidc is not None:
+        if sch.stack != "runai" and not (oidc.issuer_url and oidc.client_id):
+            problems.append("scheduler.oidc: issuer_url and client_id are both required (except with runai)")
+        if oidc.issuer_url and not oidc.issuer_url.startswith("https://"):
+            problems.append(f"scheduler.oidc.issuer_url: '{oidc.issuer_url}' must be an https:// URL")
+    if sch.jumpbox is not None:
+        try:
+            ipaddress.ip_address(sch.jumpbox.address)
+        except ValueError:
+            problems.append(f"scheduler.jumpbox.address: '{sch.jumpbox.address}' is not an IP address")
+        if not _RFC1123_LABEL.match(sch.jumpbox.name) or sch.jumpbox.name in {n.name for n in cfg.nodes}:
+            problems.append(
+                f"scheduler.jumpbox.name: '{sch.jumpbox.name}' must be a hostname that names no node"
+            )
+    return problems
+
+
+def _researcher_registry_problems(cfg: SiteConfig) -> list[str]:
+    rr = cfg.researcher_registry
+    if rr is None:
+        return []
+    problems = []
+    host, _, port = rr.address.rpartition(":")
+    if not host or not port.isdigit():
+        problems.append(f"researcher_registry.address: '{rr.address}' must be HOST:PORT (e.g. master1:5001)")
+    elif cfg.masters and host not in (cfg.master.name, cfg.master.address):
+        problems.append(
+            f"researcher_registry.address: '{host}' is not the master ({cfg.master.name} / {cfg.master.address})"
+        )
+    if port == cfg.registry.address.rpartition(":")[2]:
+        problems.append(
+            f"researcher_registry.address: port {port} is the system registry's ({cfg.registry.address})"
+        )
+    seen: set[str] = set()
+    for i, u in enumerate(rr.users):
+        if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,63}", u.name):
+            problems.append(f"researcher_registry.users[{i}].name: '{u.name}' is not a valid user name")
+        if u.name in seen:
+            problems.append(f"researcher_registry.users[{i}].name: duplicate user '{u.name}'")
+        seen.add(u.name)
+    return problems
+
+
+RUNAI_OIDC_REALM = "/auth/realms/runai"  # Run:ai's built-in identity provider (Keycloak realm)
+
+
+def oidc_settings(cfg: SiteConfig) -> dict[str, str]:
+    """The API server's OIDC settings for researchers: the site's `scheduler.oidc`, with Run:ai's
+    defaults filled in on a runai site; {} when researchers have no OIDC (no flags at all)."""
+    oidc = cfg.scheduler.oidc
+    if oidc is None and cfg.scheduler.stack != "runai":
+        return {}
+    oidc = oidc or Oidc()
+    runai = cfg.scheduler.stack == "runai"
+    ca_file = oidc.ca_file or (cfg.site.tls.ca if cfg.site.tls else None)
+    out = {
+        "issuer_url": oidc.issuer_url or (f"https://{cfg.site.domain}{RUNAI_OIDC_REALM}" if runai else ""),
+        "client_id": oidc.client_id or ("runai" if runai else ""),
+        "username_claim": oidc.username_claim,
+        "username_prefix": oidc.username_prefix,
+        "groups_claim": oidc.groups_claim or "",
+        "groups_prefix": oidc.groups_prefix or "",
+        "ca_file": str(cfg.resolve(ca_file)) if ca_file else "",
+    }
+    return out
+
+
+def site_warnings(cfg: SiteConfig) -> list[str]:
+    """What a site may run with but should know about (printed by validate and install)."""
+    warnings = []
+    system = [n.name for n in cfg.nodes if "runai-system" in n.roles]
+    if cfg.scheduler.stack == "runai" and len(system) < 2:
+        warnings.append(
+            f"nodes: {len(system)} runai-system node ({', '.join(system) or 'none'}); production wants two or more "
+            "(Run:ai's system services are not redundant with one)"
+        )
+    return warnings
+
+
 def _runtime_problems(cfg: SiteConfig) -> list[str]:
     """The docker path writes daemon.json whole: it would drop the `nvidia` runtime (and the
     default-runtime) the GPU Operator's toolkit adds, which GPU pods need (SEED-COVERAGE K4).
@@ -500,6 +696,8 @@ def _cross_checks(cfg: SiteConfig) -> list[str]:
         *_gpu_problems(cfg),
         *_name_problems(cfg),
         *_scheduler_problems(cfg),
+        *_project_problems(cfg),
+        *_researcher_registry_problems(cfg),
     ]
 
 

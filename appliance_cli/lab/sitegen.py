@@ -65,6 +65,7 @@ def site_data(
             )
         nodes.append(node)
     data["nodes"] = nodes
+    _fit_quotas(data)
     ssh = data.setdefault("ssh", {})
     ssh.update(private_key=KEY_FILE, known_hosts=KNOWN_HOSTS, proxy_command=proxy_command(layout))
     if bundle is not None:
@@ -74,6 +75,23 @@ def site_data(
         if bundle_key is not None:
             b["public_key"] = str(bundle_key)
     return data
+
+
+def _fit_quotas(data: dict[str, Any]) -> None:
+    """A lab with fewer GPU workers than the template gets the template's project quotas scaled
+    down to its GPUs (whole GPUs, rounded down), so `--nodes 2` still validates."""
+    projects = (data.get("scheduler") or {}).get("projects") or []
+    classes = data.get("hardware_classes") or {}
+
+    def gpus_of(cls: str) -> int:
+        hw = classes.get(cls) or {}
+        return sum(g.get("count", 0) for g in hw.get("gpus") or []) or int(hw.get("gpu_count") or 0)
+
+    have = sum(gpus_of(n["hardware_class"]) for n in data["nodes"] if "gpu-worker" in n.get("roles", []))
+    wanted = sum(p.get("gpus", 0) for p in projects)
+    if wanted > have:
+        for p in projects:
+            p["gpus"] = int(p.get("gpus", 0) * have // wanted)
 
 
 def lab_nodes(cfg: SiteConfig) -> list[LabNode]:

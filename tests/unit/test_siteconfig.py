@@ -200,6 +200,58 @@ CASES = {
         lambda d: d.update(role_vars={"control_plane_cert_sans": ["10.0.0.1", "api server"]}),
         "role_vars.control_plane_cert_sans[1]: 'api server' is not an IP address, a DNS name",
     ),
+    # TR-4858's quotas (16 GPUs) on the example's 12
+    "quotas past the site's GPUs": (
+        lambda d: d["scheduler"].update(projects=[{"name": n, "gpus": g} for n, g in
+                                                  (("team-a", 4), ("team-b", 2), ("team-c", 2), ("team-d", 8))]),
+        "scheduler.projects: the quotas sum to 16 GPUs but the site has 12",
+    ),
+    "project of an unknown department": (
+        lambda d: d["scheduler"].update(departments=[{"name": "research"}],
+                                        projects=[{"name": "team-a", "gpus": 1, "department": "ops"}]),
+        "scheduler.projects[0].department: unknown department 'ops' (known: research)",
+    ),
+    "duplicate project": (
+        lambda d: d["scheduler"].update(projects=[{"name": "team-a", "gpus": 1}, {"name": "team-a", "gpus": 1}]),
+        "scheduler.projects[1].name: duplicate project 'team-a'",
+    ),
+    "project name not a namespace": (
+        lambda d: d["scheduler"].update(projects=[{"name": "Team_A", "gpus": 1}]),
+        "scheduler.projects[0].name: 'Team_A' is not a valid project name",
+    ),
+    "department quota below its projects": (
+        lambda d: d["scheduler"].update(departments=[{"name": "research", "gpus": 2}],
+                                        projects=[{"name": "team-a", "gpus": 3, "department": "research"}]),
+        "scheduler.departments: 'research' has a quota of 2 GPUs, its projects 3",
+    ),
+    "projects without a scheduler": (
+        lambda d: d["scheduler"].update(stack="none", projects=[{"name": "team-a", "gpus": 1}]),
+        "scheduler.projects: given with scheduler.stack 'none'",
+    ),
+    "oidc issuer not https": (
+        lambda d: d["scheduler"].update(oidc={"issuer_url": "http://idp.example/realms/x", "client_id": "k8s"}),
+        "scheduler.oidc.issuer_url: 'http://idp.example/realms/x' must be an https:// URL",
+    ),
+    "oidc without client on open": (
+        lambda d: d["scheduler"].update(stack="open", oidc={"issuer_url": "https://idp.example/realms/x"}),
+        "scheduler.oidc: issuer_url and client_id are both required",
+    ),
+    "jumpbox named like a node": (
+        lambda d: d["scheduler"].update(jumpbox={"name": "gpu1", "address": "192.168.10.40"}),
+        "scheduler.jumpbox.name: 'gpu1' must be a hostname that names no node",
+    ),
+    "researcher registry off the master": (
+        lambda d: d.update(researcher_registry={"address": "gpu1:5001", "users": [{"name": "a", "password_file": "a"}]}),
+        "researcher_registry.address: 'gpu1' is not the master (master1 / 192.168.10.11)",
+    ),
+    "researcher registry on the system registry's port": (
+        lambda d: d.update(researcher_registry={"address": "master1:5000", "users": [{"name": "a", "password_file": "a"}]}),
+        "researcher_registry.address: port 5000 is the system registry's (master1:5000)",
+    ),
+    "researcher registry without users": (
+        lambda d: d.update(researcher_registry={"address": "master1:5001", "users": []}),
+        "researcher_registry.users: List should have at least 1 item",
+    ),
 }
 
 
@@ -259,3 +311,25 @@ def test_two_different_sites_are_a_usage_error(tmp_path, capsys):
     assert main(["config", "validate", str(EXAMPLE.parent), "--site", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "two sites given" in err and "--site" in err
+
+
+def test_one_runai_system_node_is_a_warning_not_an_error(example):
+    from appliance_cli.core.siteconfig import site_warnings
+
+    cfg = parse_site(example)
+    assert site_warnings(cfg) == [
+        "nodes: 1 runai-system node (master1); production wants two or more "
+        "(Run:ai's system services are not redundant with one)"
+    ]
+    two = _mutate(example, lambda d: d["nodes"][2]["roles"].append("runai-system"))
+    assert site_warnings(parse_site(two)) == []
+    assert site_warnings(parse_site(_mutate(example, lambda d: d["scheduler"].update(stack="open")))) == []
+
+
+def test_oidc_defaults_to_runai_identity_provider(example):
+    from appliance_cli.core.siteconfig import oidc_settings
+
+    runai = oidc_settings(parse_site(example))
+    assert runai["issuer_url"] == f"https://{example['site']['domain']}/auth/realms/runai"
+    assert (runai["client_id"], runai["username_claim"], runai["username_prefix"]) == ("runai", "email", "-")
+    assert oidc_settings(parse_site(_mutate(example, lambda d: d["scheduler"].update(stack="open")))) == {}
