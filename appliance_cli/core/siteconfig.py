@@ -184,7 +184,8 @@ class Scheduler(_Model):
     stack: Literal["runai", "open", "kai", "none"] = "none"
     version: str | None = None
     admin_email: str | None = Field(
-        default=None, description="the Run:ai admin account (default admin@<site.domain>); its password is generated"
+        default=None,
+        description="the Run:ai admin account (default admin@<site.domain>); its password is generated",
     )
     departments: list[Department] = []
     projects: list[Project] = []
@@ -512,7 +513,9 @@ def _project_problems(cfg: SiteConfig) -> list[str]:
     seen: set[str] = set()
     for i, d in enumerate(sch.departments):
         if not _RFC1123_LABEL.match(d.name):
-            problems.append(f"scheduler.departments[{i}].name: '{d.name}' is not a valid name (RFC 1123 label)")
+            problems.append(
+                f"scheduler.departments[{i}].name: '{d.name}' is not a valid name (RFC 1123 label)"
+            )
     for i, prj in enumerate(sch.projects):
         where = f"scheduler.projects[{i}]"
         # Run:ai makes namespace runai-<name>: 63 characters in all

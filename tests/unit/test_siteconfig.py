@@ -202,17 +202,24 @@ CASES = {
     ),
     # TR-4858's quotas (16 GPUs) on the example's 12
     "quotas past the site's GPUs": (
-        lambda d: d["scheduler"].update(projects=[{"name": n, "gpus": g} for n, g in
-                                                  (("team-a", 4), ("team-b", 2), ("team-c", 2), ("team-d", 8))]),
+        lambda d: d["scheduler"].update(
+            projects=[
+                {"name": n, "gpus": g}
+                for n, g in (("team-a", 4), ("team-b", 2), ("team-c", 2), ("team-d", 8))
+            ]
+        ),
         "scheduler.projects: the quotas sum to 16 GPUs but the site has 12",
     ),
     "project of an unknown department": (
-        lambda d: d["scheduler"].update(departments=[{"name": "research"}],
-                                        projects=[{"name": "team-a", "gpus": 1, "department": "ops"}]),
+        lambda d: d["scheduler"].update(
+            departments=[{"name": "research"}], projects=[{"name": "team-a", "gpus": 1, "department": "ops"}]
+        ),
         "scheduler.projects[0].department: unknown department 'ops' (known: research)",
     ),
     "duplicate project": (
-        lambda d: d["scheduler"].update(projects=[{"name": "team-a", "gpus": 1}, {"name": "team-a", "gpus": 1}]),
+        lambda d: d["scheduler"].update(
+            projects=[{"name": "team-a", "gpus": 1}, {"name": "team-a", "gpus": 1}]
+        ),
         "scheduler.projects[1].name: duplicate project 'team-a'",
     ),
     "project name not a namespace": (
@@ -220,8 +227,10 @@ CASES = {
         "scheduler.projects[0].name: 'Team_A' is not a valid project name",
     ),
     "department quota below its projects": (
-        lambda d: d["scheduler"].update(departments=[{"name": "research", "gpus": 2}],
-                                        projects=[{"name": "team-a", "gpus": 3, "department": "research"}]),
+        lambda d: d["scheduler"].update(
+            departments=[{"name": "research", "gpus": 2}],
+            projects=[{"name": "team-a", "gpus": 3, "department": "research"}],
+        ),
         "scheduler.departments: 'research' has a quota of 2 GPUs, its projects 3",
     ),
     "projects without a scheduler": (
@@ -229,7 +238,9 @@ CASES = {
         "scheduler.projects: given with scheduler.stack 'none'",
     ),
     "oidc issuer not https": (
-        lambda d: d["scheduler"].update(oidc={"issuer_url": "http://idp.example/realms/x", "client_id": "k8s"}),
+        lambda d: d["scheduler"].update(
+            oidc={"issuer_url": "http://idp.example/realms/x", "client_id": "k8s"}
+        ),
         "scheduler.oidc.issuer_url: 'http://idp.example/realms/x' must be an https:// URL",
     ),
     "oidc without client on open": (
@@ -241,11 +252,15 @@ CASES = {
         "scheduler.jumpbox.name: 'gpu1' must be a hostname that names no node",
     ),
     "researcher registry off the master": (
-        lambda d: d.update(researcher_registry={"address": "gpu1:5001", "users": [{"name": "a", "password_file": "a"}]}),
+        lambda d: d.update(
+            researcher_registry={"address": "gpu1:5001", "users": [{"name": "a", "password_file": "a"}]}
+        ),
         "researcher_registry.address: 'gpu1' is not the master (master1 / 192.168.10.11)",
     ),
     "researcher registry on the system registry's port": (
-        lambda d: d.update(researcher_registry={"address": "master1:5000", "users": [{"name": "a", "password_file": "a"}]}),
+        lambda d: d.update(
+            researcher_registry={"address": "master1:5000", "users": [{"name": "a", "password_file": "a"}]}
+        ),
         "researcher_registry.address: port 5000 is the system registry's (master1:5000)",
     ),
     "researcher registry without users": (
