@@ -187,6 +187,10 @@ class Scheduler(_Model):
         default=None,
         description="the Run:ai admin account (default admin@<site.domain>); its password is generated",
     )
+    external_ip: str | None = Field(
+        default=None,
+        description="the free internal IP the scheduler UI answers on (site.domain's DNS A record; Run:ai's ingress)",
+    )
     departments: list[Department] = []
     projects: list[Project] = []
     oidc: Oidc | None = None
@@ -476,6 +480,23 @@ def _scheduler_problems(cfg: SiteConfig) -> list[str]:
             )
         if not any("runai-system" in n.roles for n in cfg.nodes):
             problems.append("nodes: scheduler.stack is 'runai' but no node has the 'runai-system' role")
+        if not cfg.scheduler.external_ip:
+            problems.append(
+                "scheduler.external_ip: required when scheduler.stack is 'runai' "
+                "(a free IP on the node network that site.domain resolves to)"
+            )
+    if cfg.scheduler.external_ip:
+        try:
+            ip = ipaddress.ip_address(cfg.scheduler.external_ip)
+        except ValueError:
+            problems.append(f"scheduler.external_ip: '{cfg.scheduler.external_ip}' is not an IP address")
+        else:
+            taken = {n.address: n.name for n in cfg.nodes}
+            if cfg.scheduler.external_ip in taken:
+                problems.append(
+                    f"scheduler.external_ip: {ip} is node {taken[cfg.scheduler.external_ip]}'s address; "
+                    "give a free one"
+                )
     if cfg.site.tls is not None and not cfg.site.domain:
         problems.append("site.tls: needs site.domain (the name the certificate is for)")
     if cfg.scheduler.stack == "kai":
