@@ -451,8 +451,11 @@ def test_kubeadm_config(containerd: dict[str, str]) -> None:
     assert init["localAPIEndpoint"] == {"advertiseAddress": MASTER_IP, "bindPort": 6443}
     assert init["nodeRegistration"]["criSocket"] == "unix:///run/containerd/containerd.sock"
     assert init["nodeRegistration"]["name"] == "localhost"
-    # the master is also a Run:ai system node: it must take workloads
-    assert init["nodeRegistration"]["taints"] == []
+    # the master is also a Run:ai system node and keeps its taint: Run:ai's system services
+    # tolerate it, nothing else lands there (SEED-COVERAGE K13)
+    assert init["nodeRegistration"]["taints"] == [
+        {"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"}
+    ]
     assert init["bootstrapTokens"][0]["ttl"] == "24h0m0s"
     assert cluster["kubernetesVersion"] == "v1.23.17"
     assert cluster["imageRepository"] == REGISTRY
@@ -480,7 +483,7 @@ def test_kubeadm_config_oidc(oidc: dict[str, str]) -> None:
         "oidc-username-prefix": "-",
         "oidc-groups-claim": "groups",
     }
-    # a master that is not a Run:ai system node keeps kubeadm's default taint
+    # any master keeps kubeadm's default taint
     assert k["InitConfiguration"]["nodeRegistration"]["taints"] == [
         {"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"}
     ]
@@ -817,17 +820,17 @@ def test_node_roles_plan_only_what_differs(tmp_path: Path) -> None:
     plan = _plan(tmp_path, current, extra)
     got = {(p["node"], p["verb"], p["arg"]) for p in plan}
     assert got == {
-        ("worker1", "label", "node-role.kubernetes.io/gpu-worker=true"),
+        ("worker1", "label", "node-role.kubernetes.io/runai-gpu-worker=true"),
         ("worker1", "label", "run.ai/type=S5N-3U"),
         ("worker1", "label", "node-role.kubernetes.io/cpu-worker-"),
         ("worker1", "taint", "dedicated=gpu:NoSchedule"),
-        ("worker3", "label", "node-role.kubernetes.io/cpu-worker=true"),
+        ("worker3", "label", "node-role.kubernetes.io/runai-cpu-worker=true"),
         ("worker3", "label", "run.ai/type=CPU"),
         ("worker3", "label", "nvidia.com/gpu.deploy.operands=false"),
         ("worker3", "taint", "runai-"),
+        # the master's taint comes back even on a Run:ai system node (K13)
+        ("master1", "taint", "node-role.kubernetes.io/master:NoSchedule"),
     }
-    # master1 already matches: nothing planned for it
-    assert not [p for p in plan if p["node"] == "master1"]
     # one kubectl call per node and verb, holding all of that node's changes
     calls = json.loads((tmp_path / "calls.json").read_text())
     assert sorted((c["verb"], c["node"], sorted(c["args"])) for c in calls) == [
@@ -836,7 +839,7 @@ def test_node_roles_plan_only_what_differs(tmp_path: Path) -> None:
             "worker1",
             sorted(
                 [
-                    "node-role.kubernetes.io/gpu-worker=true",
+                    "node-role.kubernetes.io/runai-gpu-worker=true",
                     "run.ai/type=S5N-3U",
                     "node-role.kubernetes.io/cpu-worker-",
                 ]
@@ -847,12 +850,13 @@ def test_node_roles_plan_only_what_differs(tmp_path: Path) -> None:
             "worker3",
             sorted(
                 [
-                    "node-role.kubernetes.io/cpu-worker=true",
+                    "node-role.kubernetes.io/runai-cpu-worker=true",
                     "run.ai/type=CPU",
                     "nvidia.com/gpu.deploy.operands=false",
                 ]
             ),
         ),
+        ("taint", "master1", ["node-role.kubernetes.io/master:NoSchedule"]),
         ("taint", "worker1", ["dedicated=gpu:NoSchedule"]),
         ("taint", "worker3", ["runai-"]),
     ]
@@ -865,7 +869,7 @@ def test_node_roles_plan_empty_when_converged(tmp_path: Path) -> None:
             "stdout": _node(
                 "worker1",
                 {
-                    "node-role.kubernetes.io/gpu-worker": "true",
+                    "node-role.kubernetes.io/runai-gpu-worker": "true",
                     "run.ai/type": "S5N-3U",
                     "kubernetes.io/os": "linux",
                 },
