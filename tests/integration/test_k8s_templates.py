@@ -882,3 +882,87 @@ def test_node_roles_plan_empty_when_converged(tmp_path: Path) -> None:
     }
     assert _plan(tmp_path, current, extra) == []
     assert json.loads((tmp_path / "calls.json").read_text()) == []
+
+
+# --------------------------------------------------------------------------- node_join
+
+JOIN_TOKEN = "abcdef.0123456789abcdef"
+JOIN_HASH = "sha256:" + "ab" * 32
+FAKE_KUBEADM = """#!/bin/sh
+# records what `kubeadm join` was given, as the node's process list would show it
+cfg="$3"
+{ echo "argv: $*"; echo "mode: $(stat -c %a "$cfg")"; cat "$cfg"; } > "$RECORD"
+[ "$JOIN_FAILS" = 1 ] && { echo "error execution phase preflight: token $(grep token: "$cfg")" >&2; exit 1; }
+touch "$KUBELET_CONF"
+"""
+
+
+def _join(tmp: Path, fails: bool) -> tuple[subprocess.CompletedProcess[str], str, Path]:
+    """node_join's join.yml run for real on localhost, with a kubeadm that records its input."""
+    bindir = tmp / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / "kubeadm").write_text(FAKE_KUBEADM)
+    (bindir / "kubeadm").chmod(0o755)
+    record, conf, cfg_file = tmp / "record.txt", tmp / "kubelet.conf", tmp / "join.yaml"
+    plays = [
+        {
+            "name": "Join",
+            "hosts": "localhost",
+            "gather_facts": False,
+            "vars_files": [str(ROLES / "node_join" / "defaults" / "main.yml")],
+            "environment": {
+                "PATH": f"{bindir}:{os.environ['PATH']}",
+                "RECORD": str(record),
+                "KUBELET_CONF": str(conf),
+                "JOIN_FAILS": "1" if fails else "0",
+            },
+            "tasks": [
+                {
+                    "name": "Join | The role's join tasks",
+                    "ansible.builtin.include_tasks": str(ROLES / "node_join" / "tasks" / "join.yml"),
+                }
+            ],
+        }
+    ]
+    stdout = (
+        f"kubeadm join {MASTER_IP}:6443 --token {JOIN_TOKEN} --discovery-token-ca-cert-hash {JOIN_HASH} \n"
+    )
+    extra = {
+        **SITE,
+        "node_join_command": {"stdout": stdout},
+        "node_join_config_file": str(cfg_file),
+        "node_join_kubelet_kubeconfig": str(conf),
+        "node_join_master": "master1",
+    }
+    pb_dir = tmp / "play"
+    pb_dir.mkdir()
+    (pb_dir / "templates").symlink_to(ROLES / "node_join" / "templates")  # the role's template path
+    proc = run_playbook(pb_dir, plays, extra, check=False)
+    return proc, record.read_text() if record.exists() else "", cfg_file
+
+
+def test_node_join_passes_the_token_in_a_0600_file_never_on_the_command_line(tmp_path: Path) -> None:
+    proc, record, cfg_file = _join(tmp_path, fails=False)
+    assert proc.returncode == 0, proc.stdout
+    argv = record.splitlines()[0]
+    assert argv == f"argv: join --config {cfg_file}"  # nothing secret in the process list
+    assert record.splitlines()[1] == "mode: 600"
+    jc = yaml.safe_load("\n".join(record.splitlines()[2:]))
+    assert jc["kind"] == "JoinConfiguration" and jc["apiVersion"] == "kubeadm.k8s.io/v1beta3"
+    assert jc["discovery"]["bootstrapToken"] == {
+        "apiServerEndpoint": f"{MASTER_IP}:6443",
+        "token": JOIN_TOKEN,
+        "caCertHashes": [JOIN_HASH],
+    }
+    assert jc["nodeRegistration"] == {"name": "localhost", "criSocket": SITE["appliance_cri_socket"]}
+    assert not cfg_file.exists(), "the JoinConfiguration must be deleted after the join"
+    assert JOIN_TOKEN not in proc.stdout + proc.stderr
+
+
+def test_a_failed_join_masks_the_token_and_still_deletes_the_file(tmp_path: Path) -> None:
+    proc, record, cfg_file = _join(tmp_path, fails=True)
+    assert record.splitlines()[1] == "mode: 600"  # kubeadm ran, on the file
+    assert proc.returncode != 0
+    assert "kubeadm join failed on localhost (rc=1)" in proc.stdout
+    assert "<token>" in proc.stdout and JOIN_TOKEN not in proc.stdout + proc.stderr
+    assert not cfg_file.exists()
