@@ -17,11 +17,21 @@ from appliance_cli.cli import (
     lab_cmd,
     preflight_cmd,
     site_cmd,
+    support_cmd,
     ui,
 )
 from appliance_cli.errors import ApplianceError, ConfigError
 
-COMMAND_MODULES = (site_cmd, preflight_cmd, install_cmd, diagnose_cmd, cluster_cmd, bundle_cmd, lab_cmd)
+COMMAND_MODULES = (
+    site_cmd,
+    preflight_cmd,
+    install_cmd,
+    diagnose_cmd,
+    cluster_cmd,
+    support_cmd,
+    bundle_cmd,
+    lab_cmd,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
