@@ -8,7 +8,6 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-import yaml
 
 from appliance_cli.core.acceptance import kube
 from appliance_cli.core.acceptance.compare import observe, pod_gpus
@@ -17,26 +16,8 @@ from appliance_cli.core.acceptance.model import Job, SmokeJob
 from appliance_cli.core.acceptance.plan import build_plan, tr4858_differences
 from appliance_cli.core.acceptance.smoke import SMOKE_JOBS, SmokeOutcome, check_smoke
 from appliance_cli.core.acceptance.tr4858 import SCENARIOS
-from appliance_cli.core.siteconfig import SiteConfig, parse_site
 from appliance_cli.errors import UsageError
-from tests._support.paths import EXAMPLE
-
-
-def example(**changes: Any) -> SiteConfig:
-    data = yaml.safe_load(EXAMPLE.read_text())
-    for key, value in changes.items():
-        data["scheduler"][key] = value
-    return parse_site(data)
-
-
-def tr4858_site(stack: str = "runai") -> SiteConfig:
-    """The example site made TR-4858's: a third 4-GPU worker (16 GPUs) and team-d's quota 8."""
-    data = yaml.safe_load(EXAMPLE.read_text())
-    data["nodes"].append({"name": "gpu3", "address": "192.168.10.23", "hardware_class": "S5N-3U",
-                          "roles": ["gpu-worker"]})  # fmt: skip
-    data["scheduler"]["projects"][3]["gpus"] = 8
-    data["scheduler"]["stack"] = stack
-    return parse_site(data)
+from tests._support.acceptance_sites import example, tr4858_site
 
 
 # ---- plan ----
