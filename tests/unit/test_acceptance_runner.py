@@ -208,7 +208,7 @@ def test_smoke_job_that_never_runs_times_out() -> None:
 def test_no_gpus_is_refused_in_one_line() -> None:
     with pytest.raises(PrerequisiteError) as exc:
         check_cluster(FakeCluster(gpus={}), tr4858_site(), build_plan(tr4858_site()))
-    assert exc.value.message == NO_GPUS and "--dry-run" in (exc.value.hint or "")
+    assert exc.value.message == NO_GPUS and exc.value.hint is None and "`--dry-run` shows the plan" in NO_GPUS
     assert "\n" not in exc.value.message
     with pytest.raises(PrerequisiteError):
         check_cluster(FakeCluster(gpus={"gpu1": 0}), tr4858_site(), build_plan(tr4858_site()))

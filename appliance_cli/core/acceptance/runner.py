@@ -27,9 +27,8 @@ from appliance_cli.errors import ApplianceError, PrerequisiteError, UsageError
 
 NO_GPUS = (
     "the cluster reports no allocatable nvidia.com/gpu on its gpu-worker nodes (a lab, or a site "
-    "without the GPU Operator ready): acceptance needs real GPUs"
+    "without the GPU Operator ready): acceptance needs real GPUs; `--dry-run` shows the plan"
 )
-NO_GPUS_HINT = "`appliance acceptance --dry-run` shows the plan without a cluster"
 
 
 class Cluster(Protocol):
@@ -106,7 +105,7 @@ def check_cluster(cluster: Cluster, cfg: SiteConfig, plan: Plan) -> Plan:
     gpus = cluster.gpu_allocatable()
     total = sum(gpus.values())
     if total <= 0:
-        raise PrerequisiteError(NO_GPUS, hint=NO_GPUS_HINT)
+        raise PrerequisiteError(NO_GPUS)  # one line: the way out is in it
     if stack not in ("runai", "open"):
         raise UsageError(
             f"scheduler.stack is '{stack}': acceptance runs its jobs through runai or open",
@@ -131,7 +130,7 @@ def check_cluster(cluster: Cluster, cfg: SiteConfig, plan: Plan) -> Plan:
     if not runnable:
         raise PrerequisiteError(
             "nothing to run on this cluster: " + "; ".join(f"{k}: {v}" for k, v in refused.items()),
-            hint=NO_GPUS_HINT,
+            hint="`appliance acceptance --dry-run` shows the plan and the tables",
         )
     return Plan(plan.smoke_project, plan.smoke, plan.scenarios, refused)
 
@@ -151,14 +150,16 @@ class AcceptanceRun:
         self,
         cluster: Cluster,
         settings: Settings,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] | None = None,
+        sleep: Callable[[float], None] | None = None,
         on_progress: Callable[[str], None] = lambda _msg: None,
         on_step: Callable[[StepResult], None] = lambda _r: None,
+        on_smoke: Callable[[SmokeVerdict], None] = lambda _v: None,
     ):
         self.cluster, self.settings = cluster, settings
-        self.clock, self.sleep = clock, sleep
-        self.on_progress, self.on_step = on_progress, on_step
+        self.clock = clock or time.monotonic
+        self.sleep = sleep or time.sleep
+        self.on_progress, self.on_step, self.on_smoke = on_progress, on_step, on_smoke
         self.namespaces: set[str] = set()
 
     def run(self, plan: Plan) -> Outcome:
@@ -166,6 +167,8 @@ class AcceptanceRun:
         try:
             if plan.smoke and plan.smoke_project and "smoke" not in plan.refused:
                 outcome.smoke = self._smoke(plan.smoke_project, list(plan.smoke))
+                for v in outcome.smoke:
+                    self.on_smoke(v)
             if plan.scenarios and TR4858 not in plan.refused:
                 self._scenarios(list(plan.scenarios), outcome)
         finally:
@@ -223,7 +226,7 @@ class AcceptanceRun:
     def _step(self, sc: Scenario, step: Step, projects: list[str]) -> StepResult:
         s, start = self.settings, self.clock()
         action = step.action
-        self.on_progress(f"{sc.name}: {step.name}")
+        self.on_progress(f"{sc.name} {step.name}: waiting up to {s.step_timeout_s:g}s for the expected state")
         if isinstance(action, Delete):
             ns = project_namespace(s.stack, action.project)
             self.cluster.delete_jobs(ns, [object_name(n) for n in action.names])
