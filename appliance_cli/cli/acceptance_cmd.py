@@ -11,7 +11,7 @@ from pathlib import Path
 from appliance_cli.cli import ui
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
 from appliance_cli.core import knownhosts
-from appliance_cli.core.acceptance.compare import fmt
+from appliance_cli.core.acceptance.compare import RUN_LABEL, fmt
 from appliance_cli.core.acceptance.junit import write_junit
 from appliance_cli.core.acceptance.kube import KubectlCluster
 from appliance_cli.core.acceptance.manifests import CUDA_IMAGE, private_image, project_namespace
@@ -21,7 +21,7 @@ from appliance_cli.core.acceptance.runner import AcceptanceRun, Outcome, Setting
 from appliance_cli.core.acceptance.smoke import SmokeVerdict
 from appliance_cli.core.acceptance.tr4858 import SITE_GPUS, SITE_QUOTAS
 from appliance_cli.core.siteconfig import SiteConfig, load_site, site_gpus
-from appliance_cli.errors import Degraded
+from appliance_cli.errors import ApplianceError, Degraded
 
 PROJECTS = list(SITE_QUOTAS)
 
@@ -161,11 +161,16 @@ def cmd_acceptance(args: argparse.Namespace) -> int:
     )
     ui.info(f"acceptance run {run_id} on site {cfg.site.name} ({cfg.scheduler.stack})")
     ui.info(f"{'':6}{'':5}{'step':<15}{''.join(f'{p:>8}' for p in PROJECTS)}   (GPUs allocated/quota)")
-    outcome = AcceptanceRun(
-        cluster, settings, on_progress=progress, on_step=show_step, on_smoke=show_smoke
-    ).run(plan)
+    try:
+        outcome = AcceptanceRun(
+            cluster, settings, on_progress=progress, on_step=show_step, on_smoke=show_smoke
+        ).run(plan)
+    except ApplianceError as exc:  # the runner tried to delete its jobs; say how to, should it have failed
+        leftover = f"`kubectl delete jobs -A -l {RUN_LABEL}={run_id}` removes what the run left"
+        exc.hint = f"{exc.hint}; {leftover}" if exc.hint else leftover
+        raise
     if outcome.cleanup_error:
-        ui.error(f"the run's jobs (label acceptance.appliance/run={run_id}) were not all deleted: "
+        ui.error(f"the run's jobs (label {RUN_LABEL}={run_id}) were not all deleted: "
                  f"{outcome.cleanup_error}")  # fmt: skip
     if args.junit:
         write_junit(plan, outcome, Path(args.junit))

@@ -141,3 +141,15 @@ def test_a_site_unlike_tr4858_runs_the_smoke_jobs_and_says_so(
     assert "warning: tr4858: not run on this site: the site has 12 GPUs (TR-4858: 16)" in err
     suites = _suites(junit)
     assert suites["TR-4858 4.8"]["skipped"] == "1" and suites["smoke"]["failures"] == "0"
+
+
+def test_an_error_half_way_says_how_to_remove_what_is_left(
+    monkeypatch: pytest.MonkeyPatch, tr_site: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = FakeCluster(expected_answers(), fail_apply="b-3-g")
+    _with(monkeypatch, cluster)
+    assert main(["acceptance", "--site", str(tr_site), "--scenario", "4.8"]) == 1
+    err = capsys.readouterr().err
+    assert "error: kubectl apply b-3-g: refused" in err
+    assert "hint: `kubectl delete jobs -A -l acceptance.appliance/run=" in err
+    assert len(cluster.cleaned) == 1
