@@ -196,3 +196,28 @@ def test_gpu_allocatable_and_stack_objects() -> None:
         "hami-device-plugin",
         "Volcano queue team-a",
     ]
+
+
+def test_kubectl_commands_as_the_master_runs_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each call is one kubectl line; `apply` hands the manifest to kubectl's stdin through a quoted
+    here-document, which a shell (behind `sudo -n` too) delivers byte for byte."""
+    import json
+    import subprocess
+
+    calls: list[str] = []
+    monkeypatch.setattr(kube, "kubectl", lambda cfg, args, timeout=60: calls.append(args) or '{"items": []}')
+    c = kube.KubectlCluster(tr4858_site())
+    manifest = job_manifest("runai", "m:5000", "r1", "team-a", Job("team-a", "a-1-g", 1))
+    manifest["metadata"]["annotations"] = {"odd": "it's $HOME `x` \\n"}
+    c.apply(manifest)
+    c.delete_jobs("runai-team-d", ["acceptance-d-1-gggg", "acceptance-d-2-gg"])
+    c.pods("r1")
+    c.cleanup(["runai-team-a"], "r1")
+    assert calls[1:] == [
+        "delete jobs -n runai-team-d acceptance-d-1-gggg acceptance-d-2-gg --ignore-not-found --wait=false",
+        "get pods -A -l acceptance.appliance/run=r1 -o json",
+        "delete jobs -n runai-team-a -l acceptance.appliance/run=r1 --ignore-not-found --wait=false",
+    ]
+    fed = subprocess.run(["sh", "-c", f"sudo_n() {{ \"$@\"; }}; sudo_n cat {calls[0].removeprefix('apply -f -')}"],
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert json.loads(fed) == manifest
