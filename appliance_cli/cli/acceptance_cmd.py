@@ -16,7 +16,7 @@ from appliance_cli.core.acceptance.junit import write_junit
 from appliance_cli.core.acceptance.kube import KubectlCluster
 from appliance_cli.core.acceptance.manifests import CUDA_IMAGE, private_image, project_namespace
 from appliance_cli.core.acceptance.model import Allocation, Delete, Plan, Scenario, Step
-from appliance_cli.core.acceptance.plan import CHOICES, SMOKE, TR4858, build_plan
+from appliance_cli.core.acceptance.plan import CHOICES, SMOKE, STACK, TR4858, build_plan
 from appliance_cli.core.acceptance.runner import AcceptanceRun, Outcome, Settings, StepResult, check_cluster
 from appliance_cli.core.acceptance.smoke import SmokeVerdict
 from appliance_cli.core.acceptance.tr4858 import SITE_GPUS, SITE_QUOTAS
@@ -82,12 +82,14 @@ def show_plan(cfg: SiteConfig, plan: Plan) -> None:
         f"image: {private_image(CUDA_IMAGE, cfg.registry.address)} (the bundle's CUDA base image; "
         "TR-4858 ran Jupyter, Run:ai quickstart and NetApp images)"
     )
+    if STACK in plan.refused:
+        ui.info(f"NOT RUNNABLE on this site: {plan.refused[STACK]}")
     if plan.smoke:
         ui.info("")
         if SMOKE in plan.refused:
             ui.info(f"smoke: NOT RUN on this site: {plan.refused[SMOKE]}")
         else:
-            ns = project_namespace(stack, plan.smoke_project or "") if stack in ("runai", "open") else "-"
+            ns = project_namespace(stack, plan.smoke_project or "") if STACK not in plan.refused else "-"
             ui.info(f"smoke, in project {plan.smoke_project} (namespace {ns}): each job must complete")
             for job in plan.smoke:
                 what = "nvidia-smi sees one GPU"

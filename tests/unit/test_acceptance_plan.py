@@ -63,6 +63,11 @@ def test_no_projects_no_smoke() -> None:
     assert "no scheduler.projects" in plan.refused["smoke"]
 
 
+def test_no_usable_stack_refuses_everything() -> None:
+    plan = build_plan(example(stack="none", projects=[]))
+    assert plan.refused["stack"] == "scheduler.stack is 'none': acceptance submits through runai or open"
+
+
 # ---- pods -> GPUs per project ----
 def pod(project: str, *, gpus: Any = None, fraction: str | None = None, hami_pct: int | None = None,
         node: str = "gpu1", phase: str = "Running", deleting: bool = False) -> dict[str, Any]:  # fmt: skip

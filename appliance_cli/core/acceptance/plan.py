@@ -19,6 +19,8 @@ from appliance_cli.errors import UsageError
 
 TR4858 = "tr4858"
 SMOKE = "smoke"
+STACK = "stack"  # a refusal of everything: the site has no scheduler stack acceptance can use
+STACKS = ("runai", "open")
 CHOICES = (SMOKE, *(s.name for s in SCENARIOS), TR4858)
 
 
@@ -67,6 +69,10 @@ def build_plan(cfg: SiteConfig, scenario: str | None = None) -> Plan:
     else:
         scenarios = _chain(scenario)
     refused: dict[str, str] = {}
+    if cfg.scheduler.stack not in STACKS:
+        refused[STACK] = (
+            f"scheduler.stack is '{cfg.scheduler.stack}': acceptance submits through runai or open"
+        )
     smoke_project = cfg.scheduler.projects[0].name if cfg.scheduler.projects else None
     if want_smoke and smoke_project is None:
         refused[SMOKE] = "the site has no scheduler.projects: the smoke jobs run in a project"

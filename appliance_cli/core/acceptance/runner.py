@@ -19,8 +19,8 @@ from appliance_cli.core.acceptance.compare import (
     pod_state,
 )
 from appliance_cli.core.acceptance.manifests import job_manifest, object_name, project_namespace
-from appliance_cli.core.acceptance.model import Delete, Plan, Scenario, SmokeJob, Step
-from appliance_cli.core.acceptance.plan import TR4858, tr4858_differences
+from appliance_cli.core.acceptance.model import Delete, Job, Plan, Scenario, SmokeJob, Step
+from appliance_cli.core.acceptance.plan import STACK, TR4858, tr4858_differences
 from appliance_cli.core.acceptance.smoke import SmokeOutcome, SmokeVerdict, check_smoke
 from appliance_cli.core.siteconfig import SiteConfig
 from appliance_cli.errors import ApplianceError, PrerequisiteError, UsageError
@@ -165,6 +165,8 @@ class AcceptanceRun:
     def run(self, plan: Plan) -> Outcome:
         outcome, start = Outcome(skipped=dict(plan.refused)), self.clock()
         try:
+            if STACK in plan.refused:
+                return outcome
             if plan.smoke and plan.smoke_project and "smoke" not in plan.refused:
                 outcome.smoke = self._smoke(plan.smoke_project, list(plan.smoke))
                 for v in outcome.smoke:
@@ -180,7 +182,7 @@ class AcceptanceRun:
             outcome.seconds = self.clock() - start
         return outcome
 
-    def _submit(self, project: str, job: Any) -> None:
+    def _submit(self, project: str, job: Job | SmokeJob) -> None:
         s = self.settings
         manifest = job_manifest(s.stack, s.registry, s.run_id, project, job)
         self.namespaces.add(manifest["metadata"]["namespace"])
