@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from appliance_cli import __version__
 from appliance_cli.cli import (
+    acceptance_cmd,
     bundle_cmd,
     cluster_cmd,
     diagnose_cmd,
@@ -28,6 +29,7 @@ COMMAND_MODULES = (
     preflight_cmd,
     install_cmd,
     diagnose_cmd,
+    acceptance_cmd,
     cluster_cmd,
     node_cmd,
     support_cmd,
