@@ -21,6 +21,7 @@ from appliance_cli.cli import (
     site_cmd,
     support_cmd,
     ui,
+    upgrade_cmd,
 )
 from appliance_cli.errors import ApplianceError, ConfigError
 
@@ -32,6 +33,7 @@ COMMAND_MODULES = (
     acceptance_cmd,
     cluster_cmd,
     node_cmd,
+    upgrade_cmd,
     support_cmd,
     bundle_cmd,
     lab_cmd,
