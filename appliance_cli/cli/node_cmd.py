@@ -1,20 +1,27 @@
-"""`appliance node drain|uncordon NODE`: day-2 maintenance of one node (kubectl on the master)."""
+"""`appliance node drain|uncordon|rejoin NODE`: day-2 maintenance of one node."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from appliance_cli.cli import ui
+from appliance_cli.cli.install_cmd import make_runner
+from appliance_cli.cli.progress import Progress, print_recap
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
-from appliance_cli.core import nodeops
+from appliance_cli.core import bundlegate, nodeops
+from appliance_cli.core.install import install
 from appliance_cli.core.remote import run_on
 from appliance_cli.core.siteconfig import SiteConfig, load_site
-from appliance_cli.errors import Cancelled, UsageError
+from appliance_cli.errors import ApplianceError, Cancelled, UsageError
+from appliance_cli.runner.events import RunOptions
+
+READY_TIMEOUT = 300
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    node = sub.add_parser("node", help="day-2 maintenance of one node: drain, uncordon")
+    node = sub.add_parser("node", help="day-2 maintenance of one node: drain, uncordon, rejoin")
     nsub = node.add_subparsers(dest="node_command", metavar="ACTION", required=True)
     d = nsub.add_parser(
         "drain",
@@ -30,17 +37,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_site_arg(u)
     u.add_argument("node", metavar="NODE")
     u.set_defaults(handler=cmd_uncordon)
+    r = nsub.add_parser(
+        "rejoin",
+        help="reset a worker (kubeadm reset, saying what it removes) and join it again with a fresh token: "
+        "install --limit NODE, labels and taints from the site config, wait until Ready",
+    )
+    add_site_arg(r)
+    r.add_argument("node", metavar="NODE")
+    r.add_argument("--yes", action="store_true", help="do not ask before resetting a joined node")
+    r.add_argument("--bundle", metavar="DIR", help="the bundle to verify (default: bundle.source)")
+    r.add_argument("--key", metavar="PUB", help="trusted public key of the bundle")
+    r.set_defaults(handler=cmd_rejoin)
 
 
 def _kubectl(cfg: SiteConfig) -> nodeops.Kubectl:
     return nodeops.remote_kubectl(lambda command: run_on(cfg, cfg.master, command, timeout=900))
 
 
-def _confirm(question: str) -> None:
+def _confirm(question: str, what: str = "draining") -> None:
     if not sys.stdin.isatty():
-        raise UsageError("not draining without confirmation", hint="pass --yes (no terminal to ask on)")
+        raise UsageError(f"not {what} without confirmation", hint="pass --yes (no terminal to ask on)")
     if input(f"{question} [y/N] ").strip().lower() not in ("y", "yes"):
-        raise Cancelled("drain cancelled")
+        raise Cancelled(f"{what} cancelled")
 
 
 def cmd_drain(args: argparse.Namespace) -> int:
@@ -82,4 +100,34 @@ def cmd_uncordon(args: argparse.Namespace) -> int:
     for command in commands:
         kubectl(command)
     ui.info(f"{args.node}: " + ("back in service" if commands else "already in service, nothing to undo"))
+    return 0
+
+
+def cmd_rejoin(args: argparse.Namespace) -> int:
+    cfg = load_site(resolve_site_arg(args))
+    nodeops.check_node(cfg, args.node, draining=True, action="resetting")
+    node = cfg.node(args.node)
+    gate = bundlegate.check(cfg, bundle=args.bundle, key=args.key)  # before the node is touched
+    joined = run_on(cfg, node, f"sh -c 'test -f {nodeops.KUBELET_CONF} && echo joined || echo not-joined'")
+    if joined.strip() == "joined":
+        ui.info(f"{node.name}: kubeadm reset -f {nodeops.RESET_REMOVES}")
+        if not args.yes:
+            _confirm(f"reset and rejoin {node.name}?", "resetting")
+        run_on(cfg, node, "kubeadm reset -f", timeout=300)
+    else:
+        ui.info(f"{node.name}: not joined ({nodeops.KUBELET_CONF} absent): nothing to reset")
+    kubectl = _kubectl(cfg)
+    kubectl(f"delete node {node.name} --ignore-not-found")  # its old Node object and labels go
+    with Progress(f"rejoin {node.name}") as progress:
+        result = install(make_runner(), cfg, RunOptions(limit=node.name), progress, extravars=gate.extravars)
+    print_recap(result)
+    deadline = time.monotonic() + READY_TIMEOUT
+    while not nodeops.ready(nodeops.read_json(kubectl, f"get node {node.name}")):
+        if time.monotonic() > deadline:
+            raise ApplianceError(
+                f"{node.name}: joined but not Ready after {READY_TIMEOUT}s",
+                hint=f"`appliance status` and the kubelet's journal on {node.name}",
+            )
+        time.sleep(5)
+    ui.info(f"{node.name}: rejoined with a fresh token, labelled from the site config, Ready")
     return 0

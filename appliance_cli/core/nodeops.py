@@ -71,7 +71,7 @@ def pods_on(doc: dict[str, Any], node: str) -> list[PodOnNode]:
     return sorted(out, key=lambda p: (p.namespace, p.name))
 
 
-def check_node(cfg: SiteConfig, name: str, draining: bool) -> None:
+def check_node(cfg: SiteConfig, name: str, draining: bool, action: str = "draining") -> None:
     known = [n.name for n in cfg.nodes]
     if name not in known:
         raise UsageError(
@@ -81,7 +81,7 @@ def check_node(cfg: SiteConfig, name: str, draining: bool) -> None:
     masters = [n.name for n in cfg.masters]
     if draining and name in masters and len(masters) == 1:
         raise UsageError(
-            f"{name} is the last control-plane node: draining it stops the cluster's own management",
+            f"{name} is the last control-plane node: {action} it stops the cluster's own management",
             hint="drain workers; the master is maintained with the cluster down",
         )
 
@@ -125,3 +125,17 @@ def read_json(kubectl: Kubectl, args: str) -> dict[str, Any]:
 def pods_doc(kubectl: Kubectl) -> dict[str, Any]:
     """Every pod; pods_on() keeps the node's (one call, no field selector to depend on)."""
     return read_json(kubectl, "get pods -A")
+
+
+# What `kubeadm reset -f` removes on a worker (1.23): said before it runs.
+RESET_REMOVES = (
+    "stops the kubelet and deletes the node's cluster identity: /etc/kubernetes/kubelet.conf, "
+    "/etc/kubernetes/pki, /var/lib/kubelet (running containers of the node stop); containerd, its "
+    "images, the CNI configuration and the packages stay"
+)
+KUBELET_CONF = "/etc/kubernetes/kubelet.conf"
+
+
+def ready(node_doc: dict[str, Any]) -> bool:
+    conditions = (node_doc.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)

@@ -47,3 +47,23 @@ def test_the_last_master_and_unknown_nodes_are_refused(site, hosts, cli):
     assert not _node(site, hosts, site.master.name)["spec"].get("unschedulable")
     r = cli("node", "drain", "--site", str(site.site_dir), "nosuchnode", "--yes")
     assert r.rc == 2 and "node 'nosuchnode' is not in the site config" in r.err
+
+
+def test_rejoin_resets_and_joins_a_worker_again(site, hosts, cli):
+    worker = next(n for n in reversed(site.nodes) if "master" not in n.roles)
+    cert = "/var/lib/kubelet/pki/kubelet-client-current.pem"
+    before = hosts[worker.name].check_output(f"openssl x509 -noout -fingerprint -sha256 -in {cert}")
+    r = cli("node", "rejoin", "--site", str(site.site_dir), worker.name, "--yes", timeout=1200)
+    assert r.rc == 0, r.out[-3000:] + r.err
+    assert f"{worker.name}: kubeadm reset -f stops the kubelet" in r.out
+    assert f"{worker.name}: rejoined with a fresh token, labelled from the site config, Ready" in r.out
+    after = hosts[worker.name].check_output(f"openssl x509 -noout -fingerprint -sha256 -in {cert}")
+    assert after != before  # a new kubelet identity: it really joined again
+    node = _node(site, hosts, worker.name)
+    labels = node["metadata"]["labels"]
+    assert labels.get("run.ai/type") == worker.hardware_class
+    for role in set(worker.roles) & {"gpu-worker", "cpu-worker"}:
+        assert labels.get(f"node-role.kubernetes.io/runai-{role}") == "true"
+    assert not hosts[worker.name].file("/etc/kubernetes/appliance-join.yaml").exists  # the token file is gone
+    r = cli("node", "rejoin", "--site", str(site.site_dir), site.master.name, "--yes")
+    assert r.rc == 2 and "last control-plane node: resetting it" in r.err
