@@ -17,7 +17,9 @@ from tests._support.modules import load_file
 from tests._support.paths import ROOT
 
 pytestmark = pytest.mark.usefixtures("installs")
-s = load_file("scheduler_open_e2e", ROOT / "roles" / "scheduler_stack" / "filter_plugins" / "scheduler_open.py")
+s = load_file(
+    "scheduler_open_e2e", ROOT / "roles" / "scheduler_stack" / "filter_plugins" / "scheduler_open.py"
+)
 KUBECTL = "kubectl --kubeconfig /etc/kubernetes/admin.conf "
 HELM = "helm --kubeconfig /etc/kubernetes/admin.conf "
 RELEASES = {"hami": ("kube-system", "hami-2.4.1"), "volcano": ("volcano-system", "volcano-1.9.0")}
@@ -105,7 +107,10 @@ def test_one_queue_per_project_with_its_quota(site, hosts):
         assert q["metadata"]["labels"]["appliance.io/project"] == p.name
         spec = q["spec"]
         assert float(spec["deserved"]["nvidia.com/gpu"]) == p.gpus, (p.name, spec)
-        assert float(spec["capability"]["nvidia.com/gpu"]) == (gpus if p.over_quota else p.gpus), (p.name, spec)
+        assert float(spec["capability"]["nvidia.com/gpu"]) == (gpus if p.over_quota else p.gpus), (
+            p.name,
+            spec,
+        )
         assert spec["reclaimable"] is p.over_quota and spec["weight"] >= 1
 
 
@@ -144,8 +149,9 @@ def test_a_removed_projects_queue_is_kept_while_used_then_deleted(site, hosts, c
             kept = cli("install", "--site", str(site.site_dir), "--tags", "scheduler_stack")
             assert kept.rc == 0, kept.err[-2000:]
             assert gone in _queues(site, hosts)
-            assert f"queue {gone}: its project is no longer in the site config, but it is kept (default/e2e-gang)" in (
-                " ".join((kept.out + kept.err).split())
+            assert (
+                f"queue {gone}: its project is no longer in the site config, but it is kept (default/e2e-gang)"
+                in (" ".join((kept.out + kept.err).split()))
             )
             master.check_output(KUBECTL + "delete podgroups.scheduling.volcano.sh e2e-gang -n default")
             deleted = cli("install", "--site", str(site.site_dir), "--tags", "scheduler_stack")

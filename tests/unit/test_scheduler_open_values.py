@@ -53,7 +53,9 @@ def test_the_kept_hami_chart_is_the_published_archive() -> None:
 def test_the_hami_templates_read_the_keys_the_filter_moves() -> None:
     """What the role relies on, read from the real 2.4.1 templates (not remembered)."""
     deploy = hami_template("scheduler/deployment.yaml")
-    assert "image: {{ .Values.scheduler.kubeScheduler.image }}:{{ .Capabilities.KubeVersion.Version }}" in deploy
+    assert (
+        "image: {{ .Values.scheduler.kubeScheduler.image }}:{{ .Capabilities.KubeVersion.Version }}" in deploy
+    )
     assert "image: {{ .Values.scheduler.extender.image }}:{{ .Values.version }}" in deploy
     job = hami_template("scheduler/job-patch/job-createSecret.yaml")
     assert "image: {{ .Values.scheduler.patch.imageNew }}" in job
@@ -133,7 +135,9 @@ def test_the_profiles_hold_every_image_the_values_pull() -> None:
     """The production and lab profiles list each image the releases pull (upstream names)."""
     from appliance_cli.bundle.profile import load_profile
 
-    pulled = s.hami_images(HAMI_OURS, hami_chart(), "v1.23.17") + s.volcano_images(VOLCANO_OURS, volcano_chart())
+    pulled = s.hami_images(HAMI_OURS, hami_chart(), "v1.23.17") + s.volcano_images(
+        VOLCANO_OURS, volcano_chart()
+    )
     pulled = [completeness._normalize(i) for i in pulled]
     for name in ("appliance-k8s1.23", "lab"):
         refs = {i.reference for i in load_profile(name).images}

@@ -109,7 +109,9 @@ def hami_values(base: Mapping[str, Any], registry: str, node_selector: Mapping[s
             )
         node[leaf] = private_image(str(node[leaf]), registry)
     if not node_selector:
-        raise SchedulerValuesError("hami: the device plugin's node selector is empty (it would run on every node)")
+        raise SchedulerValuesError(
+            "hami: the device plugin's node selector is empty (it would run on every node)"
+        )
     values.setdefault("devicePlugin", {})["nvidianodeSelector"] = _plain(dict(node_selector))
     return values
 
@@ -127,7 +129,11 @@ def hami_images(
     if _at(merged, "scheduler.kubeScheduler.enabled") is not False:
         out.append(f"{_at(merged, 'scheduler.kubeScheduler.image')}:{kube_version}")
     out.append(f"{_at(merged, 'scheduler.extender.image')}:{version}")
-    out.append(str(_at(merged, "scheduler.patch.imageNew" if _minor(kube_version) >= 22 else "scheduler.patch.image")))
+    out.append(
+        str(
+            _at(merged, "scheduler.patch.imageNew" if _minor(kube_version) >= 22 else "scheduler.patch.image")
+        )
+    )
     out.append(f"{_at(merged, 'devicePlugin.image')}:{version}")
     return list(dict.fromkeys(out))
 
@@ -152,7 +158,9 @@ def volcano_images(values: Mapping[str, Any], chart_values: Mapping[str, Any] | 
     """Every image the Volcano 1.9 release pulls (controllers, scheduler, admission)."""
     merged = coalesce(_plain(chart_values or {}), _plain(values))
     basic = merged.get("basic") or {}
-    return list(dict.fromkeys(f"{basic[f'{p}_image_name']}:{basic['image_tag_version']}" for p in VOLCANO_PARTS))
+    return list(
+        dict.fromkeys(f"{basic[f'{p}_image_name']}:{basic['image_tag_version']}" for p in VOLCANO_PARTS)
+    )
 
 
 def outside_registry(images: list[str], registry: str) -> list[str]:
@@ -262,7 +270,11 @@ def queue_users(
     for i in json.loads(live_json or "{}").get("items") or []:
         name = i["metadata"]["name"]
         status = i.get("status") or {}
-        if name in users and not users[name] and any(int(status.get(k) or 0) for k in ("running", "pending", "inqueue")):
+        if (
+            name in users
+            and not users[name]
+            and any(int(status.get(k) or 0) for k in ("running", "pending", "inqueue"))
+        ):
             users[name].append(
                 "status: " + ", ".join(f"{k} {status.get(k) or 0}" for k in ("running", "pending", "inqueue"))
             )
