@@ -235,6 +235,9 @@ def test_stale_queues_are_ours_only() -> None:
     live = json.loads(_live(old))
     live["items"].append({"metadata": {"name": "default", "labels": {}}, "spec": {"weight": 1}})
     assert s.queue_plan(json.dumps(live), s.queues(LAB_PROJECTS, 12)) == {"apply": [], "stale": ["team-e"]}
+    # a project once named `default` adopted Volcano's queue: gone from the site, it stays
+    live = json.loads(_live(s.queues([{"name": "default", "gpus": 1}], 12)))
+    assert s.queue_plan(json.dumps(live), [])["stale"] == []
 
 
 def test_stale_queues_in_use_are_kept_with_a_warning() -> None:

@@ -33,6 +33,9 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "appliance"}
 PROJECT_LABEL = "appliance.io/project"
 DEPARTMENT_LABEL = "appliance.io/department"
 VOLCANO_PARTS = ("controller", "scheduler", "admission")
+# Volcano's own queues: never deleted by the role, whatever their labels (its webhook refuses
+# deleting `default`; `root` is the hierarchy's top from 1.10 on).
+VOLCANO_QUEUES = ("default", "root")
 
 
 class SchedulerValuesError(ValueError):
@@ -248,6 +251,7 @@ def queue_plan(live_json: str, wanted: list[Mapping[str, Any]]) -> dict[str, Any
         n
         for n, i in live.items()
         if n not in names
+        and n not in VOLCANO_QUEUES
         and all(((i.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in MANAGED_BY.items())
     )
     return {"apply": apply, "stale": stale}
