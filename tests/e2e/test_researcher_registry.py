@@ -217,7 +217,7 @@ def test_a_worker_pulls_the_image_by_the_researcher_address(lab, pushed):
 def test_no_researcher_password_on_the_worker_or_in_the_artifacts(lab, pushed):
     from appliance_cli import lab as lablib
 
-    rl, run = lab
+    rl, _ = lab
     passwords = "\n".join(rl.password(u) for u in ("alice", "bob")) + "\n"
     for node in ("worker1",):
         r = subprocess.run(
