@@ -183,7 +183,9 @@ def pushed(lab) -> str:
 
 def test_a_site_user_pushes_and_the_image_is_served_read_only_too(lab, pushed):
     rl, _ = lab
-    pull_pw = run_as_root("master1", "cat /etc/appliance/researcher-registry/appliance-nodes.password").strip()
+    pull_pw = run_as_root(
+        "master1", "cat /etc/appliance/researcher-registry/appliance-nodes.password"
+    ).strip()
     tags = "/v2/research/demo/tags/list"
     assert rl.status("GET", rl.port, tags, "bob", rl.password("bob")) == 200  # every site user reads
     assert rl.status("GET", rl.port + 1, tags, "appliance-nodes", pull_pw) == 200
@@ -192,7 +194,9 @@ def test_a_site_user_pushes_and_the_image_is_served_read_only_too(lab, pushed):
 
 def test_the_node_pull_account_cannot_push_anywhere(lab, pushed):
     rl, _ = lab
-    pull_pw = run_as_root("master1", "cat /etc/appliance/researcher-registry/appliance-nodes.password").strip()
+    pull_pw = run_as_root(
+        "master1", "cat /etc/appliance/researcher-registry/appliance-nodes.password"
+    ).strip()
     upload = "/v2/research/demo/blobs/uploads/"
     # push process: the nodes' account does not exist there
     assert rl.status("POST", rl.port, upload, "appliance-nodes", pull_pw) == 401

@@ -42,7 +42,9 @@ class RealModule:
 
 
 def accepts(path: Path, user: str, password: str) -> bool:
-    p = subprocess.run(["htpasswd", "-v", "-i", str(path), user], input=password, capture_output=True, text=True)
+    p = subprocess.run(
+        ["htpasswd", "-v", "-i", str(path), user], input=password, capture_output=True, text=True
+    )
     return p.returncode == 0
 
 

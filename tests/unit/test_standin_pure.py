@@ -411,7 +411,10 @@ def test_pull_credentials_follow_the_endpoint_not_the_name(fake_root: Path, monk
     assert containerd.registry_endpoints("/etc/containerd/certs.d", "other:1") == ["other:1"]
     ran: list[tuple[str, ...]] = []
     monkeypatch.setattr(containerd, "ctr", lambda ep, *a, timeout=30: (ran.append(a), (0, ""))[1])
-    assert containerd.pull_image("unix:///run/containerd/containerd.sock", "master1:5001/research/demo:1")[0] == 0
+    assert (
+        containerd.pull_image("unix:///run/containerd/containerd.sock", "master1:5001/research/demo:1")[0]
+        == 0
+    )
     assert containerd.pull_image("unix:///run/containerd/containerd.sock", "master1:5000/pause:3.6")[0] == 0
     assert ran[0][-2:] == ("appliance-nodes:p2", "master1:5001/research/demo:1")
     assert ran[1][-2:] == ("appliance:p0", "master1:5000/pause:3.6")

@@ -92,7 +92,9 @@ def converge(module: Any) -> dict[str, Any]:
     entries = {u: current[u] for u in verified}
     if not check:
         for user in changes["added"] + changes["updated"]:
-            rc, out, err = module.run_command(["htpasswd", "-n", "-B", "-i", user], data=users[user], binary_data=True)
+            rc, out, err = module.run_command(
+                ["htpasswd", "-n", "-B", "-i", user], data=users[user], binary_data=True
+            )
             line = out.strip()
             if rc != 0 or not line.startswith(f"{user}:"):
                 module.fail_json(msg=f"htpasswd -nB failed for {user}: {err.strip()}")
