@@ -243,6 +243,15 @@ def test_a_re_run_changes_nothing(lab, cli):
     assert again.recap and all(h["changed"] == 0 for h in again.recap.values()), again.recap
 
 
+def test_a_dry_run_reports_no_drift(lab, cli):
+    rl, _ = lab
+    dry = cli("install", "--site", str(rl.cfg.site_dir), "--check", "--diff")
+    assert dry.rc == 0, dry.err[-2000:]
+    assert {h: s["changed"] for h, s in dry.recap.items()} == {n.name: 0 for n in rl.cfg.nodes}
+    passwords = [rl.password(u) for u in ("alice", "bob")]
+    assert not any(p in dry.out + dry.err for p in passwords)
+
+
 def test_a_removed_user_loses_access_and_a_new_password_applies(lab, cli, pushed):
     rl, _ = lab
     old = rl.password("alice")
