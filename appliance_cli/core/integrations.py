@@ -20,7 +20,7 @@ import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from appliance_cli.content import templates_dir
-from appliance_cli.core.siteconfig import SiteConfig
+from appliance_cli.core.siteconfig import SiteConfig, project_namespace
 from appliance_cli.errors import UsageError
 
 GPU = "nvidia.com/gpu"
@@ -38,16 +38,13 @@ COMMAND = "{replaced with MLflow Project entry point command}"
 @dataclass(frozen=True)
 class Stack:
     scheduler: str  # the pods' schedulerName
-    namespace_prefix: str  # a project's namespace is prefix + project
 
 
 STACKS = {
-    # Run:ai: the project's namespace is runai-<project>, its scheduler runai-scheduler.
-    "runai": Stack("runai-scheduler", "runai-"),
-    # HAMi + Volcano: Volcano schedules (queue = the project, scheduling.volcano.sh/queue-name);
-    # namespaces are not Volcano's concept: one per project, project-<project>, like runai-<project>
-    # (never a system namespace, whatever the project is called).
-    "open": Stack("volcano", "project-"),
+    # Run:ai: its scheduler runai-scheduler; HAMi + Volcano: Volcano schedules (queue = the
+    # project, scheduling.volcano.sh/queue-name). Namespaces: siteconfig.project_namespace.
+    "runai": Stack("runai-scheduler"),
+    "open": Stack("volcano"),
 }
 
 
@@ -67,8 +64,7 @@ def _num(x: float) -> str:
 
 def poddefaults(stack: str, project: str) -> list[dict[str, Any]]:
     """The project's Kubeflow PodDefaults: whole GPUs, and a fraction of one."""
-    s = STACKS[stack]
-    ns = s.namespace_prefix + project
+    ns = project_namespace(stack, project)
 
     def pd(
         name: str, desc: str, env: list[dict[str, str]], annotations: dict[str, str], labels: dict[str, str]
@@ -142,7 +138,11 @@ def job_template(stack: str, project: str, *, interactive: bool, fraction: bool)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": PROJECT_NAME, "namespace": s.namespace_prefix + project, "labels": dict(labels)},
+        "metadata": {
+            "name": PROJECT_NAME,
+            "namespace": project_namespace(stack, project),
+            "labels": dict(labels),
+        },
         "spec": {
             "ttlSecondsAfterFinished": 100,
             "backoffLimit": 0,
@@ -235,5 +235,7 @@ def render(cfg: SiteConfig, out_dir: Path) -> list[ProjectFiles]:
             target.parent.mkdir(parents=True, exist_ok=True)
             if not target.exists() or target.read_text() != text:
                 target.write_text(text)
-        out.append(ProjectFiles(p.name, s.namespace_prefix + p.name, s.scheduler, d, tuple(sorted(files))))
+        out.append(
+            ProjectFiles(p.name, project_namespace(stack, p.name), s.scheduler, d, tuple(sorted(files)))
+        )
     return out

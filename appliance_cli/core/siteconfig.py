@@ -614,6 +614,19 @@ def _researcher_registry_problems(cfg: SiteConfig) -> list[str]:
     return problems
 
 
+# THE namespace of a project's workloads, for every part of the toolkit (the open stack's role
+# creates these, Run:ai creates runai-<project> itself): a prefix keeps a project called
+# `default` or `kube-system` away from the system's namespaces.
+PROJECT_NAMESPACE_PREFIX = {"runai": "runai-", "open": "project-"}
+
+
+def project_namespace(stack: str, project: str) -> str:
+    prefix = PROJECT_NAMESPACE_PREFIX.get(stack)
+    if prefix is None:
+        raise ConfigError([f"scheduler.stack: '{stack}' has no project namespaces (runai or open)"])
+    return prefix + project
+
+
 RUNAI_OIDC_REALM = "/auth/realms/runai"  # Run:ai's built-in identity provider (Keycloak realm)
 
 

@@ -114,6 +114,14 @@ def test_one_queue_per_project_with_its_quota(site, hosts):
         assert spec["reclaimable"] is p.over_quota and spec["weight"] >= 1
 
 
+def test_each_project_has_its_namespace(site, hosts):
+    from appliance_cli.core.siteconfig import project_namespace
+
+    out = hosts[site.master.name].check_output(f"{KUBECTL}get namespaces -o json")
+    names = {n["metadata"]["name"] for n in json.loads(out)["items"]}
+    assert {project_namespace("open", p.name) for p in site.scheduler.projects} <= names
+
+
 def test_the_second_install_changed_nothing(installs):
     assert len(installs) == 2 and installs[1].rc == 0, installs[-1].err[-2000:]
     assert all(r["changed"] == 0 for r in installs[1].recap.values()), installs[1].recap

@@ -167,7 +167,7 @@ def test_runai_manifest() -> None:
 def test_open_manifest() -> None:
     m = job_manifest("open", "r:5000", "r1", "team-c", Job("team-c", "c-2-g03", 0.3, interactive=True))
     tpl = m["spec"]["template"]
-    assert m["metadata"]["namespace"] == "team-c" == project_namespace("open", "team-c")
+    assert m["metadata"]["namespace"] == "project-team-c" == project_namespace("open", "team-c")
     assert tpl["spec"]["schedulerName"] == "volcano"
     assert tpl["metadata"]["annotations"] == {
         "scheduling.volcano.sh/queue-name": "team-c",
@@ -196,7 +196,7 @@ def test_gpu_allocatable_and_stack_objects() -> None:
     assert kube.stack_missing_of("runai", ["team-a", "team-b"], names) == [
         "namespace runai-team-b (project team-b)"
     ]
-    assert kube.stack_missing_of("open", ["team-a"], {"namespace/team-a"}) == [
+    assert kube.stack_missing_of("open", ["team-a"], {"namespace/project-team-a"}) == [
         "queues.scheduling.volcano.sh",
         "hami-device-plugin",
         "Volcano queue team-a",

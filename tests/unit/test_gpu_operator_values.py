@@ -109,6 +109,20 @@ def test_driver_on_the_hosts_pulls_neither_driver_nor_its_manager() -> None:
     assert "/driver:" not in refs and "k8s-driver-manager" not in refs
 
 
+def test_the_open_stack_leaves_nvidia_gpu_to_hamis_device_plugin() -> None:
+    """Two device plugins must not both register nvidia.com/gpu: with HAMi the operator's is off
+    (its DaemonSet not deployed); the role's default follows the site's scheduler stack."""
+    off = g.gpu_operator_values(OURS, REG, device_plugin=False)
+    assert off["devicePlugin"]["enabled"] is False
+    keys = {i["key"] for i in g.gpu_operator_images(off, chart_values(), "ubuntu20.04")}
+    assert "devicePlugin" not in keys and "gfd" in keys  # GFD's image is the same repository: still pulled
+    on = g.gpu_operator_values(OURS, REG)
+    assert on["devicePlugin"]["enabled"] is True
+    assert "devicePlugin" in {i["key"] for i in g.gpu_operator_images(on, chart_values(), "ubuntu20.04")}
+    defaults = yaml.safe_load((ROOT / "roles" / "gpu_operator" / "defaults" / "main.yml").read_text())
+    assert defaults["gpu_operator_device_plugin"] == "{{ appliance_scheduler_stack != 'open' }}"
+
+
 def test_mig_none_keeps_gpus_whole_and_fixed_profiles_deploy_mig_manager() -> None:
     none = g.gpu_operator_values(OURS, REG, mig_strategy="none")
     assert none["mig"] == {"strategy": "none"} and none["migManager"]["enabled"] is False

@@ -269,3 +269,12 @@ def test_the_device_plugin_selects_the_label_node_roles_writes():
     stack = yaml.safe_load((ROOT / "roles" / "scheduler_stack" / "defaults" / "main.yml").read_text())
     gpu_label = node_roles["node_roles_role_labels"]["gpu-worker"]
     assert stack["scheduler_stack_hami_node_selector"] == {gpu_label: "true"}
+
+
+def test_the_role_makes_the_namespaces_the_cli_names():
+    """One name for a project's namespace: the role creates prefix + project, the CLI (user
+    kubeconfig, integrations, acceptance) uses siteconfig.project_namespace."""
+    from appliance_cli.core.siteconfig import project_namespace
+
+    stack = yaml.safe_load((ROOT / "roles" / "scheduler_stack" / "defaults" / "main.yml").read_text())
+    assert stack["scheduler_stack_open_namespace_prefix"] + "team-a" == project_namespace("open", "team-a")

@@ -31,6 +31,8 @@ from appliance_cli.core.acceptance.compare import (
 )
 from appliance_cli.core.acceptance.model import Image, Job, SmokeJob
 from appliance_cli.core.acceptance.smoke import NVIDIA_SMI
+from appliance_cli.core.siteconfig import PROJECT_NAMESPACE_PREFIX
+from appliance_cli.core.siteconfig import project_namespace as site_project_namespace
 from appliance_cli.errors import UsageError
 
 CUDA_IMAGE = "nvcr.io/nvidia/cuda:12.6.1-base-ubi8"  # bundles/profiles/appliance-k8s1.23.yml
@@ -43,14 +45,10 @@ HOLDER_BACKOFF = 100  # a preempted pod counts as a failure of its Job; it must 
 
 
 def project_namespace(stack: str, project: str) -> str:
-    """THE namespace of a project's workloads: runai-<project> with Run:ai (it creates it); the
-    project's own name with the open stack (its role makes a namespace and a Volcano queue per
-    project, both named like the project)."""
-    if stack == "runai":
-        return f"runai-{project}"
-    if stack == "open":
-        return project
-    raise UsageError(f"scheduler.stack '{stack}' runs no acceptance jobs (runai or open)")
+    """The project's namespace, as every part of the toolkit names it (siteconfig)."""
+    if stack not in PROJECT_NAMESPACE_PREFIX:
+        raise UsageError(f"scheduler.stack '{stack}' runs no acceptance jobs (runai or open)")
+    return site_project_namespace(stack, project)
 
 
 def private_image(reference: str, registry: str) -> str:

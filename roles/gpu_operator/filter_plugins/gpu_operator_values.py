@@ -93,9 +93,11 @@ def gpu_operator_values(
     driver: str = "container",
     mig_strategy: str = "none",
     driver_repo_configmap: str = "",
+    device_plugin: bool = True,
 ) -> dict[str, Any]:
     """The release's values: `base` (upstream image names) moved to the private registry, with
-    the site's runtime, driver and MIG choices."""
+    the site's runtime, driver and MIG choices. `device_plugin` false leaves `nvidia.com/gpu` to
+    another device plugin (HAMi's, with the open scheduler stack): two would both register it."""
     if driver not in ("container", "host"):
         raise GpuValuesError(f"gpu.driver: '{driver}' is not container or host")
     if mig_strategy not in ("none", "single", "mixed"):
@@ -113,6 +115,7 @@ def gpu_operator_values(
     values["mig"] = {"strategy": mig_strategy}
     # mig-manager only when the site asks for fixed partitions: with none the GPUs stay whole
     values.setdefault("migManager", {})["enabled"] = mig_strategy != "none"
+    values.setdefault("devicePlugin", {})["enabled"] = bool(device_plugin)
     return values
 
 
