@@ -20,7 +20,8 @@ from tests.unit.test_install_service import FakeRunner
 
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
-    shutil.copy(EXAMPLE, tmp_path / "appliance.yml")
+    # the example's Run:ai stack would be refused without its certificate (test_runai_refusals)
+    (tmp_path / "appliance.yml").write_text(EXAMPLE.read_text().replace("stack: runai", "stack: open"))
     cfg = load_site(tmp_path)
     (tmp_path / "known_hosts").write_text(
         "".join(f"{n.name},{n.address} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFake\n" for n in cfg.nodes)
