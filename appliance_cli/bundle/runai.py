@@ -129,9 +129,7 @@ def _collect(store: BlobStore, work: Path, version: str, label: str) -> list[Art
     rest = [p for p in sorted(work.rglob("*")) if p.is_file() and p not in consumed]
     if rest:
         top = _top_folder(work)
-        files = [
-            store.add_file(p.relative_to(top).as_posix(), p, mode=_exec_mode(p)) for p in rest
-        ]
+        files = [store.add_file(p.relative_to(top).as_posix(), p, mode=_exec_mode(p)) for p in rest]
         arts.append(
             Artifact(
                 name=f"runai-{_safe_name(version)}",

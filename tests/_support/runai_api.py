@@ -117,7 +117,9 @@ class Api:
         d = self.s.data
         if form.get("grant_type") != "password" or not form.get("client_id"):
             raise ApiError(400, "unsupported_grant_type or missing client_id")
-        if form.get("username") != d["admin"] or not secrets.compare_digest(form.get("password", ""), d["password"]):
+        if form.get("username") != d["admin"] or not secrets.compare_digest(
+            form.get("password", ""), d["password"]
+        ):
             raise ApiError(401, "invalid_grant: Invalid user credentials")
         token = secrets.token_urlsafe(32)
         d["tokens"].append(token)
@@ -133,10 +135,19 @@ class Api:
         if not secrets.compare_digest(str(body.get("currentPassword", "")), d["password"]):
             raise ApiError(401, "currentPassword is wrong")
         new = str(body.get("newPassword", ""))
-        if new == d["password"] or len(new) < 12 or not (
-            any(c.isupper() for c in new) and any(c.islower() for c in new) and any(c.isdigit() for c in new)
+        if (
+            new == d["password"]
+            or len(new) < 12
+            or not (
+                any(c.isupper() for c in new)
+                and any(c.islower() for c in new)
+                and any(c.isdigit() for c in new)
+            )
         ):
-            raise ApiError(400, "newPassword: at least 12 characters with upper, lower case and digits, not the current one")
+            raise ApiError(
+                400,
+                "newPassword: at least 12 characters with upper, lower case and digits, not the current one",
+            )
         d["password"], d["tokens"] = new, []  # the old tokens are revoked
         d["log"].append("password changed")
         return 200, {}
@@ -172,7 +183,7 @@ class Api:
             "helm repo update\n"
             f"helm upgrade -i runai-cluster runai/runai-cluster -n runai --create-namespace \\\n"
             f"--set controlPlane.url={url} \\\n--set controlPlane.clientSecret={c['secret']} \\\n"
-            f"--set cluster.uid={c['uuid']} \\\n--set cluster.url={url} --version=\"{version}\""
+            f'--set cluster.uid={c["uuid"]} \\\n--set cluster.url={url} --version="{version}"'
         )
         return 200, {"installationStr": cmd, "clientSecret": c["secret"], "repositoryName": "runai",
                      "chartRepoURL": "https://runai.jfrog.io/artifactory/api/helm/run-ai-charts"}  # fmt: skip
@@ -202,7 +213,11 @@ class Api:
         self._check_department(dep, changed)
 
     def _check_department(self, dep: dict[str, Any], changed: dict[str, Any]) -> None:
-        siblings = [changed if p["id"] == changed["id"] else p for p in self.s.data["projects"] if p["parentId"] == dep["id"]]
+        siblings = [
+            changed if p["id"] == changed["id"] else p
+            for p in self.s.data["projects"]
+            if p["parentId"] == dep["id"]
+        ]
         if changed.get("parentId") == dep["id"] and all(p["id"] != changed["id"] for p in siblings):
             siblings.append(changed)
         total = sum(_deserved(p) for p in siblings)
@@ -229,7 +244,9 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "runai-api-test/2.9"
 
     def log_message(self, fmt: str, *args: Any) -> None:  # method, path (no query) and status only
-        sys.stderr.write(f"{self.command} {urllib.parse.urlsplit(self.path).path} {args[1] if len(args) > 1 else ''}\n")
+        sys.stderr.write(
+            f"{self.command} {urllib.parse.urlsplit(self.path).path} {args[1] if len(args) > 1 else ''}\n"
+        )
 
     def _send(self, code: int, body: Any) -> None:
         data = json.dumps(body).encode()
@@ -291,17 +308,19 @@ class Handler(BaseHTTPRequestHandler):
                 return api.update_resources(kind, rest[2], self._json())
         raise ApiError(404 if method in ("GET", "POST", "PUT") else 405, "not found")
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._dispatch("GET")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._dispatch("POST")
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         self._dispatch("PUT")
 
 
-def serve(address: str, port: int, cert: str, key: str, state: str, admin: str, domain: str) -> ThreadingHTTPServer:
+def serve(
+    address: str, port: int, cert: str, key: str, state: str, admin: str, domain: str
+) -> ThreadingHTTPServer:
     Handler.api = Api(State(state, admin), domain)
     httpd = ThreadingHTTPServer((address, port), Handler)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -9,7 +9,9 @@ runai-backend runai-backend-<version>.tgz`), so `appliance bundle import-runai` 
     deploy/prepare_installation.sh          (prints that the appliance does not run it: K3)
     deploy/images/runai-images.tar          (an OCI archive of small busybox-built images)
     deploy/runai-backend-<version>.tgz      (a real helm chart archive: Chart.yaml, values.yaml,
-                                             values.schema.json, templates/)
+                                             templates/; no values.schema.json: the lab's helm
+                                             stand-in needs python3-jsonschema on the master
+                                             to enforce one, which the lab does not install)
     deploy/runai-cluster-<version>.tgz      (the cluster chart, same)
     deploy/bin/runai-adm                    (administrator CLI: `runai-adm version`)
     deploy/bin/runai                        (researcher CLI: `runai version`)
@@ -92,19 +94,6 @@ def cluster_values(version: str) -> dict:
     return values
 
 
-def _schema(required: dict[str, list[str]]) -> dict:
-    """A values.schema.json requiring non-empty strings at the given paths (section -> keys)."""
-    props = {
-        section: {
-            "type": "object",
-            "required": keys,
-            "properties": {k: {"type": "string", "minLength": 1} for k in keys},
-        }
-        for section, keys in required.items()
-    }
-    return {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": props}
-
-
 TEMPLATE = """\
 # Synthetic Run:ai chart (test only): the lab's helm stand-in renders no templates.
 apiVersion: apps/v1
@@ -122,7 +111,7 @@ spec:
 """
 
 
-def _write_chart(root: Path, name: str, version: str, values: dict, schema: dict, components: dict) -> Path:
+def _write_chart(root: Path, name: str, version: str, values: dict, components: dict) -> Path:
     d = root / name
     (d / "templates").mkdir(parents=True, exist_ok=True)
     chart = {
@@ -135,7 +124,6 @@ def _write_chart(root: Path, name: str, version: str, values: dict, schema: dict
     }
     (d / "Chart.yaml").write_text(yaml.safe_dump(chart, sort_keys=False))
     (d / "values.yaml").write_text(yaml.safe_dump(values, sort_keys=False))
-    (d / "values.schema.json").write_text(json.dumps(schema, indent=2) + "\n")
     for key, comp in components.items():
         text = TEMPLATE % {"component": comp, "key": key if "-" not in key else f'["{key}"]'}
         (d / "templates" / f"{comp}.yaml").write_text(text)
@@ -181,7 +169,7 @@ def _cli(name: str, version: str) -> bytes:
         f"# SYNTHETIC {name} (appliance tests only): prints its version, does nothing else\n"
         'case "$1" in\n'
         f'  version|--version) echo "{name} version {version} (synthetic test build)";;\n'
-        f'  *) echo "{name} {version}: synthetic test build, only \'version\' is implemented" >&2; exit 2;;\n'
+        f"  *) echo \"{name} {version}: synthetic test build, only 'version' is implemented\" >&2; exit 2;;\n"
         "esac\n"
     ).encode()
 
@@ -204,12 +192,10 @@ def make_vendor_tar(out_dir: Path, version: str, busybox: str) -> Path:
 
 def _make(out_dir: Path, work: Path, version: str, busybox: str) -> Path:
     backend = _write_chart(
-        work, "runai-backend", version, backend_values(version),
-        _schema({"global": ["domain"]}), BACKEND_IMAGES,
+        work, "runai-backend", version, backend_values(version), BACKEND_IMAGES,
     )  # fmt: skip
     cluster = _write_chart(
-        work, "runai-cluster", version, cluster_values(version),
-        _schema({"controlPlane": ["url", "clientSecret"], "cluster": ["uid", "url"]}), CLUSTER_IMAGES,
+        work, "runai-cluster", version, cluster_values(version), CLUSTER_IMAGES,
     )  # fmt: skip
     path = out_dir / f"runai-{version}.tar.gz"
     with tarfile.open(path, "w:gz") as t:

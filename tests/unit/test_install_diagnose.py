@@ -4,7 +4,6 @@ runs and --skip-diagnose skip it. The runner is the fake of test_install_service
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest

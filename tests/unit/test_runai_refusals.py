@@ -5,6 +5,7 @@ vendor's tar for scheduler.version (exit 4)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -127,7 +128,9 @@ def test_a_bundle_with_another_runai_version_is_refused(tmp_path: Path, bundles)
     _, with_runai, pub = bundles
     cfg = load_site(_site(tmp_path, None))
     cfg = cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"version": "2.13.0"})})
-    with pytest.raises(BundleError, match="helm-chart/runai-backend is version 2.9.0, scheduler.version is 2.13.0"):
+    with pytest.raises(
+        BundleError, match=re.escape("helm-chart/runai-backend is version 2.9.0, scheduler.version is 2.13.0")
+    ):
         bundlegate.check(cfg, bundle=str(with_runai), key=str(pub))
 
 

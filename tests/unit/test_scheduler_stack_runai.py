@@ -46,18 +46,26 @@ def _backend(**over):
 def test_backend_values_carry_the_site_and_only_private_images() -> None:
     v = _backend()
     g = v["global"]
-    assert (g["domain"], g["airgapped"], g["ingress"]["tlsSecretName"]) == ("runai.lab.internal", True, "runai-backend-tls")
+    assert (g["domain"], g["airgapped"], g["ingress"]["tlsSecretName"]) == (
+        "runai.lab.internal",
+        True,
+        "runai-backend-tls",
+    )
     assert g["nodeSelector"] == {"node-role.kubernetes.io/runai-system": "true"}
-    assert g["tolerations"] == [{"key": "node-role.kubernetes.io/master", "operator": "Exists", "effect": "NoSchedule"}]
+    assert g["tolerations"] == [
+        {"key": "node-role.kubernetes.io/master", "operator": "Exists", "effect": "NoSchedule"}
+    ]
     assert v["nginx-ingress"]["controller"]["service"]["externalIPs"] == ["10.77.0.200"]
     assert v["nfs-client-provisioner"]["nfs"] == {"server": "10.77.0.11", "path": "/srv/nfs/appliance"}
     assert v["tenantsManager"]["config"]["adminUsername"] == "admin@runai.lab.internal"
     images = f.release_images(v, backend_values("2.9.0"))
-    assert len(images) == 5 and all(i.startswith(f"{REG}/run-ai-prod/") and i.endswith(":2.9.0") for i in images)
+    assert len(images) == 5 and all(
+        i.startswith(f"{REG}/run-ai-prod/") and i.endswith(":2.9.0") for i in images
+    )
 
 
 def test_backend_values_refuse_a_missing_site_field() -> None:
-    with pytest.raises(f.RunaiValuesError, match="scheduler.external_ip is empty"):
+    with pytest.raises(f.RunaiValuesError, match=r"scheduler\.external_ip is empty"):
         _backend(external_ip="")
 
 
@@ -66,8 +74,12 @@ def test_cluster_values_and_the_client_secret() -> None:
     assert v["controlPlane"] == {"url": "https://runai.lab.internal", "clientSecret": "s3cr3t"}
     assert v["cluster"] == {"uid": "uid-1", "url": "https://runai.lab.internal"}
     assert v["global"]["nodeSelector"] == {"node-role.kubernetes.io/runai-system": "true"}
-    assert f.release_images(v, cluster_values("2.9.0")) == [f"{REG}/run-ai-prod/{n}:2.9.0" for n in ("agent", "operator", "scheduler")]
-    info = {"installationStr": "helm upgrade -i runai-cluster \\\n--set controlPlane.clientSecret=abc123 \\\n--set cluster.uid=u"}
+    assert f.release_images(v, cluster_values("2.9.0")) == [
+        f"{REG}/run-ai-prod/{n}:2.9.0" for n in ("agent", "operator", "scheduler")
+    ]
+    info = {
+        "installationStr": "helm upgrade -i runai-cluster \\\n--set controlPlane.clientSecret=abc123 \\\n--set cluster.uid=u"
+    }
     assert f.runai_client_secret(info) == "abc123"
     assert f.runai_client_secret({"clientSecret": "x", "installationStr": ""}) == "x"
 
@@ -78,7 +90,9 @@ def test_prerequisite_values_move_every_enabled_image_and_clear_digests() -> Non
     repo = ROLE.parents[1]
     for chart, version, n in (("ingress-nginx", "4.5.2", 2), ("kube-prometheus-stack", "45.7.1", 7)):
         ours = yaml.safe_load((repo / "bundles" / "values" / f"{chart}-{version}.yaml").read_text())
-        defaults = yaml.safe_load((repo / "tests" / "fixtures" / "charts" / chart / "values.yaml").read_text())
+        defaults = yaml.safe_load(
+            (repo / "tests" / "fixtures" / "charts" / chart / "values.yaml").read_text()
+        )
         v = f.private_values(ours, REG)
         images = f.release_images(v, defaults)
         assert len(images) == n and all(i.startswith(f"{REG}/") for i in images), images
@@ -89,8 +103,10 @@ def test_prerequisite_values_move_every_enabled_image_and_clear_digests() -> Non
 
 
 def test_an_image_without_a_tag_is_named() -> None:
-    with pytest.raises(f.RunaiValuesError, match="prometheusOperator.image.tag is empty"):
-        f.release_images({"prometheusOperator": {"image": {"registry": "quay.io", "repository": "x", "tag": ""}}})
+    with pytest.raises(f.RunaiValuesError, match=r"prometheusOperator\.image\.tag is empty"):
+        f.release_images(
+            {"prometheusOperator": {"image": {"registry": "quay.io", "repository": "x", "tag": ""}}}
+        )
 
 
 PROJECTS = [{"name": "team-a", "gpus": 2, "department": "research", "over_quota": True},
@@ -102,21 +118,33 @@ DEPARTMENTS = [{"name": "research", "gpus": 3}]
 def test_quotas_are_checked_against_the_site_gpus() -> None:
     assert f.quota_problem(DEPARTMENTS, PROJECTS, 4) == ""
     assert "add up to 4, the gpu-worker nodes have 3" in f.quota_problem(DEPARTMENTS, PROJECTS, 3)
-    assert "research has 2 GPUs, its projects ask for 3" in f.quota_problem([{"name": "research", "gpus": 2}], PROJECTS, 4)
+    assert "research has 2 GPUs, its projects ask for 3" in f.quota_problem(
+        [{"name": "research", "gpus": 2}], PROJECTS, 4
+    )
 
 
 def test_plans_create_then_change_only_what_differs() -> None:
     deps = [{"id": "1", "name": "default", "clusterId": "c", "resources": f._resources(0, True)}]
     plan = f.department_plan(deps, DEPARTMENTS, PROJECTS, "c")
-    assert [(o["name"], o["method"], o["suffix"]) for o in plan] == [("default", "PUT", "/1/resources"), ("research", "POST", "")]
-    deps = [deps[0] | {"resources": plan[0]["body"]}, {"id": "2", "name": "research", "clusterId": "c", **plan[1]["body"]}]
+    assert [(o["name"], o["method"], o["suffix"]) for o in plan] == [
+        ("default", "PUT", "/1/resources"),
+        ("research", "POST", ""),
+    ]
+    deps = [
+        deps[0] | {"resources": plan[0]["body"]},
+        {"id": "2", "name": "research", "clusterId": "c", **plan[1]["body"]},
+    ]
     assert f.department_plan(deps, DEPARTMENTS, PROJECTS, "c") == []
     plan = f.project_plan([], PROJECTS, deps, "c")
-    assert [(o["name"], o["body"]["parentId"]) for o in plan] == [("team-a", "2"), ("team-b", "2"), ("team-c", "1")]
+    assert [(o["name"], o["body"]["parentId"]) for o in plan] == [
+        ("team-a", "2"),
+        ("team-b", "2"),
+        ("team-c", "1"),
+    ]
     assert plan[1]["body"]["resources"][0]["gpu"] == {"deserved": 1, "limit": 1, "overQuotaWeight": 0}
     current = [{"id": str(10 + i), "clusterId": "c", **o["body"]} for i, o in enumerate(plan)]
     assert f.project_plan(current, PROJECTS, deps, "c") == []
-    more = [dict(PROJECTS[0], gpus=1)] + PROJECTS[1:]
+    more = [dict(PROJECTS[0], gpus=1), *PROJECTS[1:]]
     assert [(o["name"], o["method"]) for o in f.project_plan(current, more, deps, "c")] == [("team-a", "PUT")]
 
 
@@ -185,21 +213,47 @@ def test_the_api_server_enforces_what_runai_would(server) -> None:
     st, tok = _login(server, "password")  # the default, valid until changed
     assert st == 200
     token = tok["access_token"]
-    assert _call(server, "POST", "/api/v1/me/password", {"currentPassword": "password", "newPassword": "short"}, token)[0] == 400
+    assert (
+        _call(
+            server,
+            "POST",
+            "/api/v1/me/password",
+            {"currentPassword": "password", "newPassword": "short"},
+            token,
+        )[0]
+        == 400
+    )
     new = "Abcdefgh1234XYZ"
-    assert _call(server, "POST", "/api/v1/me/password", {"currentPassword": "password", "newPassword": new}, token)[0] == 200
-    assert _login(server, "password")[0] == 401 and _call(server, "GET", "/api/v1/clusters", token=token)[0] == 401
+    assert (
+        _call(
+            server, "POST", "/api/v1/me/password", {"currentPassword": "password", "newPassword": new}, token
+        )[0]
+        == 200
+    )
+    assert (
+        _login(server, "password")[0] == 401
+        and _call(server, "GET", "/api/v1/clusters", token=token)[0] == 401
+    )
     token = _login(server, new)[1]["access_token"]
     st, c = _call(server, "POST", "/api/v1/clusters", {"name": "lab", "version": "2.9.0"}, token)
     assert st == 201 and _call(server, "POST", "/api/v1/clusters", {"name": "lab"}, token)[0] == 409
-    info = _call(server, "GET", f"/api/v1/clusters/{c['uuid']}/cluster-install-info?version=2.9.0", token=token)[1]
-    assert f.runai_client_secret(info) == info["clientSecret"] and "secret" not in json.dumps(_call(server, "GET", "/api/v1/clusters", token=token)[1])
+    info = _call(
+        server, "GET", f"/api/v1/clusters/{c['uuid']}/cluster-install-info?version=2.9.0", token=token
+    )[1]
+    assert f.runai_client_secret(info) == info["clientSecret"] and "secret" not in json.dumps(
+        _call(server, "GET", "/api/v1/clusters", token=token)[1]
+    )
     deps = _call(server, "GET", "/api/v1/org-unit/departments", token=token)[1]
     for op in f.department_plan(deps, DEPARTMENTS, PROJECTS, c["uuid"]):
-        assert _call(server, op["method"], "/api/v1/org-unit/departments" + op["suffix"], op["body"], token)[0] in (200, 201)
+        assert _call(server, op["method"], "/api/v1/org-unit/departments" + op["suffix"], op["body"], token)[
+            0
+        ] in (200, 201)
     deps = _call(server, "GET", "/api/v1/org-unit/departments", token=token)[1]
     for op in f.project_plan([], PROJECTS, deps, c["uuid"]):
-        assert _call(server, op["method"], "/api/v1/org-unit/projects" + op["suffix"], op["body"], token)[0] == 201
+        assert (
+            _call(server, op["method"], "/api/v1/org-unit/projects" + op["suffix"], op["body"], token)[0]
+            == 201
+        )
     projects = _call(server, "GET", "/api/v1/org-unit/projects", token=token)[1]
     assert f.project_plan(projects, PROJECTS, deps, c["uuid"]) == []
     dup = f.project_plan([], PROJECTS[:1], deps, c["uuid"])[0]["body"]

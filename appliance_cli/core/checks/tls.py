@@ -196,7 +196,12 @@ def tls_results(cfg: SiteConfig, now: datetime | None = None) -> list[CheckResul
     return [_domain(tls, cert, domain), _chain(tls, files), _key(tls, files), _expiry(tls, cert, now)]
 
 
-_FIELDS = {"tls_domain": "certificate", "tls_chain": "certificate", "tls_key": "key", "tls_expiry": "certificate"}
+_FIELDS = {
+    "tls_domain": "certificate",
+    "tls_chain": "certificate",
+    "tls_key": "key",
+    "tls_expiry": "certificate",
+}
 
 
 def install_refusals(cfg: SiteConfig, now: datetime | None = None) -> list[str]:
@@ -212,7 +217,9 @@ def install_refusals(cfg: SiteConfig, now: datetime | None = None) -> list[str]:
             f"{cfg.site.domain or 'site.domain'}, its key and the organisation's CA"
         ]
     failed = [r for r in tls_results(cfg, now) if r.status is Status.FAIL]
-    return [f"site.tls.{_FIELDS.get(r.check, 'certificate')}: {r.value} (expected {r.expected})" for r in failed]
+    return [
+        f"site.tls.{_FIELDS.get(r.check, 'certificate')}: {r.value} (expected {r.expected})" for r in failed
+    ]
 
 
 def refusal_hint(cfg: SiteConfig, now: datetime | None = None) -> str:

@@ -58,7 +58,9 @@ def coalesce(base: Any, over: Any) -> Any:
     return out
 
 
-def _image_blocks(node: Any, path: str = "", enabled_only: bool = False) -> Iterator[tuple[str, dict[str, Any]]]:
+def _image_blocks(
+    node: Any, path: str = "", enabled_only: bool = False
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """(key path, mapping) of each image block: {registry, image|repository, ...} or
     {repository, tag}; under `enabled: false` sections only when not enabled_only."""
     if not isinstance(node, dict):
@@ -225,7 +227,9 @@ def _gpu(resources: Any) -> dict[str, Any]:
     return {}
 
 
-def desired_departments(departments: list[Mapping[str, Any]], projects: list[Mapping[str, Any]]) -> dict[str, float]:
+def desired_departments(
+    departments: list[Mapping[str, Any]], projects: list[Mapping[str, Any]]
+) -> dict[str, float]:
     """Department name -> its GPU quota: the site's `gpus`, else the sum of its projects'
     (every department a project names exists, `default` included)."""
     sums: dict[str, float] = {}
@@ -239,17 +243,23 @@ def desired_departments(departments: list[Mapping[str, Any]], projects: list[Map
     return out
 
 
-def quota_problem(departments: list[Mapping[str, Any]], projects: list[Mapping[str, Any]], site_gpus: int) -> str:
+def quota_problem(
+    departments: list[Mapping[str, Any]], projects: list[Mapping[str, Any]], site_gpus: int
+) -> str:
     """'' when the quotas fit: projects' sum and departments' sum within the gpu-worker nodes'
     GPUs, and each department's projects within the department; else one line saying why."""
     total = sum(float(p.get("gpus") or 0) for p in projects)
     if total > site_gpus:
-        return f"scheduler.projects: their GPU quotas add up to {total:g}, the gpu-worker nodes have {site_gpus}"
+        return (
+            f"scheduler.projects: their GPU quotas add up to {total:g}, the gpu-worker nodes have {site_gpus}"
+        )
     wanted = desired_departments(departments, projects)
     if sum(wanted.values()) > site_gpus:
-        return f"scheduler.departments: their GPU quotas add up to {sum(wanted.values()):g}, the gpu-worker nodes have {site_gpus}"  # noqa: E501
+        return f"scheduler.departments: their GPU quotas add up to {sum(wanted.values()):g}, the gpu-worker nodes have {site_gpus}"
     for name, quota in wanted.items():
-        inside = sum(float(p.get("gpus") or 0) for p in projects if (p.get("department") or "default") == name)
+        inside = sum(
+            float(p.get("gpus") or 0) for p in projects if (p.get("department") or "default") == name
+        )
         if inside > quota:
             return f"scheduler.departments: {name} has {quota:g} GPUs, its projects ask for {inside:g}"
     return ""
@@ -283,7 +293,11 @@ def project_plan(current: list[Mapping[str, Any]], projects: list[Mapping[str, A
     """The API calls that make this cluster's projects match the site (quota, over-quota,
     department), [] when they already do (department_plan's shape). A project in another
     department than the site's is named, never moved silently."""
-    dep_ids = {str(d["name"]): str(d["id"]) for d in departments_now if str(d.get("clusterId", cluster_id)) == cluster_id}
+    dep_ids = {
+        str(d["name"]): str(d["id"])
+        for d in departments_now
+        if str(d.get("clusterId", cluster_id)) == cluster_id
+    }
     have = {str(p["name"]): p for p in current if str(p.get("clusterId", cluster_id)) == cluster_id}
     ops = []
     for p in sorted(projects, key=lambda p: str(p["name"])):
@@ -292,7 +306,11 @@ def project_plan(current: list[Mapping[str, Any]], projects: list[Mapping[str, A
             raise RunaiValuesError(f"scheduler.projects: {name}: department {dep} is not in Run:ai yet")
         res = _resources(float(p.get("gpus") or 0), bool(p.get("over_quota", True)))
         if name not in have:
-            ops.append(_create(name, {"name": name, "clusterId": cluster_id, "parentId": dep_ids[dep], "resources": res}))
+            ops.append(
+                _create(
+                    name, {"name": name, "clusterId": cluster_id, "parentId": dep_ids[dep], "resources": res}
+                )
+            )
             continue
         if str(have[name].get("parentId")) != dep_ids[dep]:
             raise RunaiValuesError(
@@ -311,7 +329,9 @@ def refused(results: list[Mapping[str, Any]]) -> list[str]:
         status = r.get("status")
         if status not in (200, 201, 204):
             message = (r.get("json") or {}).get("message") if isinstance(r.get("json"), dict) else None
-            out.append(f"{(r.get('item') or {}).get('name', '?')}: HTTP {status} {message or r.get('msg', '')}".strip())
+            out.append(
+                f"{(r.get('item') or {}).get('name', '?')}: HTTP {status} {message or r.get('msg', '')}".strip()
+            )
     return out
 
 
