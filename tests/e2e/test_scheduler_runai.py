@@ -65,7 +65,7 @@ def _ssh_write(node: str, path: str, data: bytes, mode: str = "0600") -> None:
 
 
 @pytest.fixture(scope="module")
-def runai_bundle(lab_bundle: SignedBundle, cli, tmp_path_factory) -> SignedBundle:
+def runai_bundle(lab_bundle: SignedBundle, cli, tmp_path_factory) -> Iterator[SignedBundle]:
     """A copy of the lab bundle (blobs hard-linked, they are never modified) with the synthetic
     vendor tar imported by `appliance bundle import-runai` and signed again with a key of its own."""
     root = lab_bundle.path.parent / "bundle-runai"
@@ -87,7 +87,8 @@ def runai_bundle(lab_bundle: SignedBundle, cli, tmp_path_factory) -> SignedBundl
     assert run.rc == 0, run.err[-2000:]
     run = cli("bundle", "sign", str(root), "--key", str(keys / "runai.key"))
     assert run.rc == 0, run.err[-2000:]
-    return SignedBundle(root, keys / "runai.pub")
+    yield SignedBundle(root, keys / "runai.pub")
+    shutil.rmtree(root, ignore_errors=True)  # after the lab that mounted it is gone
 
 
 @pytest.fixture(scope="module")
@@ -187,15 +188,15 @@ def api_server(lab: Path) -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def installs(lab: Path, api_server, cli) -> list[Any]:
-    """The install (preflight first), then `--tags scheduler_stack` again. The re-run skips the
-    preflight: once libnfs-utils is on the master it measures the lab filer's free space, under
-    Run:ai's 110 GB on this machine, and rightly refuses a runai site."""
+    """The install (preflight first), then `--tags scheduler_stack` again, then the same in check
+    mode. The re-runs skip the preflight: once libnfs-utils is on the master it measures the lab
+    filer's free space, under Run:ai's 110 GB on this machine, and rightly refuses a runai site."""
     first = cli("install", "--site", str(lab), "--skip-diagnose", timeout=3000)
     runs = [first]
     if first.rc == 0:
-        runs.append(
-            cli("install", "--site", str(lab), "--tags", "scheduler_stack", "--skip-preflight", timeout=1800)
-        )
+        again = ("install", "--site", str(lab), "--tags", "scheduler_stack", "--skip-preflight")
+        runs.append(cli(*again, timeout=1800))
+        runs.append(cli(*again, "--check", "--diff", timeout=1800))
     return runs
 
 
@@ -326,7 +327,7 @@ def test_no_secret_reaches_the_runs_artifacts(lab: Path, installs) -> None:
 
 
 def test_a_rerun_changes_nothing(installs, capsys) -> None:
-    assert len(installs) == 2
+    assert len(installs) == 3
     rerun = installs[1]
     assert rerun.rc == 0, (rerun.out[-4000:], rerun.err[-4000:])
     with capsys.disabled():
@@ -350,3 +351,16 @@ def test_node_roles_as_runai_reads_them(installs) -> None:
             f"by another change); master1 taints: {taints}"
         )
     assert worker["node-role.kubernetes.io/runai-gpu-worker"] == "true"
+
+
+def test_check_mode_reports_no_drift_and_leaks_nothing(installs, capsys) -> None:
+    """--check --diff after the install: nothing would change, and no diff shows the key, the
+    password or the client secret (the API part stops in check mode: it would change state)."""
+    check = installs[2]
+    assert check.rc == 0, (check.out[-4000:], check.err[-4000:])
+    with capsys.disabled():
+        print(f"\n  --check --diff: {_finished(check)}; recap {check.recap}")
+    assert {h: s["changed"] for h, s in check.recap.items()} == {"master1": 0, "worker1": 0}, check.out[
+        -3000:
+    ]
+    assert "PRIVATE KEY" not in check.out + check.err
