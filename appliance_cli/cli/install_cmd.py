@@ -77,7 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.set_defaults(handler=cmd_trust)
 
 
-def _runner():
+def make_runner():
     from appliance_cli.runner.adapter import AnsibleRunner  # keeps ansible_runner out of the CLI's imports
 
     return AnsibleRunner()
@@ -105,7 +105,7 @@ def cmd_install(args: argparse.Namespace) -> int:
         None if (args.limit or args.tags or args.check) else runs_dir(cfg) / TIMINGS_FILE
     )  # full runs only
     with Progress(f"install {cfg.site.name}", timings=timings) as progress:
-        result = install(_runner(), cfg, run_options(args), progress, extravars=gate.extravars)
+        result = install(make_runner(), cfg, run_options(args), progress, extravars=gate.extravars)
     progress.save_timings()
     print_recap(result)
     mode = " (check mode: nothing was changed)" if args.check else ""

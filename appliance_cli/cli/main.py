@@ -10,18 +10,34 @@ from collections.abc import Sequence
 
 from appliance_cli import __version__
 from appliance_cli.cli import (
+    acceptance_cmd,
     bundle_cmd,
     cluster_cmd,
     diagnose_cmd,
     install_cmd,
     lab_cmd,
+    node_cmd,
     preflight_cmd,
     site_cmd,
+    support_cmd,
     ui,
+    upgrade_cmd,
 )
 from appliance_cli.errors import ApplianceError, ConfigError
 
-COMMAND_MODULES = (site_cmd, preflight_cmd, install_cmd, diagnose_cmd, cluster_cmd, bundle_cmd, lab_cmd)
+COMMAND_MODULES = (
+    site_cmd,
+    preflight_cmd,
+    install_cmd,
+    diagnose_cmd,
+    acceptance_cmd,
+    cluster_cmd,
+    node_cmd,
+    upgrade_cmd,
+    support_cmd,
+    bundle_cmd,
+    lab_cmd,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

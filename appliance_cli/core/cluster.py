@@ -68,9 +68,11 @@ def parse_nodes(doc: dict[str, Any]) -> list[NodeRow]:
 _API_DOWN = ("The connection to the server", "Unable to connect to the server", "connection refused")
 
 
-def nodes(cfg: SiteConfig) -> list[NodeRow]:
+def kubectl(cfg: SiteConfig, args: str, timeout: int = 60) -> str:
+    """`kubectl ARGS` on the master with the admin kubeconfig (ARGS is shell text); an API server
+    that does not answer is Unreachable, a refused request a RemoteFailed with kubectl's words."""
     try:
-        out = run_on(cfg, cfg.master, f"{KUBECTL} get nodes -o json")
+        return run_on(cfg, cfg.master, f"{KUBECTL} {args}", timeout=timeout)
     except RemoteFailed as exc:
         if any(s in exc.stderr for s in _API_DOWN):
             raise Unreachable(
@@ -79,6 +81,10 @@ def nodes(cfg: SiteConfig) -> list[NodeRow]:
                 hint="is the control plane installed and kubelet running on the master? (`appliance install`)",
             ) from None
         raise
+
+
+def nodes(cfg: SiteConfig) -> list[NodeRow]:
+    out = kubectl(cfg, "get nodes -o json")
     try:
         return parse_nodes(json.loads(out))
     except json.JSONDecodeError:

@@ -12,10 +12,11 @@ import pytest
 
 pytestmark = pytest.mark.usefixtures("installs")
 
+# The keys Run:ai reads (what `runai-adm set node-role` writes; SEED-COVERAGE K1)
 ROLE_LABELS = {
     "runai-system": "node-role.kubernetes.io/runai-system",
-    "gpu-worker": "node-role.kubernetes.io/gpu-worker",
-    "cpu-worker": "node-role.kubernetes.io/cpu-worker",
+    "gpu-worker": "node-role.kubernetes.io/runai-gpu-worker",
+    "cpu-worker": "node-role.kubernetes.io/runai-cpu-worker",
 }
 
 
@@ -45,9 +46,10 @@ def test_labels_and_taints_follow_the_site_config(site, nodes):
             )
         assert labels.get("run.ai/type") == n.hardware_class, n.name
         assert ("node-role.kubernetes.io/control-plane" in labels) == ("master" in n.roles), n.name
-        taints = {t["key"] for t in nodes[n.name]["spec"].get("taints") or []}
-        if "master" in n.roles and "runai-system" in n.roles:
-            assert "node-role.kubernetes.io/master" not in taints, n.name  # a Run:ai system node takes pods
+        assert not {"node-role.kubernetes.io/gpu-worker", "node-role.kubernetes.io/cpu-worker"} & set(labels)
+        taints = {(t["key"], t["effect"]) for t in nodes[n.name]["spec"].get("taints") or []}
+        # every master keeps its taint, a Run:ai system node too (K13); no worker has it
+        assert (("node-role.kubernetes.io/master", "NoSchedule") in taints) == ("master" in n.roles), n.name
 
 
 def test_pod_network_is_the_site_pod_cidr(site, nodes):

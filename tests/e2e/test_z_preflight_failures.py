@@ -83,7 +83,7 @@ def test_install_rejoins_the_reset_worker(site, hosts, reset_worker, cli):
     )
     assert f'"run.ai/type":"{node.hardware_class}"' in labels
     for role in set(node.roles) & {"gpu-worker", "cpu-worker"}:
-        assert f'"node-role.kubernetes.io/{role}":"true"' in labels
+        assert f'"node-role.kubernetes.io/runai-{role}":"true"' in labels
     ready = hosts[site.master.name].check_output(
         f"{KUBECTL} get node {name} -o jsonpath='{{.status.conditions[?(@.type==\"Ready\")].status}}'"
     )

@@ -451,8 +451,11 @@ def test_kubeadm_config(containerd: dict[str, str]) -> None:
     assert init["localAPIEndpoint"] == {"advertiseAddress": MASTER_IP, "bindPort": 6443}
     assert init["nodeRegistration"]["criSocket"] == "unix:///run/containerd/containerd.sock"
     assert init["nodeRegistration"]["name"] == "localhost"
-    # the master is also a Run:ai system node: it must take workloads
-    assert init["nodeRegistration"]["taints"] == []
+    # the master is also a Run:ai system node and keeps its taint: Run:ai's system services
+    # tolerate it, nothing else lands there (SEED-COVERAGE K13)
+    assert init["nodeRegistration"]["taints"] == [
+        {"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"}
+    ]
     assert init["bootstrapTokens"][0]["ttl"] == "24h0m0s"
     assert cluster["kubernetesVersion"] == "v1.23.17"
     assert cluster["imageRepository"] == REGISTRY
@@ -480,7 +483,7 @@ def test_kubeadm_config_oidc(oidc: dict[str, str]) -> None:
         "oidc-username-prefix": "-",
         "oidc-groups-claim": "groups",
     }
-    # a master that is not a Run:ai system node keeps kubeadm's default taint
+    # any master keeps kubeadm's default taint
     assert k["InitConfiguration"]["nodeRegistration"]["taints"] == [
         {"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"}
     ]
@@ -817,17 +820,17 @@ def test_node_roles_plan_only_what_differs(tmp_path: Path) -> None:
     plan = _plan(tmp_path, current, extra)
     got = {(p["node"], p["verb"], p["arg"]) for p in plan}
     assert got == {
-        ("worker1", "label", "node-role.kubernetes.io/gpu-worker=true"),
+        ("worker1", "label", "node-role.kubernetes.io/runai-gpu-worker=true"),
         ("worker1", "label", "run.ai/type=S5N-3U"),
         ("worker1", "label", "node-role.kubernetes.io/cpu-worker-"),
         ("worker1", "taint", "dedicated=gpu:NoSchedule"),
-        ("worker3", "label", "node-role.kubernetes.io/cpu-worker=true"),
+        ("worker3", "label", "node-role.kubernetes.io/runai-cpu-worker=true"),
         ("worker3", "label", "run.ai/type=CPU"),
         ("worker3", "label", "nvidia.com/gpu.deploy.operands=false"),
         ("worker3", "taint", "runai-"),
+        # the master's taint comes back even on a Run:ai system node (K13)
+        ("master1", "taint", "node-role.kubernetes.io/master:NoSchedule"),
     }
-    # master1 already matches: nothing planned for it
-    assert not [p for p in plan if p["node"] == "master1"]
     # one kubectl call per node and verb, holding all of that node's changes
     calls = json.loads((tmp_path / "calls.json").read_text())
     assert sorted((c["verb"], c["node"], sorted(c["args"])) for c in calls) == [
@@ -836,7 +839,7 @@ def test_node_roles_plan_only_what_differs(tmp_path: Path) -> None:
             "worker1",
             sorted(
                 [
-                    "node-role.kubernetes.io/gpu-worker=true",
+                    "node-role.kubernetes.io/runai-gpu-worker=true",
                     "run.ai/type=S5N-3U",
                     "node-role.kubernetes.io/cpu-worker-",
                 ]
@@ -847,12 +850,13 @@ def test_node_roles_plan_only_what_differs(tmp_path: Path) -> None:
             "worker3",
             sorted(
                 [
-                    "node-role.kubernetes.io/cpu-worker=true",
+                    "node-role.kubernetes.io/runai-cpu-worker=true",
                     "run.ai/type=CPU",
                     "nvidia.com/gpu.deploy.operands=false",
                 ]
             ),
         ),
+        ("taint", "master1", ["node-role.kubernetes.io/master:NoSchedule"]),
         ("taint", "worker1", ["dedicated=gpu:NoSchedule"]),
         ("taint", "worker3", ["runai-"]),
     ]
@@ -865,7 +869,7 @@ def test_node_roles_plan_empty_when_converged(tmp_path: Path) -> None:
             "stdout": _node(
                 "worker1",
                 {
-                    "node-role.kubernetes.io/gpu-worker": "true",
+                    "node-role.kubernetes.io/runai-gpu-worker": "true",
                     "run.ai/type": "S5N-3U",
                     "kubernetes.io/os": "linux",
                 },
@@ -878,3 +882,87 @@ def test_node_roles_plan_empty_when_converged(tmp_path: Path) -> None:
     }
     assert _plan(tmp_path, current, extra) == []
     assert json.loads((tmp_path / "calls.json").read_text()) == []
+
+
+# --------------------------------------------------------------------------- node_join
+
+JOIN_TOKEN = "abcdef.0123456789abcdef"
+JOIN_HASH = "sha256:" + "ab" * 32
+FAKE_KUBEADM = """#!/bin/sh
+# records what `kubeadm join` was given, as the node's process list would show it
+cfg="$3"
+{ echo "argv: $*"; echo "mode: $(stat -c %a "$cfg")"; cat "$cfg"; } > "$RECORD"
+[ "$JOIN_FAILS" = 1 ] && { echo "error execution phase preflight: token $(grep token: "$cfg")" >&2; exit 1; }
+touch "$KUBELET_CONF"
+"""
+
+
+def _join(tmp: Path, fails: bool) -> tuple[subprocess.CompletedProcess[str], str, Path]:
+    """node_join's join.yml run for real on localhost, with a kubeadm that records its input."""
+    bindir = tmp / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / "kubeadm").write_text(FAKE_KUBEADM)
+    (bindir / "kubeadm").chmod(0o755)
+    record, conf, cfg_file = tmp / "record.txt", tmp / "kubelet.conf", tmp / "join.yaml"
+    plays = [
+        {
+            "name": "Join",
+            "hosts": "localhost",
+            "gather_facts": False,
+            "vars_files": [str(ROLES / "node_join" / "defaults" / "main.yml")],
+            "environment": {
+                "PATH": f"{bindir}:{os.environ['PATH']}",
+                "RECORD": str(record),
+                "KUBELET_CONF": str(conf),
+                "JOIN_FAILS": "1" if fails else "0",
+            },
+            "tasks": [
+                {
+                    "name": "Join | The role's join tasks",
+                    "ansible.builtin.include_tasks": str(ROLES / "node_join" / "tasks" / "join.yml"),
+                }
+            ],
+        }
+    ]
+    stdout = (
+        f"kubeadm join {MASTER_IP}:6443 --token {JOIN_TOKEN} --discovery-token-ca-cert-hash {JOIN_HASH} \n"
+    )
+    extra = {
+        **SITE,
+        "node_join_command": {"stdout": stdout},
+        "node_join_config_file": str(cfg_file),
+        "node_join_kubelet_kubeconfig": str(conf),
+        "node_join_master": "master1",
+    }
+    pb_dir = tmp / "play"
+    pb_dir.mkdir()
+    (pb_dir / "templates").symlink_to(ROLES / "node_join" / "templates")  # the role's template path
+    proc = run_playbook(pb_dir, plays, extra, check=False)
+    return proc, record.read_text() if record.exists() else "", cfg_file
+
+
+def test_node_join_passes_the_token_in_a_0600_file_never_on_the_command_line(tmp_path: Path) -> None:
+    proc, record, cfg_file = _join(tmp_path, fails=False)
+    assert proc.returncode == 0, proc.stdout
+    argv = record.splitlines()[0]
+    assert argv == f"argv: join --config {cfg_file}"  # nothing secret in the process list
+    assert record.splitlines()[1] == "mode: 600"
+    jc = yaml.safe_load("\n".join(record.splitlines()[2:]))
+    assert jc["kind"] == "JoinConfiguration" and jc["apiVersion"] == "kubeadm.k8s.io/v1beta3"
+    assert jc["discovery"]["bootstrapToken"] == {
+        "apiServerEndpoint": f"{MASTER_IP}:6443",
+        "token": JOIN_TOKEN,
+        "caCertHashes": [JOIN_HASH],
+    }
+    assert jc["nodeRegistration"] == {"name": "localhost", "criSocket": SITE["appliance_cri_socket"]}
+    assert not cfg_file.exists(), "the JoinConfiguration must be deleted after the join"
+    assert JOIN_TOKEN not in proc.stdout + proc.stderr
+
+
+def test_a_failed_join_masks_the_token_and_still_deletes_the_file(tmp_path: Path) -> None:
+    proc, record, cfg_file = _join(tmp_path, fails=True)
+    assert record.splitlines()[1] == "mode: 600"  # kubeadm ran, on the file
+    assert proc.returncode != 0
+    assert "kubeadm join failed on localhost (rc=1)" in proc.stdout
+    assert "<token>" in proc.stdout and JOIN_TOKEN not in proc.stdout + proc.stderr
+    assert not cfg_file.exists()

@@ -42,7 +42,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, float]]:
         )
         return Report("diagnose", cfg.site.name, [slow, ok], seconds=3.2, bottleneck=slow)
 
-    monkeypatch.setattr(install_cmd, "_runner", FakeRunner)
+    monkeypatch.setattr(install_cmd, "make_runner", FakeRunner)
     monkeypatch.setattr(diagnose_cmd, "run_diagnose", fake_diagnose)
     return seen
 
@@ -89,6 +89,6 @@ def test_check_partial_runs_and_skip_diagnose_do_not_diagnose(
 def test_a_failed_install_does_not_diagnose(site: Path, calls, monkeypatch: pytest.MonkeyPatch) -> None:
     from appliance_cli.runner.events import RunResult
 
-    monkeypatch.setattr(install_cmd, "_runner", lambda: FakeRunner(RunResult("failed", 2, {}, site)))
+    monkeypatch.setattr(install_cmd, "make_runner", lambda: FakeRunner(RunResult("failed", 2, {}, site)))
     assert main([*INSTALL, str(site)]) == 5
     assert calls == []

@@ -33,7 +33,7 @@ def _node(name: str, labels: dict[str, str] | None = None, taints: list[dict[str
 def plan(items: list[dict[str, Any]], nodes: list[str] | None = None, **opts: Any) -> list[dict[str, str]]:
     o = {k: DEFAULTS[f"node_roles_{k}"] for k in (
         "role_labels", "node_group_label", "gpu_operands_label", "gpu_operands_disabled",
-        "extra_labels", "taints", "taints_absent")}  # fmt: skip
+        "extra_labels", "taints", "taints_absent", "retired_labels", "master_taints")}  # fmt: skip
     o.update(opts)
     current = {"stdout": json.dumps({"kind": "NodeList", "items": items}), "changed": False}
     names = nodes if nodes is not None else [i["metadata"]["name"] for i in items]
@@ -51,11 +51,14 @@ def test_only_what_differs_is_planned():
         taints_absent=[{"node": "worker3", "key": "runai"}],
     )
     assert [(p["node"], p["verb"], p["arg"]) for p in got] == [
-        ("worker1", "label", "node-role.kubernetes.io/gpu-worker=true"),
+        # a master keeps its taint, Run:ai system node or not (SEED-COVERAGE K13)
+        ("master1", "taint", "node-role.kubernetes.io/master:NoSchedule"),
+        # the keys Run:ai reads (K1); the old cpu-worker key of earlier releases goes
+        ("worker1", "label", "node-role.kubernetes.io/runai-gpu-worker=true"),
         ("worker1", "label", "run.ai/type=S5N-3U"),
-        ("worker1", "label", "node-role.kubernetes.io/cpu-worker-"),  # managed, no longer wanted
+        ("worker1", "label", "node-role.kubernetes.io/cpu-worker-"),  # retired
         ("worker1", "taint", "dedicated=gpu:NoSchedule"),
-        ("worker3", "label", "node-role.kubernetes.io/cpu-worker=true"),
+        ("worker3", "label", "node-role.kubernetes.io/runai-cpu-worker=true"),
         ("worker3", "label", "run.ai/type=CPU"),
         ("worker3", "label", "nvidia.com/gpu.deploy.operands=false"),  # host var "yes" is true
         ("worker3", "taint", "runai-"),
@@ -67,7 +70,7 @@ def test_a_converged_cluster_plans_nothing():
         _node(
             "worker1",
             {
-                "node-role.kubernetes.io/gpu-worker": "true",
+                "node-role.kubernetes.io/runai-gpu-worker": "true",
                 "run.ai/type": "S5N-3U",
                 "kubernetes.io/os": "linux",
             },
@@ -85,7 +88,7 @@ def test_a_converged_cluster_plans_nothing():
 
 
 def test_a_taint_matches_only_with_the_same_value_and_effect():
-    items = [_node("worker1", {"node-role.kubernetes.io/gpu-worker": "true", "run.ai/type": "S5N-3U"},
+    items = [_node("worker1", {"node-role.kubernetes.io/runai-gpu-worker": "true", "run.ai/type": "S5N-3U"},
                    [{"key": "a", "value": "v", "effect": "NoSchedule"}, {"key": "b", "effect": "NoSchedule"}])]  # fmt: skip
     taints = [
         {"node": "worker1", "key": "a", "effect": "NoSchedule"},  # the node's has a value
@@ -107,7 +110,7 @@ def test_nodes_outside_the_run_and_unlisted_hosts():
 
 
 def test_an_empty_node_group_label_is_off_and_not_managed():
-    items = [_node("worker1", {"node-role.kubernetes.io/gpu-worker": "true", "run.ai/type": "x"})]
+    items = [_node("worker1", {"node-role.kubernetes.io/runai-gpu-worker": "true", "run.ai/type": "x"})]
     assert plan(items, node_group_label="") == []
 
 
@@ -164,7 +167,11 @@ def test_the_plan_converges_a_cluster_through_kubectl(tmp_path, capsys):
         after = current()
         assert plan(after) == []
         labels = {i["metadata"]["name"]: i["metadata"]["labels"] for i in after}
-        assert labels["worker1"]["node-role.kubernetes.io/gpu-worker"] == "true"
+        master_taints = [
+            t["key"] for t in next(i for i in after if i["metadata"]["name"] == "master1")["spec"]["taints"]
+        ]
+        assert "node-role.kubernetes.io/master" in master_taints
+        assert labels["worker1"]["node-role.kubernetes.io/runai-gpu-worker"] == "true"
         assert "node-role.kubernetes.io/cpu-worker" not in labels["worker1"]
         assert labels["master1"]["run.ai/type"] == "S5SP"
     finally:
@@ -173,7 +180,7 @@ def test_the_plan_converges_a_cluster_through_kubectl(tmp_path, capsys):
 
 def test_mig_profiles_label_the_nodes_of_their_class_and_leave_others():
     """gpu.mig.profiles: mig-manager reads nvidia.com/mig.config; a class without a profile loses it."""
-    labels = {"node-role.kubernetes.io/gpu-worker": "true", "run.ai/type": "S5N-3U"}
+    labels = {"node-role.kubernetes.io/runai-gpu-worker": "true", "run.ai/type": "S5N-3U"}
     got = plan(
         [_node("worker1", dict(labels)), _node("master1", {"nvidia.com/mig.config": "all-1g.5gb"})],
         mig_config_label="nvidia.com/mig.config",
@@ -190,3 +197,28 @@ def test_mig_profiles_label_the_nodes_of_their_class_and_leave_others():
     )
     assert converged == []
     assert DEFAULTS["node_roles_mig_config_label"] == "nvidia.com/mig.config"
+
+
+def test_a_master_keeps_its_taint_and_an_untainted_one_gets_it_back():
+    """K13: the master's NoSchedule stays even when it is a Run:ai system node; a cluster made by an
+    earlier release (master untainted) gets it back; workers never get it."""
+    taint = [{"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"}]
+    labels = {"node-role.kubernetes.io/runai-system": "true", "run.ai/type": "S5SP"}
+    assert plan([_node("master1", labels, taint)]) == []
+    assert plan([_node("master1", labels)]) == [
+        {"node": "master1", "verb": "taint", "arg": "node-role.kubernetes.io/master:NoSchedule"}
+    ]
+    worker = {"node-role.kubernetes.io/runai-gpu-worker": "true", "run.ai/type": "S5N-3U"}
+    assert plan([_node("worker1", worker)]) == []
+
+
+def test_the_labels_are_the_keys_runai_reads():
+    """K1: runai-adm set node-role --gpu-worker/--cpu-worker writes runai-gpu-worker/runai-cpu-worker."""
+    assert DEFAULTS["node_roles_role_labels"] == {
+        "runai-system": "node-role.kubernetes.io/runai-system",
+        "gpu-worker": "node-role.kubernetes.io/runai-gpu-worker",
+        "cpu-worker": "node-role.kubernetes.io/runai-cpu-worker",
+    }
+    old = {"node-role.kubernetes.io/gpu-worker": "true", "node-role.kubernetes.io/runai-gpu-worker": "true",
+           "run.ai/type": "S5N-3U"}  # fmt: skip
+    assert [p["arg"] for p in plan([_node("worker1", old)])] == ["node-role.kubernetes.io/gpu-worker-"]

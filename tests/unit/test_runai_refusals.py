@@ -49,7 +49,7 @@ def _install(site: Path, capsys, monkeypatch) -> tuple[int, str]:
     def untouched(*_a, **_k):
         raise AssertionError("the install went on past the refusal")
 
-    monkeypatch.setattr(install_cmd, "_runner", untouched)
+    monkeypatch.setattr(install_cmd, "make_runner", untouched)
     monkeypatch.setattr(install_cmd.preflight_cmd, "check_site", untouched)
     rc = main(["install", "--site", str(site), "--skip-preflight", "--no-verify-bundle"])
     return rc, capsys.readouterr().err

@@ -52,9 +52,12 @@ def _label_plan(have: Mapping[str, Any], want: dict[str, Any], managed: list[str
     return args
 
 
-def _taint_plan(node: str, taints: list[dict[str, Any]], opts: Mapping[str, Any]) -> list[str]:
+def _taint_plan(
+    node: str, taints: list[dict[str, Any]], opts: Mapping[str, Any], master: bool = False
+) -> list[str]:
     args = []
-    for t in opts["taints"]:
+    wanted = [*opts["taints"], *({**t, "node": node} for t in opts["master_taints"] if master)]
+    for t in wanted:
         if t.get("node") != node:
             continue
         value = str(t.get("value") or "")
@@ -84,8 +87,11 @@ def node_roles_plan(
     taints_absent: list[dict[str, Any]],
     mig_config_label: str = "",
     mig_profiles: Mapping[str, str] | None = None,
+    retired_labels: list[str] | None = None,
+    master_taints: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, str]]:
-    """[{node, verb (label|taint), arg}] for what differs on the listed nodes among `nodes`."""
+    """[{node, verb (label|taint), arg}] for what differs on the listed nodes among `nodes`.
+    `retired_labels` go wherever found; `master_taints` are kept on nodes with the master role."""
     opts = {
         "role_labels": role_labels,
         "node_group_label": node_group_label,
@@ -96,9 +102,11 @@ def node_roles_plan(
         "taints_absent": taints_absent or [],
         "mig_config_label": mig_config_label,
         "mig_profiles": mig_profiles or {},
+        "master_taints": master_taints or [],
     }
     managed = [*role_labels.values(), gpu_operands_label, *([node_group_label] if node_group_label else [])]
     managed += [mig_config_label] if mig_config_label else []
+    managed += [key for key in retired_labels or [] if key not in managed]
     plan: list[dict[str, str]] = []
     for obj in _listed(current):
         node = obj["metadata"]["name"]
@@ -109,7 +117,10 @@ def node_roles_plan(
         want = _wanted_labels(node, hv, opts)
         plan += [{"node": node, "verb": "label", "arg": a} for a in _label_plan(have, want, managed)]
         node_taints = obj.get("spec", {}).get("taints") or []
-        plan += [{"node": node, "verb": "taint", "arg": a} for a in _taint_plan(node, node_taints, opts)]
+        master = "master" in (hv.get("appliance_node_roles") or [])
+        plan += [
+            {"node": node, "verb": "taint", "arg": a} for a in _taint_plan(node, node_taints, opts, master)
+        ]
     return plan
 
 

@@ -23,4 +23,6 @@ def test_every_node_carries_its_role_and_hardware_labels(host, site):
         assert labels.get("run.ai/type") == node["hardware_class"], node["name"]
         for role in node["roles"]:
             if role != "master":
-                assert labels.get(f"node-role.kubernetes.io/{role}") == "true", (node["name"], role)
+                # the keys Run:ai reads: runai-system, runai-gpu-worker, runai-cpu-worker (K1)
+                key = role if role.startswith("runai-") else f"runai-{role}"
+                assert labels.get(f"node-role.kubernetes.io/{key}") == "true", (node["name"], role)

@@ -1,0 +1,141 @@
+"""Day-2 node operations on a running cluster: drain and uncordon, through kubectl on the master.
+
+Drain has two methods. With the Run:ai stack the guide's (seed section 7): the node is cordoned
+and tainted `runai=drain:NoExecute`, which Run:ai's scheduler honours, moving its workloads
+itself (SEED-COVERAGE K15). Otherwise `kubectl drain`: cordon, then evict every pod but
+daemonset pods, PodDisruptionBudgets respected (kubectl retries an eviction a budget refuses
+until the timeout), emptyDir data deleted; `--force` (pods no controller would recreate) only
+when asked. Uncordon undoes either. Pure planning here (tested without a cluster); the kubectl
+calls go through one function given by the caller.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from appliance_cli.core.cluster import KUBECTL
+from appliance_cli.core.siteconfig import SiteConfig
+from appliance_cli.errors import ApplianceError, UsageError
+
+RUNAI_DRAIN_TAINT = "runai=drain:NoExecute"
+# kubectl drain's own limits: give up on an eviction a budget keeps refusing after this long.
+DRAIN_TIMEOUT = "10m"
+
+Kubectl = Callable[[str], str]  # runs `kubectl ARGS` on the master, returns stdout
+
+
+@dataclass(frozen=True)
+class PodOnNode:
+    namespace: str
+    name: str
+    owner: str  # DaemonSet, ReplicaSet, Job, ... or "" for a bare pod
+    mirror: bool  # a static pod's mirror: the kubelet owns it, nothing evicts it
+
+    @property
+    def evicted(self) -> bool:
+        return self.owner != "DaemonSet" and not self.mirror
+
+
+@dataclass(frozen=True)
+class DrainPlan:
+    node: str
+    method: str  # "runai-taint" or "evict"
+    commands: list[str]  # kubectl argument strings, in order
+    pods: list[PodOnNode]
+
+    @property
+    def evicted(self) -> list[PodOnNode]:
+        return [p for p in self.pods if p.evicted]
+
+    @property
+    def bare(self) -> list[PodOnNode]:
+        """Pods no controller recreates: kubectl drain refuses them without --force."""
+        return [p for p in self.evicted if not p.owner]
+
+
+def pods_on(doc: dict[str, Any], node: str) -> list[PodOnNode]:
+    out = []
+    for item in doc.get("items") or []:
+        meta, spec = item.get("metadata") or {}, item.get("spec") or {}
+        if spec.get("nodeName") != node:
+            continue
+        owners = meta.get("ownerReferences") or []
+        owner = next(
+            (o.get("kind", "") for o in owners if o.get("controller")), owners[0]["kind"] if owners else ""
+        )
+        mirror = "kubernetes.io/config.mirror" in (meta.get("annotations") or {})
+        out.append(PodOnNode(meta.get("namespace", ""), meta.get("name", ""), owner, mirror))
+    return sorted(out, key=lambda p: (p.namespace, p.name))
+
+
+def check_node(cfg: SiteConfig, name: str, draining: bool, action: str = "draining") -> None:
+    known = [n.name for n in cfg.nodes]
+    if name not in known:
+        raise UsageError(
+            f"node '{name}' is not in the site config ({cfg.source})",
+            hint=f"known nodes: {', '.join(known)}",
+        )
+    masters = [n.name for n in cfg.masters]
+    if draining and name in masters and len(masters) == 1:
+        raise UsageError(
+            f"{name} is the last control-plane node: {action} it stops the cluster's own management",
+            hint="drain workers; the master is maintained with the cluster down",
+        )
+
+
+def plan_drain(cfg: SiteConfig, node: str, pods_doc: dict[str, Any], force: bool = False) -> DrainPlan:
+    check_node(cfg, node, draining=True)
+    pods = pods_on(pods_doc, node)
+    if cfg.scheduler.stack == "runai":
+        commands = [f"cordon {node}", f"taint nodes {node} {RUNAI_DRAIN_TAINT} --overwrite"]
+        return DrainPlan(node, "runai-taint", commands, pods)
+    drain = f"drain {node} --ignore-daemonsets --delete-emptydir-data --timeout={DRAIN_TIMEOUT}"
+    return DrainPlan(node, "evict", [drain + (" --force" if force else "")], pods)
+
+
+def plan_uncordon(cfg: SiteConfig, node: str, node_doc: dict[str, Any]) -> list[str]:
+    """Only what is there to undo: a re-run on a schedulable node runs nothing."""
+    check_node(cfg, node, draining=False)
+    spec = node_doc.get("spec") or {}
+    commands = []
+    if any(t.get("key") == "runai" and t.get("effect") == "NoExecute" for t in spec.get("taints") or []):
+        commands.append(f"taint nodes {node} runai:NoExecute-")
+    if spec.get("unschedulable"):
+        commands.append(f"uncordon {node}")
+    return commands
+
+
+def remote_kubectl(run: Callable[[str], str]) -> Kubectl:
+    """kubectl with the admin kubeconfig on the master, through `run` (a command string)."""
+    return lambda args: run(f"{KUBECTL} {args}")
+
+
+def read_json(kubectl: Kubectl, args: str) -> dict[str, Any]:
+    out = kubectl(f"{args} -o json")
+    try:
+        data: dict[str, Any] = json.loads(out)
+    except json.JSONDecodeError:
+        raise ApplianceError(f"kubectl {args}: no JSON in its answer") from None
+    return data
+
+
+def pods_doc(kubectl: Kubectl) -> dict[str, Any]:
+    """Every pod; pods_on() keeps the node's (one call, no field selector to depend on)."""
+    return read_json(kubectl, "get pods -A")
+
+
+# What `kubeadm reset -f` removes on a worker (1.23): said before it runs.
+RESET_REMOVES = (
+    "stops the kubelet and deletes the node's cluster identity: /etc/kubernetes/kubelet.conf, "
+    "/etc/kubernetes/pki, /var/lib/kubelet (running containers of the node stop); containerd, its "
+    "images, the CNI configuration and the packages stay"
+)
+KUBELET_CONF = "/etc/kubernetes/kubelet.conf"
+
+
+def ready(node_doc: dict[str, Any]) -> bool:
+    conditions = (node_doc.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)

@@ -1,0 +1,266 @@
+"""`appliance upgrade plan`: what an upgrade to a new bundle would do, and whether it can.
+
+Reads what is installed (the cluster's kubeadm ClusterConfiguration, each node's kubelet, the helm
+releases) and what the new, verified bundle carries (kubeadm/kubelet/kubectl versions, charts and
+their `kubeVersion`), then lays out the steps in the order `upgrade apply` runs them: an etcd
+snapshot, `kubeadm upgrade apply` on the master one minor at a time, the workers one at a time
+(drain, `kubeadm upgrade node`, kubelet and kubectl, uncordon, Ready), then the container runtime
+and the charts with their saved values (Run:ai's backend with the guide's extra step).
+
+Refused, one line each, before anything changes: a downgrade; skipping a minor the bundle has no
+binaries for (Kubernetes upgrades one minor at a time); the docker runtime past 1.23 (no
+dockershim from 1.24); KAI below 1.28; a chart whose kubeVersion excludes the target version.
+Pure: the inputs are plain data, tested without a cluster or a bundle.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import tarfile
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import yaml
+
+from appliance_cli.content import roles_dir
+from appliance_cli.core.siteconfig import KAI_MIN_KUBERNETES, SiteConfig
+from appliance_cli.errors import ApplianceError
+
+KUBE_TOOLS = ("kubeadm", "kubelet", "kubectl")
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
+
+
+class UpgradeRefused(ApplianceError):
+    """A plan that cannot be carried out; nothing was changed."""
+
+    exit_code = 2
+
+
+@cache
+def _kube_version_rule() -> ModuleType:
+    """helm's kubeVersion rule, one implementation: the helm role's filter (it runs on the
+    controller too), loaded by path since roles are not a package."""
+    path = roles_dir() / "helm" / "filter_plugins" / "helm_kube_version.py"
+    spec = importlib.util.spec_from_file_location("appliance_helm_kube_version", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def parse_version(v: str) -> tuple[int, int, int]:
+    m = _VERSION.match(v.strip())
+    if not m:
+        raise ValueError(f"not a Kubernetes version: {v!r}")
+    return int(m.group(1)), int(m.group(2)), int(m.group(3))
+
+
+def clean(v: str) -> str:
+    """v1.23.17-standin -> v1.23.17 (the lab's stand-in builds carry a suffix)."""
+    a, b, c = parse_version(v)
+    return f"v{a}.{b}.{c}"
+
+
+@dataclass(frozen=True)
+class Chart:
+    name: str
+    version: str
+    kube_version: str = ""  # Chart.yaml kubeVersion ('' = any)
+
+
+@dataclass
+class Installed:
+    kubernetes: str  # ClusterConfiguration kubernetesVersion
+    kubelets: dict[str, str]  # node -> kubelet version
+    releases: dict[str, tuple[str, str, str]]  # release -> (namespace, chart name, chart version)
+
+
+@dataclass
+class Target:
+    kubernetes: list[str]  # every Kubernetes version the bundle has kubeadm, kubelet and kubectl for
+    charts: dict[str, Chart] = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    changes: list[tuple[str, str, str]]  # component, current, target
+    steps: list[str]
+    drained: list[str]  # workers drained, in order, one at a time
+
+    @property
+    def empty(self) -> bool:
+        return not self.changes
+
+
+def target_of(manifest: dict[str, Any], chart_meta: dict[str, dict[str, Any]]) -> Target:
+    """From a bundle manifest (JSON as loaded) and each chart's Chart.yaml (by artifact name)."""
+    by_tool: dict[str, set[str]] = {t: set() for t in KUBE_TOOLS}
+    charts: dict[str, Chart] = {}
+    for a in manifest.get("artifacts") or []:
+        tool = Path(a.get("install_path") or "").name
+        if a.get("kind") == "file" and tool in by_tool and a.get("version"):
+            by_tool[tool].add(clean(a["version"]))
+        elif a.get("kind") == "helm-chart":
+            meta = chart_meta.get(a["name"]) or {}
+            charts[a["name"]] = Chart(
+                a["name"], str(a.get("version") or ""), str(meta.get("kubeVersion") or "")
+            )
+    complete = set.intersection(*by_tool.values()) if all(by_tool.values()) else set()
+    return Target(sorted(complete, key=parse_version), charts)
+
+
+def chart_metadata(bundle: Path, manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Chart.yaml of every chart artifact, read from the bundle's blobs (a verified bundle)."""
+    out: dict[str, dict[str, Any]] = {}
+    for a in manifest.get("artifacts") or []:
+        if a.get("kind") != "helm-chart" or not a.get("files"):
+            continue
+        digest = a["files"][0]["digest"].split(":", 1)[1]
+        blob = bundle / "blobs" / "sha256" / digest
+        try:
+            with tarfile.open(blob, "r:gz") as tar:
+                member = next(
+                    m for m in tar.getmembers() if m.name.count("/") == 1 and m.name.endswith("/Chart.yaml")
+                )
+                fh = tar.extractfile(member)
+                out[a["name"]] = yaml.safe_load(fh.read()) if fh else {}
+        except (OSError, tarfile.TarError, StopIteration, yaml.YAMLError):
+            out[a["name"]] = {}  # chunked or unreadable: no kubeVersion to check
+    return out
+
+
+def _minor_path(current: str, target: str, available: list[str]) -> list[str]:
+    """The versions `kubeadm upgrade apply` goes through: the newest bundled patch of each minor."""
+    cur, tgt = parse_version(current), parse_version(target)
+    path = []
+    for minor in range(cur[1] + 1 if tgt[1] > cur[1] else cur[1], tgt[1] + 1):
+        of_minor = [v for v in available if parse_version(v)[:2] == (cur[0], minor)]
+        if not of_minor:
+            raise UpgradeRefused(
+                f"kubernetes: {current} -> {target} skips 1.{minor}: the bundle has no v1.{minor} "
+                "kubeadm/kubelet/kubectl (Kubernetes upgrades one minor at a time)",
+                hint=f"build the bundle with the v1.{minor} binaries as well",
+            )
+        path.append(max(of_minor, key=parse_version))
+    return [v for v in path if parse_version(v) > cur]
+
+
+def plan_upgrade(cfg: SiteConfig, installed: Installed, target: Target) -> Plan:
+    current = clean(installed.kubernetes)
+    if not target.kubernetes:
+        raise UpgradeRefused(
+            "bundle: no Kubernetes version with all of kubeadm, kubelet and kubectl",
+            hint="is this an appliance bundle? (`appliance bundle inspect`)",
+        )
+    goal = target.kubernetes[-1]
+    if parse_version(goal) < parse_version(current):
+        raise UpgradeRefused(
+            f"kubernetes: the bundle's {goal} is older than the cluster's {current}: downgrades are not supported",
+            hint="use the bundle the site was installed or last upgraded with",
+        )
+    path = _minor_path(current, goal, target.kubernetes)
+    if cfg.kubernetes.container_runtime == "docker" and parse_version(goal)[:2] > (1, 23):
+        raise UpgradeRefused(
+            f"kubernetes.container_runtime: docker past 1.23 (target {goal}): Kubernetes 1.24 removed dockershim",
+            hint="move the site to containerd first (kubernetes.container_runtime: containerd, then install)",
+        )
+    if cfg.scheduler.stack == "kai" and parse_version(goal)[:2] < KAI_MIN_KUBERNETES:
+        raise UpgradeRefused(f"scheduler.stack: kai needs Kubernetes >= 1.28, the bundle goes to {goal}")
+    rule = _kube_version_rule()
+    problems = [
+        p
+        for chart in target.charts.values()
+        if (
+            p := rule.kube_version_problem(
+                {"name": chart.name, "version": chart.version, "kubeVersion": chart.kube_version}, goal
+            )
+        )
+    ]
+    if problems:
+        raise UpgradeRefused(problems[0], hint="the bundle must carry chart versions that support the target")
+
+    changes: list[tuple[str, str, str]] = []
+    if path:
+        changes.append(("kubernetes", current, goal))
+    stale = {n: clean(v) for n, v in installed.kubelets.items() if clean(v) != goal}
+    if stale and not path:
+        changes.append(("kubelet", ", ".join(f"{n} {v}" for n, v in sorted(stale.items())), goal))
+    for release, (ns, name, version) in sorted(installed.releases.items()):
+        chart = target.charts.get(name)
+        if chart and chart.version != version:
+            changes.append((f"chart {release} ({ns})", f"{name} {version}", f"{name} {chart.version}"))
+
+    workers = [n.name for n in cfg.nodes if n.name != cfg.master.name]
+    steps: list[str] = []
+    drained: list[str] = []
+    if path or stale:
+        steps.append(
+            f"etcd snapshot on {cfg.master.name} (kept there; `appliance etcd restore` puts it back)"
+        )
+        for v in path:
+            steps.append(f"{cfg.master.name}: kubeadm upgrade apply {v}, then its kubelet and kubectl")
+            for w in workers:
+                steps.append(
+                    f"{w}: drain, kubeadm upgrade node, kubelet and kubectl {v}, restart, uncordon, wait Ready"
+                )
+            drained = workers
+        if not path:
+            for w in sorted(stale):
+                steps.append(f"{w}: drain, kubelet and kubectl {goal}, restart, uncordon, wait Ready")
+            drained = [w for w in workers if w in stale]
+    for component, _, to in changes:
+        if component.startswith("chart "):
+            release = component.split()[1]
+            extra = (
+                " (the guide's step first: delete deployment runai-backend-nginx-ingress-controller)"
+                if release == "runai-backend"
+                else ""
+            )
+            steps.append(f"helm upgrade {release} to {to} with its saved values (helm get values){extra}")
+    return Plan(changes, steps, drained)
+
+
+def render(plan: Plan, cfg: SiteConfig) -> list[str]:
+    if plan.empty:
+        return [f"{cfg.site.name}: nothing to upgrade: every component is at the bundle's version"]
+    width = max(len(c) for c, _, _ in plan.changes)
+    lines = [f"{cfg.site.name}: upgrade plan"]
+    lines += [f"  {c:<{width}}  {cur} -> {to}" for c, cur, to in plan.changes]
+    lines.append("steps, in order:")
+    lines += [f"  {i}. {s}" for i, s in enumerate(plan.steps, 1)]
+    if plan.drained:
+        lines.append(
+            f"drained one at a time (never two workers unschedulable at once): {', '.join(plan.drained)}"
+        )
+    return lines
+
+
+def _split_chart(chart: str) -> tuple[str, str]:
+    """helm list's `chart` (name-version) -> (name, version)."""
+    m = re.match(r"^(.*)-(v?\d[^-]*(?:-[0-9A-Za-z.]+)?)$", chart)
+    return (m.group(1), m.group(2)) if m else (chart, "")
+
+
+def installed_from(kubectl_json: Any, helm_json: Any) -> Installed:
+    """kubectl_json(args) -> parsed JSON of `kubectl ARGS -o json`; helm_json(args) the same for helm."""
+    cm = kubectl_json("-n kube-system get configmap kubeadm-config")
+    cluster = yaml.safe_load((cm.get("data") or {}).get("ClusterConfiguration") or "") or {}
+    nodes = kubectl_json("get nodes")
+    kubelets = {
+        n["metadata"]["name"]: n["status"]["nodeInfo"]["kubeletVersion"] for n in nodes.get("items") or []
+    }
+    releases = {}
+    for r in helm_json("list -A") or []:
+        name, version = _split_chart(r.get("chart", ""))
+        releases[r["name"]] = (r.get("namespace", ""), name, version)
+    version = str(cluster.get("kubernetesVersion") or "")
+    if not version:
+        raise ApplianceError(
+            "kube-system/kubeadm-config has no kubernetesVersion: is this cluster made by kubeadm?",
+            hint="`appliance status` shows what the cluster reports",
+        )
+    return Installed(version, kubelets, releases)

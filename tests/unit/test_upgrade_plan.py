@@ -1,0 +1,153 @@
+"""`appliance upgrade plan` (appliance_cli/core/upgradeplan.py): the steps in order, one worker
+drained at a time, and each impossible plan refused in one line before anything changes."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from appliance_cli.core import upgradeplan as u
+from appliance_cli.core.siteconfig import parse_site
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "inventories" / "example" / "appliance.yml"
+
+
+def _site(**changes):
+    data = copy.deepcopy(yaml.safe_load(EXAMPLE.read_text()))
+    for dotted, value in changes.items():
+        section, key = dotted.split("__")
+        data[section][key] = value
+    data["scheduler"].pop("projects", None)
+    return parse_site(data)
+
+
+def _manifest(*versions: str, charts: dict[str, str] | None = None) -> dict:
+    arts = [
+        {
+            "kind": "file",
+            "name": f"{tool}{'' if i == 0 else '-' + v}",
+            "version": v,
+            "install_path": f"/usr/bin/{tool}",
+        }
+        for i, v in enumerate(versions)
+        for tool in u.KUBE_TOOLS
+    ]
+    arts += [{"kind": "helm-chart", "name": n, "version": v} for n, v in (charts or {}).items()]
+    return {"artifacts": arts}
+
+
+INSTALLED = u.Installed(
+    kubernetes="v1.23.5",
+    kubelets={"master1": "v1.23.5", "gpu1": "v1.23.5", "gpu2": "v1.23.5"},
+    releases={"gpu-operator": ("gpu-operator", "gpu-operator", "v23.9.0")},
+)
+
+
+def test_a_patch_upgrade_in_order_one_worker_at_a_time():
+    target = u.target_of(_manifest("v1.23.17", charts={"gpu-operator": "v24.6.2"}), {})
+    plan = u.plan_upgrade(_site(), INSTALLED, target)
+    assert plan.changes == [
+        ("kubernetes", "v1.23.5", "v1.23.17"),
+        ("chart gpu-operator (gpu-operator)", "gpu-operator v23.9.0", "gpu-operator v24.6.2"),
+    ]
+    assert plan.steps[0].startswith("etcd snapshot on master1")
+    assert plan.steps[1] == "master1: kubeadm upgrade apply v1.23.17, then its kubelet and kubectl"
+    assert plan.steps[2].startswith("gpu1: drain, kubeadm upgrade node") and plan.steps[3].startswith(
+        "gpu2: drain"
+    )
+    assert (
+        plan.steps[-1]
+        == "helm upgrade gpu-operator to gpu-operator v24.6.2 with its saved values (helm get values)"
+    )
+    assert plan.drained == ["gpu1", "gpu2"]
+    text = "\n".join(u.render(plan, _site()))
+    assert re.search(r"^  kubernetes +v1\.23\.5 -> v1\.23\.17$", text, re.M)
+    assert "never two workers unschedulable at once" in text
+
+
+def test_several_minors_go_one_at_a_time():
+    target = u.target_of(_manifest("v1.23.17", "v1.24.17", "v1.25.16"), {})
+    plan = u.plan_upgrade(_site(), INSTALLED, target)
+    applies = [s for s in plan.steps if "kubeadm upgrade apply" in s]
+    assert applies == [
+        f"master1: kubeadm upgrade apply {v}, then its kubelet and kubectl" for v in ("v1.24.17", "v1.25.16")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("site", "versions", "charts", "expected"),
+    [
+        ({}, ("v1.23.17", "v1.25.16"), {}, "kubernetes: v1.23.5 -> v1.25.16 skips 1.24: the bundle has no v1.24"),
+        ({"kubernetes__container_runtime": "docker"}, ("v1.24.17",), {},
+         "kubernetes.container_runtime: docker past 1.23 (target v1.24.17): Kubernetes 1.24 removed dockershim"),
+        ({}, ("v1.22.17",), {}, "kubernetes: the bundle's v1.22.17 is older than the cluster's v1.23.5"),
+        ({}, (), {}, "bundle: no Kubernetes version with all of kubeadm, kubelet and kubectl"),
+        ({}, ("v1.24.17",), {"old-chart": "<1.24.0-0"},
+         "chart old-chart 1.0 requires kubeVersion: <1.24.0-0 which is incompatible with Kubernetes v1.24.17"),
+    ],
+)  # fmt: skip
+def test_impossible_plans_are_refused_in_one_line(site, versions, charts, expected):
+    if site.get("kubernetes__container_runtime") == "docker":
+        data = copy.deepcopy(yaml.safe_load(EXAMPLE.read_text()))
+        data["kubernetes"]["container_runtime"] = "docker"
+        data["nodes"] = [n for n in data["nodes"] if "gpu-worker" not in n["roles"]]  # docker: no GPU workers
+        data["scheduler"].pop("projects", None)
+        cfg = parse_site(data)
+    else:
+        cfg = _site(**site)
+    manifest = _manifest(*versions, charts={n: "1.0" for n in charts})
+    target = u.target_of(manifest, {n: {"kubeVersion": c} for n, c in charts.items()})
+    with pytest.raises(u.UpgradeRefused) as exc:
+        u.plan_upgrade(cfg, INSTALLED, target)
+    assert exc.value.message.startswith(expected) and "\n" not in exc.value.message
+    assert exc.value.exit_code == 2
+
+
+def test_kai_below_128_is_refused():
+    data = copy.deepcopy(yaml.safe_load(EXAMPLE.read_text()))
+    data["kubernetes"]["version"] = "v1.28.15"
+    data["scheduler"] = {"stack": "kai"}
+    cfg = parse_site(data)
+    installed = u.Installed("v1.26.15", {"master1": "v1.26.15"}, {})  # the site config already says 1.28
+    with pytest.raises(u.UpgradeRefused, match="kai needs Kubernetes >= 1.28, the bundle goes to v1.27"):
+        u.plan_upgrade(cfg, installed, u.target_of(_manifest("v1.27.16"), {}))
+
+
+def test_nothing_to_do_and_the_lab_suffix():
+    installed = u.Installed(
+        "v1.23.17", {"master1": "v1.23.17"}, {"gpu-operator": ("gpu-operator", "gpu-operator", "v24.6.2")}
+    )
+    target = u.target_of(_manifest("v1.23.17-standin", charts={"gpu-operator": "v24.6.2"}), {})
+    plan = u.plan_upgrade(_site(), installed, target)
+    assert plan.empty and u.render(plan, _site()) == [
+        "acme-ai-lab: nothing to upgrade: every component is at the bundle's version"
+    ]
+
+
+def test_a_worker_left_behind_is_caught_up():
+    installed = u.Installed("v1.23.17", {"master1": "v1.23.17", "gpu1": "v1.23.5", "gpu2": "v1.23.17"}, {})
+    plan = u.plan_upgrade(_site(), installed, u.target_of(_manifest("v1.23.17"), {}))
+    assert plan.changes == [("kubelet", "gpu1 v1.23.5", "v1.23.17")] and plan.drained == ["gpu1"]
+
+
+def test_installed_is_read_from_the_cluster_answers():
+    cm = {
+        "data": {"ClusterConfiguration": "apiVersion: kubeadm.k8s.io/v1beta3\nkubernetesVersion: v1.23.17\n"}
+    }
+    nodes = {
+        "items": [{"metadata": {"name": "master1"}, "status": {"nodeInfo": {"kubeletVersion": "v1.23.17"}}}]
+    }
+    helm = [{"name": "gpu-operator", "namespace": "gpu-operator", "chart": "gpu-operator-v24.6.2"},
+            {"name": "nfs", "namespace": "nfs", "chart": "nfs-subdir-external-provisioner-4.0.18"}]  # fmt: skip
+    got = u.installed_from(lambda a: cm if "configmap" in a else nodes, lambda a: helm)
+    assert got.kubernetes == "v1.23.17" and got.kubelets == {"master1": "v1.23.17"}
+    assert got.releases == {
+        "gpu-operator": ("gpu-operator", "gpu-operator", "v24.6.2"),
+        "nfs": ("nfs", "nfs-subdir-external-provisioner", "4.0.18"),
+    }
+    assert json.dumps(got.releases)  # plain data
