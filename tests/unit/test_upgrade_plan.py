@@ -114,7 +114,7 @@ def test_kai_below_128_is_refused():
     data["scheduler"] = {"stack": "kai"}
     cfg = parse_site(data)
     installed = u.Installed("v1.26.15", {"master1": "v1.26.15"}, {})  # the site config already says 1.28
-    with pytest.raises(u.UpgradeRefused, match="kai needs Kubernetes >= 1.28, the bundle goes to v1.27"):
+    with pytest.raises(u.UpgradeRefused, match=r"kai needs Kubernetes >= 1\.28, the bundle goes to v1\.27"):
         u.plan_upgrade(cfg, installed, u.target_of(_manifest("v1.27.16"), {}))
 
 
