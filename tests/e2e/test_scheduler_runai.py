@@ -338,19 +338,16 @@ def test_a_rerun_changes_nothing(installs, capsys) -> None:
 
 
 def test_node_roles_as_runai_reads_them(installs) -> None:
+    """The labels Run:ai's values select and its scheduler reads (K1), and the master's taint the
+    system workloads tolerate (K13)."""
     nodes = {
         n["metadata"]["name"]: n
         for n in json.loads(run_as_root("master1", f"{KUBECTL} get nodes -o json"))["items"]
     }
     assert nodes["master1"]["metadata"]["labels"].get("node-role.kubernetes.io/runai-system") == "true"
-    taints = [t["key"] for t in nodes["master1"]["spec"].get("taints") or []]
-    worker = nodes["worker1"]["metadata"]["labels"]
-    if "node-role.kubernetes.io/runai-gpu-worker" not in worker:
-        pytest.skip(
-            "node_roles still writes node-role.kubernetes.io/gpu-worker (K1: being fixed in node_roles "
-            f"by another change); master1 taints: {taints}"
-        )
-    assert worker["node-role.kubernetes.io/runai-gpu-worker"] == "true"
+    taints = [(t["key"], t["effect"]) for t in nodes["master1"]["spec"].get("taints") or []]
+    assert ("node-role.kubernetes.io/master", "NoSchedule") in taints
+    assert nodes["worker1"]["metadata"]["labels"].get("node-role.kubernetes.io/runai-gpu-worker") == "true"
 
 
 def test_check_mode_reports_no_drift_and_leaks_nothing(installs, capsys) -> None:
