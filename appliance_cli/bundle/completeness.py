@@ -202,11 +202,12 @@ def _nfs(values: dict, app_version: str, cluster: str) -> Iterator[tuple[str, st
 
 
 def _volcano(values: dict, app_version: str, cluster: str) -> Iterator[tuple[str, str, str]]:
+    """Volcano 1.9 names each image whole: <part>_image_name:image_tag_version (image_registry
+    came with 1.10.0, and the 1.9 templates ignore it)."""
     basic = values.get("basic") or {}
     for part in ("controller", "scheduler", "admission"):
         key = f"basic.{part}_image_name"
-        ref = f"{basic.get('image_registry')}/{basic.get(f'{part}_image_name')}:{basic.get('image_tag_version')}"
-        yield key, ref, "basic.image_registry"
+        yield key, f"{basic.get(f'{part}_image_name')}:{basic.get('image_tag_version')}", key
 
 
 Extractor = Callable[[dict, str, str], Iterator[tuple[str, str, str]]]

@@ -8,7 +8,7 @@ import sys
 from appliance_cli.cli import diagnose_cmd, preflight_cmd, ui
 from appliance_cli.cli.progress import TIMINGS_FILE, Progress, print_recap
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
-from appliance_cli.core import bundlegate, knownhosts
+from appliance_cli.core import bundlegate, knownhosts, sitelock
 from appliance_cli.core.install import install, runs_dir
 from appliance_cli.core.siteconfig import load_site, site_warnings
 from appliance_cli.errors import ConfigError, UsageError
@@ -104,7 +104,10 @@ def cmd_install(args: argparse.Namespace) -> int:
     timings = (
         None if (args.limit or args.tags or args.check) else runs_dir(cfg) / TIMINGS_FILE
     )  # full runs only
-    with Progress(f"install {cfg.site.name}", timings=timings) as progress:
+    with (
+        sitelock.site_lock(cfg, "install"),
+        Progress(f"install {cfg.site.name}", timings=timings) as progress,
+    ):
         result = install(make_runner(), cfg, run_options(args), progress, extravars=gate.extravars)
     progress.save_timings()
     print_recap(result)

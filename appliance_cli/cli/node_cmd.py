@@ -10,10 +10,10 @@ from appliance_cli.cli import ui
 from appliance_cli.cli.install_cmd import make_runner
 from appliance_cli.cli.progress import Progress, print_recap
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
-from appliance_cli.core import bundlegate, nodeops
+from appliance_cli.core import bundlegate, nodeops, sitelock
 from appliance_cli.core.install import install
 from appliance_cli.core.remote import run_on
-from appliance_cli.core.siteconfig import SiteConfig, load_site
+from appliance_cli.core.siteconfig import Node, SiteConfig, load_site
 from appliance_cli.errors import ApplianceError, Cancelled, UsageError
 from appliance_cli.runner.events import RunOptions
 
@@ -108,10 +108,17 @@ def cmd_rejoin(args: argparse.Namespace) -> int:
     nodeops.check_node(cfg, args.node, draining=True, action="resetting")
     node = cfg.node(args.node)
     gate = bundlegate.check(cfg, bundle=args.bundle, key=args.key)  # before the node is touched
+    with sitelock.site_lock(cfg, f"node rejoin {node.name}"):
+        _rejoin(cfg, node, gate.extravars, args.yes)
+    ui.info(f"{node.name}: rejoined with a fresh token, labelled from the site config, Ready")
+    return 0
+
+
+def _rejoin(cfg: SiteConfig, node: Node, extravars: dict[str, str], yes: bool) -> None:
     joined = run_on(cfg, node, f"sh -c 'test -f {nodeops.KUBELET_CONF} && echo joined || echo not-joined'")
     if joined.strip() == "joined":
         ui.info(f"{node.name}: kubeadm reset -f {nodeops.RESET_REMOVES}")
-        if not args.yes:
+        if not yes:
             _confirm(f"reset and rejoin {node.name}?", "resetting")
         run_on(cfg, node, "kubeadm reset -f", timeout=300)
     else:
@@ -119,7 +126,7 @@ def cmd_rejoin(args: argparse.Namespace) -> int:
     kubectl = _kubectl(cfg)
     kubectl(f"delete node {node.name} --ignore-not-found")  # its old Node object and labels go
     with Progress(f"rejoin {node.name}") as progress:
-        result = install(make_runner(), cfg, RunOptions(limit=node.name), progress, extravars=gate.extravars)
+        result = install(make_runner(), cfg, RunOptions(limit=node.name), progress, extravars=extravars)
     print_recap(result)
     deadline = time.monotonic() + READY_TIMEOUT
     while not nodeops.ready(nodeops.read_json(kubectl, f"get node {node.name}")):
@@ -129,5 +136,3 @@ def cmd_rejoin(args: argparse.Namespace) -> int:
                 hint=f"`appliance status` and the kubelet's journal on {node.name}",
             )
         time.sleep(5)
-    ui.info(f"{node.name}: rejoined with a fresh token, labelled from the site config, Ready")
-    return 0

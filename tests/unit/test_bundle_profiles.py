@@ -217,9 +217,10 @@ def test_lab_profile_is_test_only() -> None:
     # helm where the helm role installs it from a production bundle
     helm_defaults = yaml.safe_load((ROOT / "roles" / "helm" / "defaults" / "main.yml").read_text())
     assert {f.name: f for f in lab.files}["helm"].install_path == f"{helm_defaults['helm_install_dir']}/helm"
-    # the one chart that is not a test chart is the real GPU Operator archive, pinned by its digest
+    # the charts that are not test charts are the real GPU Operator and HAMi archives, pinned by digest
     assert [(c.name, c.test_only, bool(c.sha256)) for c in lab.charts if not c.test_only] == [
-        ("gpu-operator", False, True)
+        ("gpu-operator", False, True),
+        ("hami", False, True),
     ]
     # the CNI plugins: Debian's build packed like the upstream tarball, from a package the lab's apt
     # closure downloads (the roles take it through the production path)

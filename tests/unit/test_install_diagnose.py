@@ -4,12 +4,17 @@ runs and --skip-diagnose skip it. The runner is the fake of test_install_service
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from appliance_cli.cli import diagnose_cmd, install_cmd
 from appliance_cli.cli.main import main
+from appliance_cli.core import sitelock
 from appliance_cli.core.checks.model import CheckResult, Report, Status
 from appliance_cli.core.siteconfig import SiteConfig, load_site
 from appliance_cli.errors import Unreachable
@@ -19,8 +24,14 @@ from tests.unit.test_install_service import FakeRunner
 
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
-    # the example's Run:ai stack would be refused without its certificate (test_runai_refusals)
-    (tmp_path / "appliance.yml").write_text(EXAMPLE.read_text().replace("stack: runai", "stack: open"))
+    data = yaml.safe_load(EXAMPLE.read_text())
+    for i, node in enumerate(data["nodes"]):  # never the example's real addresses
+        node["address"] = f"127.0.0.{i + 1}"
+    data["network"] = {"node_cidr": "127.0.0.0/8"}
+    data["nfs"]["server"] = "127.0.0.9"
+    # Run:ai would be refused without its certificate (test_runai_refusals)
+    data["scheduler"]["stack"] = "open"
+    (tmp_path / "appliance.yml").write_text(yaml.safe_dump(data))
     cfg = load_site(tmp_path)
     (tmp_path / "known_hosts").write_text(
         "".join(f"{n.name},{n.address} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFake\n" for n in cfg.nodes)
@@ -43,11 +54,26 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, float]]:
         return Report("diagnose", cfg.site.name, [slow, ok], seconds=3.2, bottleneck=slow)
 
     monkeypatch.setattr(install_cmd, "make_runner", FakeRunner)
+    monkeypatch.setattr(sitelock, "master_lock", _no_master_lock)
     monkeypatch.setattr(diagnose_cmd, "run_diagnose", fake_diagnose)
     return seen
 
 
 INSTALL = ("install", "--skip-preflight", "--no-verify-bundle")
+
+
+@contextlib.contextmanager
+def _no_master_lock(cfg: SiteConfig) -> Iterator[None]:
+    """No SSH from unit tests: the master's lock is proven in the lab (tests/e2e)."""
+    yield
+
+
+def test_a_second_install_on_the_same_site_is_refused_while_one_runs(site: Path, calls, capsys) -> None:
+    with sitelock.controller_lock(site, "install"):
+        assert main([*INSTALL, str(site)]) == 9
+    err = capsys.readouterr().err
+    assert f"{site}: another run holds this site (`appliance install`, pid {os.getpid()}, since" in err
+    assert main([*INSTALL, str(site)]) == 0  # released with the run that held it
 
 
 def test_a_successful_install_ends_with_the_quick_diagnose(site: Path, calls, capsys) -> None:

@@ -1,0 +1,71 @@
+"""One run at a time per site (appliance_cli/core/sitelock.py), on the installed lab: while an
+install runs, a second one from the same site directory is refused by the controller's lock, and
+one from another copy of the site (a second laptop) by the master's; a run killed with -9 leaves
+no lock behind, and the next install converges."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from appliance_cli.core.sitelock import MASTER_LOCK
+
+pytestmark = pytest.mark.usefixtures("installs")
+
+
+def _start_install(site_dir) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "appliance_cli", "install", "--site", str(site_dir), "--skip-diagnose"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ | {"CI": "1"},
+        start_new_session=True,  # its own process group: kill -9 takes its ssh children too
+    )
+
+
+def _master_lock_held(site, hosts) -> bool:
+    return hosts[site.master.name].run(f"flock -n {MASTER_LOCK} true").rc != 0
+
+
+def _wait_for(predicate, timeout: float = 120) -> None:
+    end = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.5)
+
+
+def test_a_second_run_is_refused_by_either_lock(site, hosts, cli, tmp_path):
+    other = tmp_path / "site-copy"  # the same site from another controller
+    shutil.copytree(site.site_dir, other, ignore=shutil.ignore_patterns("runs", ".appliance-run.lock"))
+    first = _start_install(site.site_dir)
+    try:
+        _wait_for(lambda: _master_lock_held(site, hosts))
+        same = cli("install", "--site", str(site.site_dir), "--skip-diagnose")
+        assert same.rc == 9, same.err
+        assert f"{site.site_dir}: another run holds this site (`appliance install`, pid" in same.err
+        copy = cli("install", "--site", str(other), "--skip-diagnose")
+        assert copy.rc == 9, copy.err
+        assert f"{site.master.name}: another appliance run holds {MASTER_LOCK}" in copy.err
+    finally:
+        _out, err = first.communicate(timeout=1200)
+    assert first.returncode == 0, err[-2000:]
+    assert not _master_lock_held(site, hosts)
+
+
+def test_a_killed_run_leaves_no_lock_and_the_next_converges(site, hosts, cli):
+    run = _start_install(site.site_dir)
+    _wait_for(lambda: _master_lock_held(site, hosts))
+    time.sleep(5)  # well into the playbook
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait(timeout=30)
+    _wait_for(lambda: not _master_lock_held(site, hosts), timeout=60)  # the ssh session went with it
+    again = cli("install", "--site", str(site.site_dir), "--skip-diagnose")
+    assert again.rc == 0, again.err[-2000:]
+    assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in again.recap.values())
