@@ -15,6 +15,7 @@ from appliance_cli.cli import (
     cluster_cmd,
     diagnose_cmd,
     install_cmd,
+    integrations_cmd,
     lab_cmd,
     node_cmd,
     preflight_cmd,
@@ -35,6 +36,7 @@ COMMAND_MODULES = (
     node_cmd,
     upgrade_cmd,
     support_cmd,
+    integrations_cmd,
     bundle_cmd,
     lab_cmd,
 )

@@ -388,6 +388,38 @@ def test_cni_and_containerd_config(fake_root: Path) -> None:
     assert cni_ready() == (True, "")
 
 
+def test_pull_credentials_follow_the_endpoint_not_the_name(fake_root: Path, monkeypatch) -> None:
+    """containerd's CRI looks registry.configs.<host>.auth up by the host a request goes to: for a
+    name whose hosts.toml sends pulls to a mirror, the mirror's credentials (researcher registry)."""
+    from tests.standin.k8s_standin import containerd
+
+    put(fake_root, "/etc/containerd/config.toml", """version = 2
+[plugins."io.containerd.grpc.v1.cri".registry]
+  config_path = "/etc/containerd/certs.d"
+  [plugins."io.containerd.grpc.v1.cri".registry.configs."master1:5000".auth]
+    username = "appliance"
+    password = "p0"
+  [plugins."io.containerd.grpc.v1.cri".registry.configs."master1:5002".auth]
+    username = "appliance-nodes"
+    password = "p2"
+""")  # fmt: skip
+    put(fake_root, "/etc/containerd/certs.d/master1:5000/hosts.toml", 'server = "https://master1:5000"\n'
+        '[host."https://master1:5000"]\n  capabilities = ["pull", "resolve"]\n')  # fmt: skip
+    put(fake_root, "/etc/containerd/certs.d/master1:5001/hosts.toml", 'server = "https://master1:5002"\n'
+        '[host."https://master1:5002"]\n  capabilities = ["pull", "resolve"]\n')  # fmt: skip
+    assert containerd.registry_endpoints("/etc/containerd/certs.d", "master1:5001") == ["master1:5002"]
+    assert containerd.registry_endpoints("/etc/containerd/certs.d", "other:1") == ["other:1"]
+    ran: list[tuple[str, ...]] = []
+    monkeypatch.setattr(containerd, "ctr", lambda ep, *a, timeout=30: (ran.append(a), (0, ""))[1])
+    assert (
+        containerd.pull_image("unix:///run/containerd/containerd.sock", "master1:5001/research/demo:1")[0]
+        == 0
+    )
+    assert containerd.pull_image("unix:///run/containerd/containerd.sock", "master1:5000/pause:3.6")[0] == 0
+    assert ran[0][-2:] == ("appliance-nodes:p2", "master1:5001/research/demo:1")
+    assert ran[1][-2:] == ("appliance:p0", "master1:5000/pause:3.6")
+
+
 # ---------------------------------------------------------------- join command, CA hash, tokens
 
 

@@ -123,15 +123,40 @@ def image_exists(endpoint: str, image: str) -> bool:
     return rc == 0 and image in out.split()
 
 
+def registry_endpoints(config_path: str, host: str) -> list[str]:
+    """The HOST:PORTs containerd pulls `host`'s images from, in order, as its hosts dir says:
+    `<config_path>/<host>/hosts.toml`'s [host."URL"] tables, then its `server` (default: `host`)."""
+    text = read_text(hp(os.path.join(config_path, host, "hosts.toml"))) if config_path else None
+    if not text:
+        return [host]
+    try:
+        import tomllib  # python 3.11+ (Debian 12)
+
+        doc = tomllib.loads(text)
+    except (ImportError, ValueError):
+        return [host]
+    urls = [*(doc.get("host") or {}), doc.get("server") or f"https://{host}"]
+    out: list[str] = []
+    for u in urls:
+        h = u.split("://", 1)[-1].split("/", 1)[0]
+        if h not in out:
+            out.append(h)
+    return out
+
+
 def pull_image(endpoint: str, image: str) -> tuple[int, str]:
     """What `crictl pull` makes containerd's CRI plugin do: pull into k8s.io using the registry hosts dir."""
     args = ["-n", "k8s.io", "images", "pull"]
     cfg = containerd_config()
     if cfg["config_path"]:
         args += ["--hosts-dir", cfg["config_path"]]
-    host = image.split("/", 1)[0]
-    if host in cfg["auth"]:  # CRI registry.configs.<host>.auth, as containerd's CRI plugin uses it
-        args += ["--user", cfg["auth"][host]]
+    # CRI's registry.configs.<host>.auth is looked up by the host each request goes to: the
+    # endpoint (a mirror's own HOST:PORT), not the image's registry name. ctr takes one --user for
+    # every endpoint: the first endpoint's that has one.
+    for host in registry_endpoints(cfg["config_path"], image.split("/", 1)[0]):
+        if host in cfg["auth"]:
+            args += ["--user", cfg["auth"][host]]
+            break
     rc, out = ctr(endpoint, *args, image, timeout=300)
     if rc != 0:
         last = out.strip().splitlines()[-1] if out.strip() else "unknown error"
