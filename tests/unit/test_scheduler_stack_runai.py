@@ -265,3 +265,49 @@ def test_the_api_server_enforces_what_runai_would(server) -> None:
     assert _call(server, "POST", "/api/v1/org-unit/projects", bad, token)[0] == 400
     state = server[2]
     assert stat.S_IMODE(os.stat(state).st_mode) == 0o600
+
+
+# ---- the role's second look at the certificate, on the master (openssl, tasks/runai/0010) -----
+
+
+def _master_check_argv() -> list[str]:
+    import yaml
+
+    tasks = yaml.safe_load((ROLE / "tasks" / "runai" / "0010-check.yml").read_text())
+    [task] = [t for t in tasks if t["name"] == "Run:ai | Check the certificate on the master"]
+    return task["ansible.builtin.command"]["argv"]
+
+
+@pytest.mark.parametrize(
+    "case, names, days, other_ca, want",
+    [
+        ("good", ["runai.lab.internal"], 365, False, ["chain-ok", "expiry-ok", "does match"]),
+        ("another name", ["runai.other.internal"], 365, False, ["chain-ok", "expiry-ok", "does NOT match"]),
+        ("another CA", ["runai.lab.internal"], 365, True, ["expiry-ok", "does match"]),
+        ("10 days", ["runai.lab.internal"], 10, False, ["chain-ok", "does match"]),
+    ],
+)
+def test_the_master_side_check_sees_what_the_controller_saw(
+    tmp_path: Path, case, names, days, other_ca, want
+) -> None:
+    """The shell line the role runs on the master (the task's own argv, with its directory and
+    domain filled in) prints chain-ok / expiry-ok only when they hold, and openssl's host match."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("openssl"):
+        pytest.skip("no openssl on this host")
+    ca = make_ca("Lab CA")
+    cert, _ = make_leaf(make_ca("Other CA") if other_ca else ca, names, days=days)
+    (tmp_path / "tls.crt").write_bytes(cert)
+    (tmp_path / "ca.crt").write_bytes(ca_pem(ca))
+    argv = _master_check_argv()
+    argv = [a.replace("{{ scheduler_stack_runai_dir }}", str(tmp_path))
+             .replace("{{ scheduler_stack_runai_domain }}", "runai.lab.internal") for a in argv]  # fmt: skip
+    out = subprocess.run(argv, capture_output=True, text=True, check=False).stdout
+    lines = [ln for ln in out.splitlines() if ln]
+    got = [
+        ln if ln in ("chain-ok", "expiry-ok") else ("does NOT match" if "NOT" in ln else "does match")
+        for ln in lines
+    ]
+    assert got == want, (case, out)
