@@ -128,7 +128,8 @@ def _collect(store: BlobStore, work: Path, version: str, label: str) -> list[Art
             consumed.add(p)
     rest = [p for p in sorted(work.rglob("*")) if p.is_file() and p not in consumed]
     if rest:
-        files = [store.add_file(p.relative_to(work).as_posix(), p) for p in rest]
+        top = _top_folder(work)
+        files = [store.add_file(p.relative_to(top).as_posix(), p, mode=_exec_mode(p)) for p in rest]
         arts.append(
             Artifact(
                 name=f"runai-{_safe_name(version)}",
@@ -147,6 +148,19 @@ def _collect(store: BlobStore, work: Path, version: str, label: str) -> list[Art
             raise BundleError(f"{label}: two entries map to the same artifact {a.label}")
         seen.add(a.label)
     return arts
+
+
+def _top_folder(work: Path) -> Path:
+    """The vendor's one top folder (`deploy/`: the guide extracts, then `cd deploy`), so the file
+    artifact holds `bin/runai-adm`, `bin/runai`, … whatever the folder is called; the
+    extraction root when the tar has several top-level entries."""
+    entries = list(work.iterdir())
+    return entries[0] if len(entries) == 1 and entries[0].is_dir() else work
+
+
+def _exec_mode(p: Path) -> str | None:
+    """'0755' for an executable (runai-adm, runai, the vendor's scripts), else the default."""
+    return "0755" if p.stat().st_mode & 0o111 else None
 
 
 def _layout_images(store: BlobStore, layout: Path) -> list[Artifact]:

@@ -11,7 +11,7 @@ from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
 from appliance_cli.core import bundlegate, knownhosts, sitelock
 from appliance_cli.core.install import install, runs_dir
 from appliance_cli.core.siteconfig import load_site, site_warnings
-from appliance_cli.errors import UsageError
+from appliance_cli.errors import ConfigError, UsageError
 from appliance_cli.runner.events import RunOptions
 
 
@@ -87,6 +87,11 @@ def cmd_install(args: argparse.Namespace) -> int:
     cfg = load_site(resolve_site_arg(args))
     for warning in site_warnings(cfg):
         ui.warn(f"{cfg.source}: {warning}")
+    from appliance_cli.core.checks import tls  # cryptography: not at CLI start-up
+
+    refusals = tls.install_refusals(cfg)  # Run:ai's certificate, before any node is touched
+    if refusals:
+        raise ConfigError(refusals, hint=tls.refusal_hint(cfg))
     knownhosts.require_host_keys(cfg)
     if args.skip_preflight:
         ui.warn("preflight skipped (--skip-preflight): what it would have found fails the install half-way")

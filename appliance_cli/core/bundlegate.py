@@ -69,6 +69,7 @@ def check(
             hint=f"pass --key PUB, set ${KEY_ENV}, or set bundle.public_key in the site config",
         )
     report = verify_bundle(root, key=pub, require_signature=cfg.bundle.require_signature, hash_blobs=False)
+    scheduler_artifacts(cfg, root)
     hexd = report.manifest_digest.removeprefix("sha256:")
     signed = f"signed by {report.key_id}" if report.signature_checked else "signature NOT checked"
     warning = None
@@ -83,3 +84,43 @@ def check(
         ),
         warning=warning,
     )
+
+
+# What `bundle import-runai` adds from the vendor's runai-<version> tar, and the role installs.
+RUNAI_CHARTS = ("runai-backend", "runai-cluster")
+
+
+def scheduler_artifacts(cfg: SiteConfig, root: Path) -> None:
+    """A Run:ai site needs the vendor's tar in the bundle: the runai-backend and runai-cluster
+    charts of scheduler.version and the runai-<version> files (runai-adm). BundleError naming
+    the first missing artifact otherwise. Nothing to check for the other stacks."""
+    from appliance_cli.bundle import load_manifest
+
+    if cfg.scheduler.stack != "runai":
+        return
+    version = cfg.scheduler.version or ""
+    manifest, _ = load_manifest(root)
+    have = {(a.kind, a.name): a.version or "" for a in manifest.artifacts}
+    hint = (
+        f"import the vendor's tar: appliance bundle import-runai runai-{version or 'VERSION'}.tar.gz "
+        f"--into {root}, then sign the bundle again (appliance bundle sign)"
+    )
+    for chart in RUNAI_CHARTS:
+        found = have.get(("helm-chart", chart))
+        if found is None:
+            raise BundleError(
+                f"{root}: no helm-chart/{chart} artifact: scheduler.stack is 'runai' and the bundle "
+                f"does not carry Run:ai {version} (its vendor tar)",
+                hint=hint,
+            )
+        if found != version:
+            raise BundleError(
+                f"{root}: helm-chart/{chart} is version {found}, scheduler.version is {version}",
+                hint=f"set scheduler.version: {found!r} in the site config, or {hint}",
+            )
+    if ("file", f"runai-{version}") not in have:
+        raise BundleError(
+            f"{root}: no file/runai-{version} artifact (runai-adm, the researcher CLI): the bundle "
+            f"does not carry Run:ai {version}'s files",
+            hint=hint,
+        )

@@ -165,7 +165,7 @@ def test_production_profile_build_is_refused_naming_what_the_lock_lacks(tmp_path
     rc = main(["bundle", "build", "--profile", "appliance-k8s1.23", "--out", str(tmp_path / "b")])
     err = capsys.readouterr().err
     assert rc == 4 and "Traceback" not in err
-    assert "images/cuda-base: not in the lock (and 12 more)" in err
+    assert "charts/kube-prometheus-stack: not in the lock (and 20 more)" in err
     assert "appliance bundle lock --profile appliance-k8s1.23" in err
 
 

@@ -149,6 +149,9 @@ def test_index_for_the_other_roles(bundle: Bundle):
     assert k["sha256"] == _d(b"#!kubeadm")[7:] and k["url"] == "http://10.0.0.1:8081/files/kubeadm"
     assert k["install_path"] == "/usr/bin/kubeadm" and k["version"] == "v1.23.17"
     assert idx["files"]["cni-plugins"]["url"].endswith("/files/cni-plugins/")
+    members = idx["files"]["cni-plugins"]["members"]  # a tree: each member's sha256 (runai-adm)
+    assert len(members) > 1 and all(len(h) == 64 for h in members.values())
+    assert "members" not in k
     assert (
         idx["charts"]["gpu-operator"]["url"]
         == "http://10.0.0.1:8081/charts/gpu-operator/gpu-operator-v24.6.2.tgz"

@@ -29,6 +29,8 @@ def site(tmp_path: Path) -> Path:
         node["address"] = f"127.0.0.{i + 1}"
     data["network"] = {"node_cidr": "127.0.0.0/8"}
     data["nfs"]["server"] = "127.0.0.9"
+    # Run:ai would be refused without its certificate (test_runai_refusals)
+    data["scheduler"]["stack"] = "open"
     (tmp_path / "appliance.yml").write_text(yaml.safe_dump(data))
     cfg = load_site(tmp_path)
     (tmp_path / "known_hosts").write_text(

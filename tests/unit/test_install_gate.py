@@ -32,7 +32,11 @@ def signed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str, P
 
 
 def _site(tmp: Path, **bundle: object) -> SiteConfig:
-    text = (REPO / "inventories" / "example" / "appliance.yml").read_text()
+    text = (
+        (REPO / "inventories" / "example" / "appliance.yml")
+        .read_text()
+        .replace("stack: runai", "stack: open")
+    )
     (tmp / "appliance.yml").write_text(text)
     cfg = load_site(tmp)
     return cfg.model_copy(update={"bundle": cfg.bundle.model_copy(update=bundle)})

@@ -194,3 +194,40 @@ def tls_results(cfg: SiteConfig, now: datetime | None = None) -> list[CheckResul
     now = now or datetime.now(UTC)
     cert = files.chain[0]
     return [_domain(tls, cert, domain), _chain(tls, files), _key(tls, files), _expiry(tls, cert, now)]
+
+
+_FIELDS = {
+    "tls_domain": "certificate",
+    "tls_chain": "certificate",
+    "tls_key": "key",
+    "tls_expiry": "certificate",
+}
+
+
+def install_refusals(cfg: SiteConfig, now: datetime | None = None) -> list[str]:
+    """What makes `appliance install` refuse a Run:ai site before anything runs, one line each
+    naming the field: no site.tls, or a certificate that does not name site.domain, is not
+    signed by site.tls.ca, does not match its key, or has fewer than 30 days left. Nothing for
+    the other stacks (preflight still reports their certificate)."""
+    if cfg.scheduler.stack != "runai":
+        return []
+    if cfg.site.tls is None:
+        return [
+            f"site.tls: required when scheduler.stack is 'runai': the backend's certificate for "
+            f"{cfg.site.domain or 'site.domain'}, its key and the organisation's CA"
+        ]
+    failed = [r for r in tls_results(cfg, now) if r.status is Status.FAIL]
+    return [
+        f"site.tls.{_FIELDS.get(r.check, 'certificate')}: {r.value} (expected {r.expected})" for r in failed
+    ]
+
+
+def refusal_hint(cfg: SiteConfig, now: datetime | None = None) -> str:
+    """The hint of the first refusal (install_refusals)."""
+    if cfg.site.tls is None:
+        return (
+            "add site.tls {certificate, key, ca} (PEM files, relative to the site directory) to "
+            "appliance.yml; `appliance config validate` reads them"
+        )
+    failed = [r for r in tls_results(cfg, now) if r.status is Status.FAIL]
+    return failed[0].hint if failed else ""

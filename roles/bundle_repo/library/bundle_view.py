@@ -163,6 +163,8 @@ def served_index(manifest: dict[str, Any], base_url: str) -> dict[str, Any]:
                 "size": int(art.get("size", 0)),
             }
             if kind == "file":
+                if len(entries) > 1:  # a tree (a vendor's files): each member's path -> sha256
+                    entry["members"] = {e["path"]: hex_of(e["digest"]) for e in entries}
                 entry["install_path"] = art.get("install_path") or ""
                 entry["mode"] = f.get("mode") or ""
                 entry["source_url"] = (art.get("source") or {}).get("url") or ""
