@@ -352,7 +352,8 @@ class Kubectl:
                 p
                 for p in self.client.get("/api/v1/pods")["items"]
                 if (p.get("spec") or {}).get("nodeName") == n
-            ]
+                and "kubernetes.io/config.mirror" not in (p["metadata"].get("annotations") or {})
+            ]  # mirror pods are skipped, as kubectl drain does (their static pod stays)
             ds_owned = [
                 p
                 for p in on_node
