@@ -13,7 +13,8 @@ from tests._support.modules import load_file
 from tests._support.paths import ROOT
 
 f = load_file(
-    "control_plane_oidc_filters", ROOT / "roles" / "control_plane" / "filter_plugins" / "control_plane_oidc.py"
+    "control_plane_oidc_filters",
+    ROOT / "roles" / "control_plane" / "filter_plugins" / "control_plane_oidc.py",
 )
 
 # What kubeadm 1.23 writes (sigs.k8s.io/yaml: sorted keys, one command item a line), abridged.
@@ -77,7 +78,9 @@ def test_flags_from_the_site_settings():
         "oidc-username-prefix": "-",
     }
     assert f.oidc_flags({}, "/x") == {} and f.oidc_flags(None, "/x") == {}
-    assert "oidc-ca-file" not in f.oidc_flags({"issuer_url": "https://i", "client_id": "c", "ca_file": ""}, "/x")
+    assert "oidc-ca-file" not in f.oidc_flags(
+        {"issuer_url": "https://i", "client_id": "c", "ca_file": ""}, "/x"
+    )
 
 
 def test_flags_added_in_kubeadms_order_and_nothing_else_changes():
@@ -118,14 +121,19 @@ def test_a_flag_appended_after_the_last_item_and_values_that_need_quotes():
     assert "--oidc-username-prefix=oidc: " in command(out)
     assert "    - '--oidc-username-prefix=oidc: '\n" in out
     assert non_oidc_lines(out) == MANIFEST.splitlines()
-    short = MANIFEST.split("    - --proxy-client-cert-file")[0] + "    image: x\n"  # the last item sorts first
+    short = (
+        MANIFEST.split("    - --proxy-client-cert-file")[0] + "    image: x\n"
+    )  # the last item sorts first
     out = f.manifest_oidc(short, {"oidc-username-prefix": "-"})
     assert command(out)[-1] == "--oidc-username-prefix=-"
     assert non_oidc_lines(out) == short.splitlines()
 
 
 def test_duplicates_collapse_to_one():
-    dup = MANIFEST.replace("    - --secure-port=6443\n", "    - --oidc-client-id=a\n    - --secure-port=6443\n    - --oidc-client-id=b\n")
+    dup = MANIFEST.replace(
+        "    - --secure-port=6443\n",
+        "    - --oidc-client-id=a\n    - --secure-port=6443\n    - --oidc-client-id=b\n",
+    )
     out = f.manifest_oidc(dup, {"oidc-client-id": "runai", "oidc-issuer-url": "https://i"})
     assert [a for a in command(out) if a.startswith("--oidc-client-id")] == ["--oidc-client-id=runai"]
 
@@ -133,7 +141,10 @@ def test_duplicates_collapse_to_one():
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ("apiVersion: v1\nkind: Pod\nspec: {containers: [{name: kube-apiserver, command: [kube-apiserver, --a=b]}]}\n", "flow"),
+        (
+            "apiVersion: v1\nkind: Pod\nspec: {containers: [{name: kube-apiserver, command: [kube-apiserver, --a=b]}]}\n",
+            "flow",
+        ),
         ("apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: x\n", "no command"),
         ("spec: [\n", "not YAML"),
         ("", "empty"),
@@ -178,7 +189,10 @@ def test_cluster_configuration_without_extra_args_gets_them_and_loses_them():
     plain = CLUSTER_CONFIG.replace("  extraArgs:\n    audit-log-maxage: '30'\n", "")
     assert "extraArgs" not in plain
     out = f.cluster_config_oidc(plain, {"oidc-issuer-url": "https://i", "oidc-client-id": "c"})
-    assert yaml.safe_load(out)["apiServer"]["extraArgs"] == {"oidc-client-id": "c", "oidc-issuer-url": "https://i"}
+    assert yaml.safe_load(out)["apiServer"]["extraArgs"] == {
+        "oidc-client-id": "c",
+        "oidc-issuer-url": "https://i",
+    }
     assert f.cluster_config_oidc(out, {}) == plain
     with pytest.raises(f.OidcEditError, match="not a kubeadm ClusterConfiguration"):
         f.cluster_config_oidc("kind: InitConfiguration\n", FLAGS)

@@ -111,7 +111,9 @@ def _line_bounds(text: str, start: int, end: int) -> tuple[int, int, str]:
     le = len(text) if le < 0 else le + 1
     prefix, rest = text[ls:start], text[end:le].strip()
     if not prefix.strip() == "-" or (rest and not rest.startswith("#")):
-        raise OidcEditError(f"command item at line {text.count(chr(10), 0, start) + 1} is not alone on its line")
+        raise OidcEditError(
+            f"command item at line {text.count(chr(10), 0, start) + 1} is not alone on its line"
+        )
     return ls, le, prefix
 
 
@@ -230,7 +232,11 @@ def pod_state(pod_json: str, flags: Mapping[str, Any]) -> str:
     if have != wanted:
         return "the running API server has other --oidc-* flags"
     ready = next(
-        (c.get("status") for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"),
+        (
+            c.get("status")
+            for c in (pod.get("status") or {}).get("conditions") or []
+            if c.get("type") == "Ready"
+        ),
         None,
     )
     return "ok" if ready == "True" else "the API server is not Ready"
