@@ -72,7 +72,9 @@ apt_repos:
   type: list
   returned: always
 files:
-  description: "Single-file artifacts: name -> {sha256, url, version, size, install_path, mode, source_url}."
+  description: >-
+    File artifacts: name -> {sha256, url, version, size, install_path, mode, source_url, paths};
+    C(paths) maps each file of a several-file artifact (served at C(url)<path>) to its sha256.
   type: dict
   returned: always
 charts:
@@ -163,6 +165,7 @@ def served_index(manifest: dict[str, Any], base_url: str) -> dict[str, Any]:
                 "size": int(art.get("size", 0)),
             }
             if kind == "file":
+                entry["paths"] = {str(e["path"]): hex_of(e["digest"]) for e in entries} if len(entries) > 1 else {}
                 entry["install_path"] = art.get("install_path") or ""
                 entry["mode"] = f.get("mode") or ""
                 entry["source_url"] = (art.get("source") or {}).get("url") or ""
