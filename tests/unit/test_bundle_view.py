@@ -150,7 +150,10 @@ def test_index_for_the_other_roles(bundle: Bundle):
     assert k["install_path"] == "/usr/bin/kubeadm" and k["version"] == "v1.23.17"
     assert idx["files"]["cni-plugins"]["url"].endswith("/files/cni-plugins/")
     # each file of a several-file artifact with its sha256 (the jumpbox fetches runai's bin/runai so)
-    assert idx["files"]["cni-plugins"]["paths"] == {"a/bridge": _d(b"bridge")[7:], "a/loopback": _d(b"lo")[7:]}
+    assert idx["files"]["cni-plugins"]["paths"] == {
+        "a/bridge": _d(b"bridge")[7:],
+        "a/loopback": _d(b"lo")[7:],
+    }
     assert k["paths"] == {}
     assert (
         idx["charts"]["gpu-operator"]["url"]

@@ -165,7 +165,9 @@ def served_index(manifest: dict[str, Any], base_url: str) -> dict[str, Any]:
                 "size": int(art.get("size", 0)),
             }
             if kind == "file":
-                entry["paths"] = {str(e["path"]): hex_of(e["digest"]) for e in entries} if len(entries) > 1 else {}
+                entry["paths"] = (
+                    {str(e["path"]): hex_of(e["digest"]) for e in entries} if len(entries) > 1 else {}
+                )
                 entry["install_path"] = art.get("install_path") or ""
                 entry["mode"] = f.get("mode") or ""
                 entry["source_url"] = (art.get("source") or {}).get("url") or ""
