@@ -198,7 +198,9 @@ def test_user_kubeconfig(lab, cli, tmp_path):
 
 def test_the_jumpbox_has_kubectl_from_the_bundle_and_its_completion(lab):
     site_dir = lab["site_dir"]
-    served = _ssh(site_dir, "master1", "sha256sum /usr/local/bin/kubectl").stdout.split()[0]
+    served = _ssh(site_dir, "master1", "sha256sum $(command -v kubectl)").stdout.split()[
+        0
+    ]  # the same artifact
     on_jump = _ssh(site_dir, "worker1", "sha256sum /usr/local/bin/kubectl; kubectl version --client --short; "
                    "head -1 /etc/bash_completion.d/kubectl").stdout.split("\n")  # fmt: skip
     assert on_jump[0].split()[0] == served
