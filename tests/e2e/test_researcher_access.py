@@ -251,6 +251,9 @@ def test_removing_scheduler_oidc_removes_the_flags_and_adding_it_back_on_the_run
     saved = (site_dir / SITE_FILE).read_text()
     _edit_site(site_dir, lambda d: d["scheduler"].pop("oidc"))
     try:
+        dry = cli("install", "--site", str(site_dir), "--tags", "apiserver_oidc", "--check", "--diff")
+        assert dry.rc == 0 and dry.recap["master1"]["changed"] > 0, dry.err
+        assert _ssh(site_dir, "master1", f"cat {MANIFEST}").stdout == initial  # a dry run: nothing went
         gone = _install_tag(cli, site_dir, "apiserver_oidc")
         assert gone.rc == 0, gone.err
         pod = _apiserver_pod(site_dir)
