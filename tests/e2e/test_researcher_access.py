@@ -190,7 +190,7 @@ def test_user_kubeconfig(lab, cli, tmp_path):
     (user,) = doc["users"]
     assert user["user"]["auth-provider"]["config"]["idp-issuer-url"] == ISSUER
     assert user["user"]["auth-provider"]["config"]["client-id"] == "lab-k8s"
-    assert doc["contexts"][0]["context"]["namespace"] == "team-a"
+    assert doc["contexts"][0]["context"]["namespace"] == "project-team-a"  # siteconfig.project_namespace
     assert "client-key" not in out.read_text() and "client-certificate" not in out.read_text()
     bad = cli("user", "kubeconfig", "alice", "--project", "team-x", "--site", str(lab["site_dir"]))
     assert bad.rc == 2 and "unknown project 'team-x' (known: team-a, team-b, team-c, team-d)" in bad.err
