@@ -89,8 +89,8 @@ def _role_defaults(*roles: str, site: dict[str, Any]) -> dict[str, Any]:
             if isinstance(v, str) and k not in done:
                 try:
                     done[k] = env.from_string(v).render(done)
-                except jinja2.UndefinedError:
-                    continue
+                except (jinja2.UndefinedError, jinja2.TemplateAssertionError):
+                    continue  # undefined yet, or a role's own filter (control_plane_oidc_flags): no image
     return done
 
 

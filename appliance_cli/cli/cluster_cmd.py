@@ -34,13 +34,19 @@ def cmd_kubeconfig(args: argparse.Namespace) -> int:
         ui.out.out(text, end="", highlight=False)
         return 0
     out = Path(args.out)
-    tmp = out.with_name(out.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds the admin's client key
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    tmp.replace(out)
+    write_private(out, text)  # it holds the admin's client key
     ui.info(f"wrote {out} (mode 0600); use: KUBECONFIG={out} kubectl get nodes")
     return 0
+
+
+def write_private(out: Path, text: str) -> None:
+    """Write `text` to `out` with mode 0600 from the start (a temporary file renamed into place)."""
+    tmp = out.with_name(out.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.chmod(tmp, 0o600)  # an existing .tmp keeps its mode through O_CREAT
+    tmp.replace(out)
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -127,7 +127,9 @@ def cmd_trust(args: argparse.Namespace) -> int:
     cfg = load_site(resolve_site_arg(args))
     missing = knownhosts.missing_nodes(cfg)
     if not missing:
-        ui.info(f"all {len(cfg.nodes)} nodes already have a recorded host key")
+        hosts = knownhosts.ssh_hosts(cfg)
+        what = ui.count(len(cfg.nodes), "node") + (" and the jumpbox" if len(hosts) > len(cfg.nodes) else "")
+        ui.info(f"all {what} already have a recorded host key")
         return 0
     for node in missing:
         keys = knownhosts.scan(cfg, node)

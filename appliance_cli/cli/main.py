@@ -23,6 +23,7 @@ from appliance_cli.cli import (
     support_cmd,
     ui,
     upgrade_cmd,
+    user_cmd,
 )
 from appliance_cli.errors import ApplianceError, ConfigError
 
@@ -33,6 +34,7 @@ COMMAND_MODULES = (
     diagnose_cmd,
     acceptance_cmd,
     cluster_cmd,
+    user_cmd,
     node_cmd,
     upgrade_cmd,
     support_cmd,

@@ -1,4 +1,5 @@
-"""SSH host keys of the site's nodes: which are recorded, and recording new ones."""
+"""SSH host keys of the site's nodes (and its jumpbox, which the install reaches too): which are
+recorded, and recording new ones."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from appliance_cli.core.remote import ssh_argv
-from appliance_cli.core.siteconfig import Node, SiteConfig
+from appliance_cli.core.siteconfig import Jumpbox, Node, SiteConfig
 from appliance_cli.errors import ApplianceError, ConfigError
 
 
@@ -42,9 +43,15 @@ def recorded_hosts(path: Path) -> set[str]:
     return names
 
 
-def missing_nodes(cfg: SiteConfig) -> list[Node]:
+def ssh_hosts(cfg: SiteConfig) -> list[Node | Jumpbox]:
+    """Every machine the install connects to: the nodes, then the jumpbox (scheduler.jumpbox)."""
+    jump = [cfg.scheduler.jumpbox] if cfg.scheduler.jumpbox else []
+    return [*cfg.nodes, *jump]
+
+
+def missing_nodes(cfg: SiteConfig) -> list[Node | Jumpbox]:
     known = recorded_hosts(cfg.resolve(cfg.ssh.known_hosts))
-    return [n for n in cfg.nodes if n.address not in known and n.name not in known]
+    return [n for n in ssh_hosts(cfg) if n.address not in known and n.name not in known]
 
 
 def require_host_keys(cfg: SiteConfig, nodes: list[Node] | None = None) -> None:
@@ -59,7 +66,7 @@ def require_host_keys(cfg: SiteConfig, nodes: list[Node] | None = None) -> None:
         )
 
 
-def scan(cfg: SiteConfig, node: Node, timeout: int = 5) -> list[ScannedKey]:
+def scan(cfg: SiteConfig, node: Node | Jumpbox, timeout: int = 5) -> list[ScannedKey]:
     """ssh-keyscan cannot use a ProxyCommand, so the key is read through ssh itself with
     StrictHostKeyChecking=accept-new into a scratch file that is discarded after reading."""
     scratch = cfg.site_dir / f".scan-{node.name}"

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import subprocess
 
-from appliance_cli.core.siteconfig import Node, SiteConfig
+from appliance_cli.core.siteconfig import Jumpbox, Node, SiteConfig
 from appliance_cli.errors import ApplianceError, Unreachable
 
 
 def ssh_argv(
-    cfg: SiteConfig, node: Node, command: list[str] | str, host_key_options: list[str] | None = None
+    cfg: SiteConfig, node: Node | Jumpbox, command: list[str] | str, host_key_options: list[str] | None = None
 ) -> list[str]:
     """`host_key_options` replaces the strict known_hosts check only for `hosts trust`, which reads
-    a key into a scratch file to show its fingerprint before anything is recorded."""
+    a key into a scratch file to show its fingerprint before anything is recorded. The jumpbox
+    (not a node) may have a user of its own."""
     keys = host_key_options or [
         "-o",
         f"UserKnownHostsFile={cfg.resolve(cfg.ssh.known_hosts)}",
@@ -35,10 +36,11 @@ def ssh_argv(
         argv += ["-o", f"ProxyCommand={cfg.ssh.proxy_command}"]
     if cfg.ssh.private_key:
         argv += ["-i", str(cfg.resolve(cfg.ssh.private_key))]
+    user = (node.user if isinstance(node, Jumpbox) else None) or cfg.ssh.user
     remote = command if isinstance(command, str) else " ".join(command)
-    if cfg.ssh.user != "root":
+    if user != "root":
         remote = f"sudo -n {remote}"
-    return [*argv, f"{cfg.ssh.user}@{node.address}", remote]
+    return [*argv, f"{user}@{node.address}", remote]
 
 
 class RemoteFailed(ApplianceError):

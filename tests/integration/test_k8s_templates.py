@@ -76,7 +76,7 @@ def _env() -> dict[str, str]:
     env.update(
         ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
         ANSIBLE_FILTER_PLUGINS=os.pathsep.join(
-            str(ROLES / r / "filter_plugins") for r in ("container_runtime", "node_roles")
+            str(ROLES / r / "filter_plugins") for r in ("container_runtime", "node_roles", "control_plane")
         ),
         ANSIBLE_LOCALHOST_WARNING="false",
         ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
@@ -188,11 +188,16 @@ def oidc(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         tmp_path_factory.mktemp("oidc"),
         {
             "appliance_node_roles": ["master"],
-            "control_plane_oidc_enabled": True,
-            "control_plane_oidc_issuer_url": "https://runai.lab.internal/auth/realms/runai",
-            "control_plane_oidc_client_id": "runai",
-            "control_plane_oidc_username_prefix": "-",
-            "control_plane_oidc_groups_claim": "groups",
+            # the site's scheduler.oidc as the CLI renders it (oidc_settings): the one source
+            "appliance_scheduler_oidc": {
+                "issuer_url": "https://runai.lab.internal/auth/realms/runai",
+                "client_id": "runai",
+                "username_claim": "",
+                "username_prefix": "-",
+                "groups_claim": "groups",
+                "groups_prefix": "",
+                "ca_file": "/site/org-ca.pem",
+            },
         },
     )
 
@@ -482,6 +487,7 @@ def test_kubeadm_config_oidc(oidc: dict[str, str]) -> None:
         "oidc-client-id": "runai",
         "oidc-username-prefix": "-",
         "oidc-groups-claim": "groups",
+        "oidc-ca-file": "/etc/kubernetes/pki/oidc-ca.crt",  # the copy on the master
     }
     # any master keeps kubeadm's default taint
     assert k["InitConfiguration"]["nodeRegistration"]["taints"] == [

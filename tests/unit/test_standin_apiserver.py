@@ -248,3 +248,53 @@ def test_kubectl_label_patches_only_the_labels_as_kubectl_does(cluster: Cluster,
     assert sent == [("PATCH", {"metadata": {"labels": {"a": "1", "kubernetes.io/hostname": None}}})]
     labels = cluster.admin().get("/api/v1/nodes/labelled")["metadata"]["labels"]
     assert labels == {"a": "1"}
+
+
+def test_mirror_pod_of_the_apiserver_and_node_restriction(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kubelet posts kube-apiserver-<node> from the manifest it started the API server with; a
+    changed manifest replaces it; a kubelet may create only mirror pods bound to itself."""
+    node = cluster.client_kubeconfig("system:node:m1", ["system:nodes"])
+    (tmp_path / "m1.conf").write_text(node)
+    manifest = tmp_path / "kube-apiserver.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: kube-apiserver\n  namespace: kube-system\n"
+        "  labels: {component: kube-apiserver}\nspec:\n  containers:\n  - name: kube-apiserver\n"
+        "    image: r/kube-apiserver:v1.23.17\n    command: [kube-apiserver, --secure-port=6443]\n"
+    )
+    kl = Kubelet({"hostname-override": "m1"}, {})
+    kl.client = ApiClient(Credentials.from_kubeconfig(load_kubeconfig(str(tmp_path / "m1.conf"))))
+    monkeypatch.setattr(kubelet, "systemctl", lambda *a: (0, ""))  # the apiserver unit is active
+    kl._load_static_pod(str(manifest))
+    kl.sync_mirror_pod()
+    path = "/api/v1/namespaces/kube-system/pods/kube-apiserver-m1"
+    pod = cluster.admin().get(path)
+    assert pod["spec"]["containers"][0]["command"] == ["kube-apiserver", "--secure-port=6443"]
+    assert (
+        pod["spec"]["nodeName"] == "m1"
+        and pod["metadata"]["annotations"]["kubernetes.io/config.source"] == "file"
+    )
+    assert {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Ready"] == "True"
+    first_hash = pod["metadata"]["annotations"]["kubernetes.io/config.hash"]
+    manifest.write_text(
+        manifest.read_text().replace("--secure-port=6443]", "--secure-port=6443, --oidc-client-id=x]")
+    )
+    kl._load_static_pod(str(manifest))
+    kl.sync_mirror_pod()
+    pod = cluster.admin().get(path)
+    assert pod["spec"]["containers"][0]["command"][-1] == "--oidc-client-id=x"
+    assert pod["metadata"]["annotations"]["kubernetes.io/config.hash"] != first_hash
+    assert (
+        pod["metadata"]["annotations"]["kubernetes.io/config.mirror"]
+        == pod["metadata"]["annotations"]["kubernetes.io/config.hash"]
+    )
+    plain = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+             "spec": {"nodeName": "m1", "containers": [{"name": "c", "image": "i"}]}}  # fmt: skip
+    with pytest.raises(ApiError, match='node "m1" can only create mirror pods'):
+        kl.client.call("POST", "/api/v1/namespaces/default/pods", plain)
+    elsewhere = dict(plain, metadata={"name": "q", "namespace": "default",
+                                      "annotations": {"kubernetes.io/config.mirror": "h"}},
+                     spec={"nodeName": "m2", "containers": [{"name": "c", "image": "i"}]})  # fmt: skip
+    with pytest.raises(ApiError, match=r"can only create pods with spec\.nodeName set to itself"):
+        kl.client.call("POST", "/api/v1/namespaces/default/pods", elsewhere)

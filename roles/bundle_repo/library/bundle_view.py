@@ -72,7 +72,9 @@ apt_repos:
   type: list
   returned: always
 files:
-  description: "Single-file artifacts: name -> {sha256, url, version, size, install_path, mode, source_url}."
+  description: >-
+    File artifacts: name -> {sha256, url, version, size, install_path, mode, source_url, paths};
+    C(paths) maps each file of a several-file artifact (served at C(url)<path>) to its sha256.
   type: dict
   returned: always
 charts:

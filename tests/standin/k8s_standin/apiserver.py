@@ -368,8 +368,8 @@ class ApiServer:
         if "system:nodes" not in groups or not user.startswith("system:node:"):
             return False
         node = user.removeprefix("system:node:")
-        if plural == "pods":
-            return verb in ("get", "list", "watch", "update", "patch")
+        if plural == "pods":  # create/delete: mirror pods only (NodeRestriction, in _create/handle)
+            return verb in ("get", "list", "watch", "update", "patch", "create", "delete")
         if plural == "configmaps" and verb == "get":
             return any(
                 (v.get("configMap") or {}).get("name") == name
@@ -477,6 +477,8 @@ class ApiServer:
         obj.setdefault("apiVersion", f"{group}/{version}" if group else version)
         obj.setdefault("kind", r[2])
         validation.validate(r[2], group, obj)
+        if plural == "pods" and user.startswith("system:node:") and "system:nodes" in groups:
+            node_restriction(obj, user.removeprefix("system:node:"), name)
         if plural == "certificatesigningrequests":
             self.sign_node_csr(obj, user, groups)
         if plural == "nodes" and self.cluster_cidr and not obj.get("spec", {}).get("podCIDR"):
@@ -537,6 +539,16 @@ class ApiServer:
                     cur = self.cluster_info(cur)
                 return 200, cur, warn
             if method == "DELETE":
+                if (
+                    plural == "pods"
+                    and cur is not None
+                    and "system:nodes" in groups
+                    and user.startswith("system:node:")
+                ):
+                    node = user.removeprefix("system:node:")
+                    if (cur.get("spec") or {}).get("nodeName") != node:
+                        raise ApiError(403, "Forbidden", f'pods "{name}" is forbidden: node "{node}" can only delete '
+                                       "pods with spec.nodeName set to itself")  # fmt: skip
                 res = self._delete(key, cur, qn, name, plural, warn)
                 self._reconcile_if(plural, cur, None)
                 return res
@@ -571,6 +583,19 @@ class ApiServer:
         stored = self.store.put(key, new)
         self._reconcile_if(plural, cur, stored)
         return 200, stored, warn
+
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+def node_restriction(pod: dict, node: str, name: str) -> None:
+    """NodeRestriction admission (1.23 wording): a kubelet creates only mirror pods bound to itself."""
+    if MIRROR_ANNOTATION not in ((pod.get("metadata") or {}).get("annotations") or {}):
+        raise ApiError(403, "Forbidden", f'pods "{name}" is forbidden: pod does not have "{MIRROR_ANNOTATION}" '
+                       f'annotation, node "{node}" can only create mirror pods')  # fmt: skip
+    if (pod.get("spec") or {}).get("nodeName") != node:
+        raise ApiError(403, "Forbidden", f'pods "{name}" is forbidden: node "{node}" can only create pods with '
+                       "spec.nodeName set to itself")  # fmt: skip
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

@@ -352,7 +352,8 @@ class Kubectl:
                 p
                 for p in self.client.get("/api/v1/pods")["items"]
                 if (p.get("spec") or {}).get("nodeName") == n
-            ]
+                and "kubernetes.io/config.mirror" not in (p["metadata"].get("annotations") or {})
+            ]  # mirror pods are skipped, as kubectl drain does (their static pod stays)
             ds_owned = [
                 p
                 for p in on_node
@@ -696,6 +697,8 @@ def kubectl_main(argv: list[str]) -> int:
     sub, args = pos[0], pos[1:]
     if sub == "version" and flags.get("client"):
         return Kubectl.cmd_version(_client_only(flags), args)
+    if sub == "completion":
+        return completion(args)
     k = Kubectl(flags)
     table: dict[str, Callable[[list[str]], int]] = {
         "get": k.cmd_get, "label": k.cmd_label, "annotate": lambda a: k.cmd_label(a, "annotations", "annotated"),
@@ -725,6 +728,37 @@ def kubectl_main(argv: list[str]) -> int:
     finally:
         for w in k.client.warnings:
             sys.stderr.write(f"Warning: {w}\n")
+
+
+SUBCOMMANDS = ("annotate", "apply", "cluster-info", "completion", "cordon", "create", "delete", "drain", "get",
+               "label", "taint", "uncordon", "version", "wait")  # fmt: skip
+
+
+def completion(args: list[str]) -> int:
+    """`kubectl completion bash|zsh`: kubectl's refusals; a script completing the stand-in's own
+    subcommands (the real one is cobra's generated script, thousands of lines)."""
+    if not args:
+        sys.stderr.write("error: Shell not specified.\nSee 'kubectl completion -h' for help and examples\n")
+        return 1
+    if len(args) > 1:
+        sys.stderr.write("error: Too many arguments. Expected only the shell type.\n"
+                         "See 'kubectl completion -h' for help and examples\n")  # fmt: skip
+        return 1
+    if args[0] not in ("bash", "zsh", "fish", "powershell"):
+        sys.stderr.write(f'error: Unsupported shell type "{args[0]}".\n')
+        return 1
+    words = " ".join(SUBCOMMANDS)
+    sys.stdout.write(
+        "# bash completion for kubectl (TEST-ONLY stand-in: its subcommands)\n"
+        "__kubectl_standin_complete() {\n"
+        '    local cur="${COMP_WORDS[COMP_CWORD]}"\n'
+        '    if [ "$COMP_CWORD" -eq 1 ]; then\n'
+        f'        COMPREPLY=( $(compgen -W "{words}" -- "$cur") )\n'
+        "    fi\n"
+        "}\n"
+        "complete -o default -F __kubectl_standin_complete kubectl\n"
+    )
+    return 0
 
 
 def _client_only(flags: dict[str, Any]) -> Kubectl:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime as dt
+import hashlib
 import http.client
 import http.server
 import os
@@ -132,6 +133,8 @@ class _any_flag(set):
 
 # --------------------------------------------------------------------------- kubelet
 
+MIRROR_RECHECK_S = 10.0  # a deleted mirror pod is posted again within this
+
 KUBELET_FLAGS = {
     "bootstrap-kubeconfig": "str", "kubeconfig": "str", "config": "str", "container-runtime": "str",
     "container-runtime-endpoint": "str", "image-service-endpoint": "str", "pod-infra-container-image": "str",
@@ -188,6 +191,11 @@ class Kubelet:
         self.client: ApiClient | None = None
         self.registered = False
         self.static_mtime: float | None = None
+        self.static_pod: dict | None = None  # the manifest the running apiserver started from
+        self.static_hash = ""
+        self.static_started = ""
+        self.static_restarts = -1
+        self.mirror_checked: tuple[str, float] | None = None  # (hash, when) last posted or seen
         self.transitions: dict[str, tuple[str, str]] = {}
 
     def tls_bootstrap(self) -> None:
@@ -354,8 +362,94 @@ class Kubelet:
                     "kubelet.go:2103",
                     '"SyncLoop UPDATE" source="file" pods=[kube-system/kube-apiserver]',
                 )
+            self._load_static_pod(manifest)
             systemctl("restart", APISERVER_UNIT)
         self.static_mtime = mtime
+
+    def _load_static_pod(self, manifest: str) -> None:
+        """What the unit is about to start from: the mirror pod's spec (the real kubelet posts the
+        static pod it runs, with its hash, as the mirror pod)."""
+        text = read_text(manifest) or ""
+        try:
+            pod = yaml.safe_load(text)
+        except yaml.YAMLError:
+            pod = None
+        self.static_pod = pod if isinstance(pod, dict) and isinstance(pod.get("spec"), dict) else None
+        self.static_hash = hashlib.sha256(text.encode()).hexdigest()[:32]
+        self.static_started = rfc3339()
+        self.static_restarts += 1
+
+    def mirror_pod(self, ready: bool) -> dict | None:
+        """kube-system/<name>-<node>: the static pod as the API sees it (kubectl get pods -n
+        kube-system kube-apiserver-<node> -o yaml shows the command the running apiserver has)."""
+        pod = self.static_pod
+        if pod is None:
+            return None
+        meta = pod.get("metadata") or {}
+        name = f"{meta.get('name', 'kube-apiserver')}-{self.node}"
+        spec = dict(pod["spec"], nodeName=self.node)
+        annotations = dict(meta.get("annotations") or {})
+        annotations.update({"kubernetes.io/config.hash": self.static_hash,
+                            "kubernetes.io/config.mirror": self.static_hash,
+                            "kubernetes.io/config.seen": self.static_started,
+                            "kubernetes.io/config.source": "file"})  # fmt: skip
+        ts = rfc3339()
+        cond = "True" if ready else "False"
+        first = (spec.get("containers") or [{}])[0]
+        status = {
+            "phase": "Running",
+            "conditions": [{"type": t, "status": cond if t in ("Ready", "ContainersReady") else "True",
+                            "lastProbeTime": None, "lastTransitionTime": ts}
+                           for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")],
+            "containerStatuses": [{"name": first.get("name", "kube-apiserver"), "image": first.get("image", ""),
+                                   "imageID": "", "containerID": f"standin://{APISERVER_UNIT}",
+                                   "ready": ready, "started": True, "restartCount": max(self.static_restarts, 0),
+                                   "state": {"running": {"startedAt": self.static_started}}}],
+            "hostIP": next((a["address"] for a in self.addresses() if a["type"] == "InternalIP"), ""),
+            "qosClass": "Burstable",
+            "startTime": self.static_started,
+        }  # fmt: skip
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": meta.get("namespace") or "kube-system",
+                         "labels": dict(meta.get("labels") or {}), "annotations": annotations},
+            "spec": spec,
+            "status": status,
+        }  # fmt: skip
+
+    def sync_mirror_pod(self) -> None:
+        """Post the mirror pod once the apiserver it describes answers (the kubelet reaches the API
+        through it); a changed manifest replaces it (new hash), as the real kubelet does."""
+        assert self.client is not None
+        last = self.mirror_checked
+        if self.static_pod is None or (
+            last and last[0] == self.static_hash and now() - last[1] < MIRROR_RECHECK_S
+        ):
+            return
+        want = self.mirror_pod(ready=True)
+        if want is None or systemctl("is-active", "--quiet", APISERVER_UNIT)[0] != 0:
+            return
+        md = want["metadata"]
+        path = res_path("", "v1", "pods", md["namespace"], md["name"])
+        try:
+            cur: dict | None = self.client.get(path)
+        except ApiError as e:
+            if e.code != 404:
+                raise
+            cur = None
+        same = cur is not None and (cur["metadata"].get("annotations") or {}).get("kubernetes.io/config.hash") \
+            == self.static_hash  # fmt: skip
+        if not same:
+            if cur is not None:
+                self.client.call("DELETE", path)
+            self.client.call("POST", res_path("", "v1", "pods", md["namespace"]), want)
+            log_klog(
+                "I",
+                "mirror_client.go:86",
+                f'"Creating a mirror pod for static pod" pod="{md["namespace"]}/{md["name"]}"',
+            )
+        self.mirror_checked = (self.static_hash, now())
 
 
 def _serve_text(port: int, bind: str, code: int, body: bytes) -> http.server.ThreadingHTTPServer:
@@ -391,6 +485,8 @@ def _kubelet_loop(kl: Kubelet, flags: dict[str, Any], cfg: dict[str, Any]) -> No
             elif kl.registered and now() >= next_hb:
                 kl.heartbeat()
                 next_hb = now() + period
+            if kl.registered:
+                kl.sync_mirror_pod()
             if kl.registered and now() >= next_pods:  # the pods bound here: pull, init, report
                 worker = worker or PodWorker(kl.client, kl.node, kl.cri)
                 worker.sync()

@@ -57,7 +57,11 @@ class PodWorker:
 
     def sync(self) -> None:
         q = urllib.parse.quote(f"spec.nodeName={self.node}")
-        pods = self.client.get(f"/api/v1/pods?fieldSelector={q}")["items"]
+        pods = [
+            p
+            for p in self.client.get(f"/api/v1/pods?fieldSelector={q}")["items"]  # mirror pods: the static
+            if "kubernetes.io/config.mirror" not in (p["metadata"].get("annotations") or {})
+        ]  # pod runs them
         live = {p["metadata"]["uid"] for p in pods}
         self.running &= live
         todo = [p for p in pods if p["metadata"]["uid"] not in self.running
