@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from appliance_cli.content import playbooks_dir
 from appliance_cli.core.inventory import render_inventory
 from appliance_cli.core.knownhosts import require_host_keys
 from appliance_cli.core.ports import RunnerPort
-from appliance_cli.core.siteconfig import SiteConfig
-from appliance_cli.errors import BundleError, RunFailed
+from appliance_cli.core.remote import run_on
+from appliance_cli.core.siteconfig import Node, SiteConfig
+from appliance_cli.errors import ApplianceError, BundleError, RunFailed
 from appliance_cli.runner.events import Event, RunOptions, RunRequest, RunResult
+from appliance_cli.runner.translate import LOST_MID_RUN
 
 
 def runs_dir(cfg: SiteConfig) -> Path:
@@ -41,7 +44,10 @@ def run_playbook(
     )
     result = runner.run(req, on_event)
     if not result.ok:
-        line, hint = _failure_line(result), f"artifacts and full log: {result.artifact_dir}"
+        line, hint = (
+            _failure_line(result, _silent_nodes(cfg, result)),
+            f"artifacts and full log: {result.artifact_dir}",
+        )
         if result.failures and result.failures[0].kind == "bundle":  # caught while copying the stick
             raise BundleError(line, hint="the bundle on the stick differs from its signed manifest: rebuild or "
                               "re-copy it (appliance bundle verify names every bad blob); nothing was installed")  # fmt: skip
@@ -49,9 +55,32 @@ def run_playbook(
     return result
 
 
-def _failure_line(result: RunResult) -> str:
+def _silent_nodes(cfg: SiteConfig, result: RunResult) -> list[Node]:
+    """When a connection died under a task and Ansible could not say whose (a task delegated to
+    another node fails on the node that delegated it): the nodes that do not answer SSH now."""
+    lost = [f for f in result.failures if f.status == "unreachable" and f.message.startswith(LOST_MID_RUN)]
+    if not lost or any(f.address for f in lost):
+        return []
+
+    def silent(node: Node) -> bool:
+        try:
+            run_on(cfg, node, "true", timeout=15)
+        except ApplianceError:
+            return True
+        return False
+
+    with ThreadPoolExecutor(max_workers=min(16, len(cfg.nodes))) as pool:
+        return [n for n, down in zip(cfg.nodes, pool.map(silent, cfg.nodes), strict=True) if down]
+
+
+def _failure_line(result: RunResult, silent: list[Node] | None = None) -> str:
     """One line: an unreachable node first (named once, with its address and the cause: a node
-    that cannot be reached explains the failures that follow from it), else the first failure."""
+    that cannot be reached explains the failures that follow from it), else the first failure.
+    `silent`: nodes found not answering after a connection died under a task."""
+    if silent:
+        f = next(f for f in result.failures if f.status == "unreachable")
+        names = ", ".join(f"{n.name} ({n.address})" for n in silent)
+        return f"{names} unreachable: {f.message} (task '{f.task}' on {f.host}; it does not answer SSH now)"
     unreachable = {f.host: f for f in reversed(result.failures) if f.status == "unreachable"}
     if unreachable:
         f = unreachable[next(f.host for f in result.failures if f.status == "unreachable")]

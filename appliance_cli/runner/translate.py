@@ -84,6 +84,30 @@ def _unreachable(
                       ignored=ignored, address=address)  # fmt: skip
 
 
+# What Mitogen says when the connection under a running task dies (a cable pulled, a node
+# powered off mid-run): the node became unreachable, whatever the task was doing.
+_CONNECTION_LOST = (
+    "the respondent Context has disconnected",
+    "Mitogen was disconnected from",
+    "EOF on stream",
+)
+LOST_MID_RUN = "the connection dropped during the run: the node went down or its network path broke"
+
+
+def _lost_connection(
+    res: dict[str, Any], host: str, task: str, names: dict[str, str], ignored: bool
+) -> HostResult | None:
+    """A task failed because its connection died: an unreachable result for the node at the other
+    end, which is the delegation's target when the task was delegated (master1 pulling on worker1)."""
+    if not any(words in _message(res) for words in _CONNECTION_LOST):
+        return None
+    delegated = res.get("_ansible_delegated_vars") or {}
+    target = str(delegated.get("ansible_delegated_host") or "") or host
+    address = str(delegated.get("ansible_host") or "")
+    return HostResult(host=names.get(address, target), task=task, status="unreachable",
+                      message=f"{LOST_MID_RUN} ({_message(res)})", ignored=ignored, address=address)  # fmt: skip
+
+
 def translate(raw: dict[str, Any], names: dict[str, str] | None = None) -> list[Event]:
     kind = raw.get("event")
     data = raw.get("event_data") or {}
@@ -101,6 +125,10 @@ def translate(raw: dict[str, Any], names: dict[str, str] | None = None) -> list[
         status = "changed"
     if status == "unreachable":
         return [_unreachable(res, host, task, names or {}, bool(data.get("ignore_errors")))]
+    if status == "failed" and (
+        lost := _lost_connection(res, host, task, names or {}, bool(data.get("ignore_errors")))
+    ):
+        return [lost]
     events: list[Event] = [
         HostResult(
             host=host,

@@ -98,3 +98,34 @@ def test_the_runner_is_told_which_node_has_which_address(site):
     runner = FakeRunner()
     install(runner, site, RunOptions(), lambda e: None)
     assert runner.requests[0].node_names == {n.address: n.name for n in site.nodes}
+
+
+def test_a_connection_lost_under_a_delegated_task_names_the_node_that_went_silent(
+    site, tmp_path, monkeypatch
+):
+    """Ansible reports a connection that died under a delegated task on the node that delegated
+    it, with no address: the service asks every node over SSH (faked here: no network) and names
+    the one that no longer answers."""
+    from appliance_cli.core import install as service
+    from appliance_cli.errors import Unreachable
+    from appliance_cli.runner.translate import LOST_MID_RUN
+
+    asked = []
+
+    def fake_run_on(cfg, node, command, timeout=60):
+        asked.append(node.name)
+        if node.name == "gpu1":
+            raise Unreachable(f"{node.name}: no answer within {timeout}s")
+        return ""
+
+    monkeypatch.setattr(service, "run_on", fake_run_on)
+    lost = f"{LOST_MID_RUN} (Task failed: the respondent Context has disconnected)"
+    failed = RunResult("failed", 2, {}, tmp_path / "artifacts",
+                       failures=[HostResult("master1", "Helm | Pull the images ahead on gpu1", "unreachable", lost)])  # fmt: skip
+    with pytest.raises(RunFailed) as exc:
+        install(FakeRunner(failed), site, RunOptions(), lambda e: None)
+    assert sorted(asked) == ["gpu1", "gpu2", "master1"]
+    assert exc.value.message == (
+        f"gpu1 (192.168.10.21) unreachable: {lost} (task 'Helm | Pull the images ahead on gpu1' on master1; "
+        "it does not answer SSH now)"
+    )

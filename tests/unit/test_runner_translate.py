@@ -204,3 +204,39 @@ def test_a_bad_stick_found_while_copying_is_a_bundle_error_exit_4(tmp_path, monk
     ) as e:
         install.run_playbook(Runner(), cfg, "site.yml", RunOptions(), lambda ev: None)
     assert e.value.exit_code == 4 and "nothing was installed" in (e.value.hint or "")
+
+
+def test_a_connection_lost_under_a_task_is_the_far_nodes_unreachability():
+    """Mitogen's words when a node drops off mid-task (seen in the lab with its link pulled during
+    a pull delegated from master1 to worker1): the node named is the delegation's target."""
+    delegated = translate(
+        ev(
+            "runner_on_failed",
+            host="master1",
+            task="Helm | Pull the images ahead on worker1",
+            res={
+                "msg": "Task failed: the respondent Context has disconnected",
+                "_ansible_delegated_vars": {
+                    "ansible_host": "10.77.0.12",
+                    "ansible_delegated_host": "worker1",
+                },
+            },
+        ),
+        {"10.77.0.12": "worker1"},
+    )
+    assert delegated == [
+        HostResult(
+            "worker1",
+            "Helm | Pull the images ahead on worker1",
+            "unreachable",
+            "the connection dropped during the run: the node went down or its network path broke "
+            "(Task failed: the respondent Context has disconnected)",
+            address="10.77.0.12",
+        )
+    ]
+    own = translate(
+        ev("runner_on_failed", host="w2", task="t", res={"msg": "Mitogen was disconnected from w2"})
+    )
+    assert own[0].host == "w2" and own[0].status == "unreachable"
+    other = translate(ev("runner_on_failed", host="w2", task="t", res={"msg": "disconnected from the bus"}))
+    assert other[0].status == "failed"
