@@ -80,6 +80,8 @@ def _unreachable(
     delegation's target (found by its address), not the node that ran the task."""
     items = [r for r in res.get("results") or [] if isinstance(r, dict) and r.get("unreachable")]
     address, cause = unreachable_cause(str((items[0] if items else res).get("msg", "")))
+    if not address:  # ssh's words named no address ("Connection closed by remote host"): the node's own
+        address = next((a for a, name in names.items() if name == host), "")
     return HostResult(host=names.get(address, host), task=task, status="unreachable", message=cause,
                       ignored=ignored, address=address)  # fmt: skip
 

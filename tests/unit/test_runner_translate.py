@@ -240,3 +240,14 @@ def test_a_connection_lost_under_a_task_is_the_far_nodes_unreachability():
     assert own[0].host == "w2" and own[0].status == "unreachable"
     other = translate(ev("runner_on_failed", host="w2", task="t", res={"msg": "disconnected from the bus"}))
     assert other[0].status == "failed"
+
+
+def test_an_unreachable_node_gets_its_address_when_ssh_names_none():
+    """Seen in the lab with a node's link down under a ProxyCommand: ssh says only "Connection
+    closed by remote host"; the line still names the node with its address."""
+    got = translate(
+        ev("runner_on_unreachable", host="worker1", task="t",
+           res={"msg": "Failed to connect to the host via ssh: Connection closed by remote host"}),
+        {"10.77.0.12": "worker1", "10.77.0.11": "master1"},
+    )  # fmt: skip
+    assert (got[0].host, got[0].address, got[0].status) == ("worker1", "10.77.0.12", "unreachable")
