@@ -10,7 +10,7 @@ from appliance_cli.cli import ui
 from appliance_cli.cli.install_cmd import make_runner
 from appliance_cli.cli.progress import Progress, print_recap
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
-from appliance_cli.core import bundlegate, nodeops, sitelock
+from appliance_cli.core import bundlegate, cluster, nodeops, sitelock
 from appliance_cli.core.install import install
 from appliance_cli.core.remote import run_on
 from appliance_cli.core.siteconfig import Node, SiteConfig, load_site
@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _kubectl(cfg: SiteConfig) -> nodeops.Kubectl:
-    return nodeops.remote_kubectl(lambda command: run_on(cfg, cfg.master, command, timeout=900))
+    return lambda args: cluster.kubectl(cfg, args, timeout=900)
 
 
 def _confirm(question: str, what: str = "draining") -> None:

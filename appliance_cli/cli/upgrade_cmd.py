@@ -9,8 +9,7 @@ from typing import Any
 
 from appliance_cli.cli import ui
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
-from appliance_cli.core import bundlegate, upgradeplan
-from appliance_cli.core.cluster import KUBECTL
+from appliance_cli.core import bundlegate, cluster, upgradeplan
 from appliance_cli.core.remote import run_on
 from appliance_cli.core.siteconfig import load_site
 from appliance_cli.errors import ApplianceError
@@ -39,7 +38,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     target = upgradeplan.target_of(manifest, upgradeplan.chart_metadata(root, manifest))
 
     def kubectl_json(a: str) -> Any:
-        return _json(run_on(cfg, cfg.master, f"{KUBECTL} {a} -o json", timeout=120), f"kubectl {a}")
+        return _json(cluster.kubectl(cfg, f"{a} -o json", timeout=120), f"kubectl {a}")
 
     def helm_json(a: str) -> Any:
         out = run_on(

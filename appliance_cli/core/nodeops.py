@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from appliance_cli.core.cluster import KUBECTL
 from appliance_cli.core.siteconfig import SiteConfig
 from appliance_cli.errors import ApplianceError, UsageError
 
@@ -106,11 +105,6 @@ def plan_uncordon(cfg: SiteConfig, node: str, node_doc: dict[str, Any]) -> list[
     if spec.get("unschedulable"):
         commands.append(f"uncordon {node}")
     return commands
-
-
-def remote_kubectl(run: Callable[[str], str]) -> Kubectl:
-    """kubectl with the admin kubeconfig on the master, through `run` (a command string)."""
-    return lambda args: run(f"{KUBECTL} {args}")
 
 
 def read_json(kubectl: Kubectl, args: str) -> dict[str, Any]:
