@@ -8,6 +8,8 @@ import secrets
 import time
 from pathlib import Path
 
+from rich.markup import escape
+
 from appliance_cli.cli import ui
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
 from appliance_cli.core import knownhosts
@@ -129,7 +131,7 @@ def show_step(r: StepResult) -> None:
 
 def progress(message: str) -> None:
     """What the run is doing, on stderr: stdout keeps the results."""
-    ui.err.print(f"[dim]… {message}[/]", markup=True, highlight=False)
+    ui.err.print(f"[dim]… {escape(message)}[/]", markup=True, highlight=False)
 
 
 def show_smoke(v: SmokeVerdict) -> None:

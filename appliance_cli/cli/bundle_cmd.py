@@ -7,6 +7,7 @@ import argparse
 from contextlib import contextmanager
 from pathlib import Path
 
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -258,7 +259,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             )
     except BundleVerifyError as exc:
         for line in exc.problems:
-            ui.err.print(f"[red]BAD[/] {line}", markup=True, highlight=False)
+            ui.err.print(f"[red]BAD[/] {escape(line)}", markup=True, highlight=False)
         raise
     sig = (
         f"signature valid (key {rep.key_id})"

@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in exc.problems:
             ui.error(line)
         if exc.hint:
-            ui.err.print(f"[yellow]hint:[/] {exc.hint}", markup=True, highlight=False)
+            ui.show_hint(exc.hint)
         return exc.exit_code
     except ApplianceError as exc:
         ui.error(exc.message, exc.hint)

@@ -6,6 +6,7 @@ import os
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -16,14 +17,20 @@ def interactive() -> bool:
     return sys.stdout.isatty() and not os.environ.get("CI")
 
 
+# Messages carry the tools' own words, brackets included ("[ERROR CRI]", "Error: [a and b ...]"):
+# escaped, so rich never takes them for markup and drops them.
 def error(message: str, hint: str | None = None) -> None:
-    err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    err.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
     if hint:
-        err.print(f"[yellow]hint:[/] {hint}", markup=True, highlight=False)
+        show_hint(hint)
+
+
+def show_hint(message: str) -> None:
+    err.print(f"[yellow]hint:[/] {escape(message)}", markup=True, highlight=False)
 
 
 def warn(message: str) -> None:
-    err.print(f"[yellow]warning:[/] {message}", markup=True, highlight=False)
+    err.print(f"[yellow]warning:[/] {escape(message)}", markup=True, highlight=False)
 
 
 def info(message: str) -> None:

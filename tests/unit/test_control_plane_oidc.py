@@ -206,3 +206,12 @@ def test_the_running_api_server_read_from_its_mirror_pod():
     pod["status"]["conditions"][0]["status"] = "False"
     assert f.pod_state(json.dumps(pod), FLAGS) == "the API server is not Ready"
     assert f.pod_state("", FLAGS) == "the API server does not answer"
+
+
+def test_the_flags_a_manifest_gives_the_api_server():
+    """What a restored manifest must be seen running with: its --oidc-* items, quoted or not."""
+    assert f.manifest_flags(MANIFEST) == {}
+    edited = f.manifest_oidc(MANIFEST, FLAGS | {"oidc-username-prefix": "-"})
+    assert f.manifest_flags(edited) == FLAGS | {"oidc-username-prefix": "-"}
+    with pytest.raises(f.OidcEditError, match=r"no spec\.containers"):
+        f.manifest_flags("kind: Pod\n")

@@ -14,6 +14,8 @@ pytest: tests/unit/test_control_plane_oidc.py).
   dumped with sorted keys, as kubeadm and its marshaller write it.
 * `control_plane_oidc_pod_state`: whether the running API server (its mirror pod, what the
   kubelet reports of the static pod it runs) has exactly these flags and is Ready.
+* `control_plane_oidc_manifest_flags`: the --oidc-* flags a manifest gives the API server (what
+  a restored manifest must be seen running with).
 """
 
 from __future__ import annotations
@@ -188,6 +190,22 @@ def manifest_oidc(text: str, flags: Mapping[str, Any]) -> str:
     return new
 
 
+def manifest_flags(text: str) -> dict[str, str]:
+    """{flag: value} of the --oidc-* items in kube-apiserver.yaml's command list."""
+    try:
+        root = yaml.compose(str(text), Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        raise OidcEditError(f"the manifest is not YAML: {exc}") from None
+    if root is None:
+        raise OidcEditError("the manifest is empty")
+    out = {}
+    for item in _command_node(root).value[1:]:
+        name = _flag_name(str(item.value)) if isinstance(item, yaml.ScalarNode) else None
+        if name and name.startswith(PREFIX):
+            out[name] = str(item.value).partition("=")[2]
+    return out
+
+
 def cluster_config_oidc(text: str, flags: Mapping[str, Any]) -> str:
     """kubeadm's ClusterConfiguration with exactly `flags` as apiServer.extraArgs' oidc-* keys."""
     wanted = _check_flags(flags)
@@ -249,4 +267,5 @@ class FilterModule:
             "control_plane_oidc_manifest": manifest_oidc,
             "control_plane_oidc_cluster_config": cluster_config_oidc,
             "control_plane_oidc_pod_state": pod_state,
+            "control_plane_oidc_manifest_flags": manifest_flags,
         }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import sys
 from typing import Any
 
@@ -12,7 +13,7 @@ import yaml
 
 from .containerd import containerd_version, cri_info, crictl_fatal, ctr, image_exists, pull_image, sock_path
 from .flags import parse_flags
-from .util import CRICTL_VERSION, Fail, read_text, tabwrite
+from .util import APISERVER_UNIT, CRICTL_VERSION, Fail, hp, read_text, run, systemctl, tabwrite
 
 # --------------------------------------------------------------------------- crictl
 
@@ -34,11 +35,60 @@ def _crictl_images(ep: str, flags: dict[str, Any]) -> None:
         sys.stdout.write(tabwrite(rows))
 
 
+# The stand-in API server is a systemd unit, not a container: crictl shows it as the static pod's
+# container (its ID is fixed) and `crictl logs` reads the unit's journal.
+APISERVER_CONTAINER = "5a7e11a9e5e7c0de"
+
+
+def _apiserver_row(all_states: bool) -> list[str] | None:
+    if not os.path.exists(hp(f"/etc/systemd/system/{APISERVER_UNIT}")):
+        return None
+    running = systemctl("is-active", "--quiet", APISERVER_UNIT)[0] == 0
+    if not (running or all_states):
+        return None
+    return [APISERVER_CONTAINER, "", "", "Running" if running else "Exited", "kube-apiserver", "0", ""]
+
+
+def _crictl_ps(ep: str, flags: dict[str, Any]) -> None:
+    _, out = ctr(ep, "-n", "k8s.io", "tasks", "ls")
+    rows = [["CONTAINER", "IMAGE", "CREATED", "STATE", "NAME", "ATTEMPT", "POD ID"]]
+    for line in out.splitlines()[1:]:
+        f = line.split()
+        if len(f) >= 3 and (flags.get("all") or f[2] == "RUNNING"):
+            rows.append([f[0][:13], "", "", "Running" if f[2] == "RUNNING" else "Exited", f[0][:13], "0", ""])
+    apiserver = _apiserver_row(bool(flags.get("all")))
+    if apiserver:
+        rows.append(apiserver)
+    if flags.get("name"):  # a regular expression on NAME, as crictl filters
+        rows[1:] = [r for r in rows[1:] if re.search(flags["name"], r[4])]
+    sys.stdout.write(
+        "\n".join(r[0] for r in rows[1:]) + ("\n" if rows[1:] else "")
+        if flags.get("quiet")
+        else tabwrite(rows)
+    )
+
+
+def _crictl_logs(container: str, flags: dict[str, Any]) -> int:
+    if container != APISERVER_CONTAINER:
+        sys.stderr.write(
+            crictl_fatal(f"standin: crictl logs of {container} is not supported (only the API server's)")
+        )
+        return 1
+    tail = str(flags.get("tail") or "-1")
+    # one container = one start of the unit: what its process wrote that time, not systemd's lines
+    _, invocation = systemctl("show", "-p", "InvocationID", "--value", APISERVER_UNIT)
+    argv = ["journalctl", "--no-pager", "-o", "cat", f"_SYSTEMD_INVOCATION_ID={invocation.strip()}"]
+    _, text = run(argv + ([] if tail == "-1" else ["-n", tail]), timeout=30)
+    sys.stderr.write(text)  # klog writes to stderr; crictl logs passes the streams through
+    return 0
+
+
 def crictl_main(argv: list[str]) -> int:
     try:
         flags, pos = parse_flags(argv, {"runtime-endpoint": "str", "image-endpoint": "str", "timeout": "str",
                                         "debug": "bool", "config": "str", "version": "bool", "all": "bool",
-                                        "quiet": "bool", "output": "str", "verbose": "bool"},
+                                        "quiet": "bool", "output": "str", "verbose": "bool", "name": "str",
+                                        "tail": "str"},
                                  {"r": "runtime-endpoint", "i": "image-endpoint", "t": "timeout", "D": "debug",
                                   "c": "config", "v": "version", "a": "all", "q": "quiet", "o": "output"})  # fmt: skip
     except Fail as e:
@@ -76,19 +126,9 @@ def crictl_main(argv: list[str]) -> int:
     elif sub == "images":
         _crictl_images(ep, flags)
     elif sub == "ps":
-        _, out = ctr(ep, "-n", "k8s.io", "tasks", "ls")
-        rows = [["CONTAINER", "IMAGE", "CREATED", "STATE", "NAME", "ATTEMPT", "POD ID"]]
-        for line in out.splitlines()[1:]:
-            f = line.split()
-            if len(f) >= 3 and (flags.get("all") or f[2] == "RUNNING"):
-                rows.append(
-                    [f[0][:13], "", "", "Running" if f[2] == "RUNNING" else "Exited", f[0][:13], "0", ""]
-                )
-        sys.stdout.write(
-            "\n".join(r[0] for r in rows[1:]) + ("\n" if rows[1:] else "")
-            if flags.get("quiet")
-            else tabwrite(rows)
-        )
+        _crictl_ps(ep, flags)
+    elif sub == "logs" and len(pos) > 1:
+        return _crictl_logs(pos[1], flags)
     elif sub == "pull" and len(pos) > 1:
         rc, out = pull_image(ep, pos[1])
         (sys.stderr if rc else sys.stdout).write(out)

@@ -64,6 +64,9 @@ APISERVER_FLAGS = {
 }  # fmt: skip
 
 
+BACKOFF_START, BACKOFF_MAX = 10.0, 300.0
+
+
 def pod_command_flags(manifest_path: str, binary: str, known: set[str]) -> dict[str, str]:
     text = read_text(manifest_path)
     if text is None:
@@ -195,6 +198,10 @@ class Kubelet:
         self.static_hash = ""
         self.static_started = ""
         self.static_restarts = -1
+        # CrashLoopBackOff: a container that keeps exiting is started again after 10 s, 20 s, ...
+        # 5 min; a changed manifest is a new pod, started at once with the back-off reset
+        self.static_backoff = BACKOFF_START
+        self.static_next_start = 0.0
         self.mirror_checked: tuple[str, float] | None = None  # (hash, when) last posted or seen
         self.transitions: dict[str, tuple[str, str]] = {}
 
@@ -355,20 +362,37 @@ class Kubelet:
         if mtime is None:
             if active:
                 systemctl("stop", APISERVER_UNIT)
-        elif not active or mtime != self.static_mtime:
-            if self.static_mtime is not None and mtime != self.static_mtime:
+        elif mtime != self.static_mtime:
+            if self.static_mtime is not None:
                 log_klog(
                     "I",
                     "kubelet.go:2103",
                     '"SyncLoop UPDATE" source="file" pods=[kube-system/kube-apiserver]',
                 )
-            self._load_static_pod(manifest)
-            systemctl("restart", APISERVER_UNIT)
+            self.static_backoff = BACKOFF_START
+            mtime = self._start_static_pod(manifest)
+        elif not active:
+            if now() < self.static_next_start:
+                return
+            self.static_backoff = min(self.static_backoff * 2, BACKOFF_MAX)
+            mtime = self._start_static_pod(manifest)
         self.static_mtime = mtime
 
-    def _load_static_pod(self, manifest: str) -> None:
+    def _start_static_pod(self, manifest: str) -> float | None:
+        # the file as read now, with its own mtime: one rewritten since the caller's stat (a restore
+        # racing this loop) is what starts, and is not restarted again on the next pass
+        mtime = self._load_static_pod(manifest)
+        systemctl("restart", APISERVER_UNIT)
+        self.static_next_start = now() + self.static_backoff
+        return mtime
+
+    def _load_static_pod(self, manifest: str) -> float | None:
         """What the unit is about to start from: the mirror pod's spec (the real kubelet posts the
-        static pod it runs, with its hash, as the mirror pod)."""
+        static pod it runs, with its hash, as the mirror pod). Returns the mtime of what was read."""
+        try:
+            mtime: float | None = os.stat(manifest).st_mtime
+        except OSError:
+            mtime = None
         text = read_text(manifest) or ""
         try:
             pod = yaml.safe_load(text)
@@ -378,6 +402,7 @@ class Kubelet:
         self.static_hash = hashlib.sha256(text.encode()).hexdigest()[:32]
         self.static_started = rfc3339()
         self.static_restarts += 1
+        return mtime
 
     def mirror_pod(self, ready: bool) -> dict | None:
         """kube-system/<name>-<node>: the static pod as the API sees it (kubectl get pods -n
