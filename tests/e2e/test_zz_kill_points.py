@@ -1,0 +1,117 @@
+"""kill -9 of `appliance install` at five points of a first install, in a lab of its own: while the
+bundle is copied to the master, while apt installs the prerequisites, while the registry is seeded,
+during `kubeadm init`, and during the GPU Operator's helm release. Each run is killed as the task
+starts (its ssh children with it: the process group), the next run picks up from there; after the
+fifth a run converges, the one after changes nothing, and nothing was lost on the way: every node
+Ready, the master's bundle copy the one that was signed, the registry serving what was seeded (the
+install's own pull check), no lock left behind."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from appliance_cli.core.siteconfig import load_site
+from appliance_cli.core.sitelock import MASTER_LOCK
+
+LAB = "kp"
+# Task names as the install prints them when they start, in the order a first install meets them.
+KILL_POINTS = (
+    "Sync | Copy and verify the bundle",
+    "Packages | Install prerequisites from the offline repository",
+    "Seed | Lay the bundle's images into the registry storage",
+    "Control plane | Run kubeadm init",
+    "Helm | Install or upgrade | gpu-operator",
+)
+KUBECTL = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
+
+
+def _ssh(site_dir: Path, node: str, command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["ssh", "-F", str(site_dir / "ssh_config"), "-o", "BatchMode=yes", node, command],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def _kill_at(site_dir: Path, task: str, after: float = 2.0) -> bool:
+    """Start an install, SIGKILL its whole process group `after` seconds into `task`; False when
+    the install ended without reaching it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "appliance_cli", "install", "--site", str(site_dir), "--skip-diagnose"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env=os.environ | {"CI": "1"}, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    reached = False
+    for line in proc.stdout:
+        if line.rstrip().endswith(f"] {task}"):
+            reached = True
+            time.sleep(after)
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+    proc.stdout.close()
+    proc.wait(timeout=60)
+    return reached
+
+
+def _wait_lock_free(site_dir: Path, timeout: float = 120) -> None:
+    end = time.monotonic() + timeout
+    while _ssh(site_dir, "master1", f"sudo flock -n {MASTER_LOCK} true").returncode != 0:
+        assert time.monotonic() < end, f"{MASTER_LOCK} still held {timeout:.0f}s after the kill"
+        time.sleep(1)
+
+
+@pytest.fixture(scope="module")
+def killed_lab(own_lab_cm, request, cli):
+    if os.environ.get("APPLIANCE_E2E_SITE"):
+        pytest.skip("kills first installs: lab only")
+    bundle = request.getfixturevalue("lab_bundle")
+    with own_lab_cm(LAB, 2, bundle) as layout:
+        site_dir = layout.site_dir
+        reached = []
+        for task in KILL_POINTS:
+            reached.append(_kill_at(site_dir, task))
+            _wait_lock_free(site_dir)
+        runs = [cli("install", "--site", str(site_dir), "--skip-diagnose") for _ in range(2)]
+        yield {
+            "site_dir": site_dir,
+            "bundle": bundle.path,
+            "reached": dict(zip(KILL_POINTS, reached, strict=True)),
+            "runs": runs,
+        }
+
+
+def test_every_kill_point_was_reached(killed_lab):
+    assert killed_lab["reached"] == dict.fromkeys(KILL_POINTS, True)
+
+
+def test_the_run_after_the_kills_converges_and_the_next_changes_nothing(killed_lab):
+    first, second = killed_lab["runs"]
+    assert first.rc == 0, first.err[-3000:]
+    assert second.rc == 0, second.err[-3000:]
+    assert {h: s["changed"] for h, s in second.recap.items()} == {"master1": 0, "worker1": 0}
+    print(f"\n  converged after 5 kills: {first.out.strip().splitlines()[-1] if first.out.strip() else ''}")
+
+
+def test_nothing_was_lost(killed_lab):
+    site_dir = killed_lab["site_dir"]
+    nodes = _ssh(site_dir, "master1", f"sudo {KUBECTL} get nodes --no-headers")
+    assert nodes.returncode == 0, nodes.stderr
+    status = {ln.split()[0]: ln.split()[1] for ln in nodes.stdout.splitlines()}
+    assert status == {"master1": "Ready", "worker1": "Ready"}, nodes.stdout
+    # the copy on the master is the signed bundle's, and no staged blob of a killed copy is left
+    bundle = load_site(site_dir).bundle.path
+    copy = _ssh(
+        site_dir, "master1", f"sudo sha256sum {bundle}/manifest.json; sudo find {bundle}/.staging -type f"
+    )
+    assert copy.returncode == 0, copy.stderr
+    signed = hashlib.sha256((killed_lab["bundle"] / "manifest.json").read_bytes()).hexdigest()
+    assert copy.stdout.split()[0] == signed and len(copy.stdout.splitlines()) == 1, copy.stdout
+    assert _ssh(site_dir, "master1", f"sudo flock -n {MASTER_LOCK} true").returncode == 0
