@@ -52,6 +52,11 @@ def free_bytes(path: str) -> int:
     return st.f_bavail * st.f_frsize
 
 
+def mib(n: int) -> str:
+    """Bytes as an engineer reads them in a disk-space error: '93.7 MiB'."""
+    return f"{n / 2**20:.1f} MiB"
+
+
 def sha256_of(path: str) -> str:
     """'sha256:<hex>' of a file."""
     h = hashlib.sha256()

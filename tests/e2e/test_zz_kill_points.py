@@ -1,4 +1,7 @@
-"""kill -9 of `appliance install` at five points of a first install, in a lab of its own: while the
+"""A first install's faults, in a lab of its own. First the master's disk is too small for the
+bundle (a 16 MiB tmpfs over the bundle path): the copy is refused in one line before a byte is
+written, and the filesystem unmounted the install goes on. Then kill -9 of `appliance install` at
+five points: while the
 bundle is copied to the master, while apt installs the prerequisites, while the registry is seeded,
 during `kubeadm init`, and during the GPU Operator's helm release. Each run is killed as the task
 starts (its ssh children with it: the process group), the next run picks up from there; after the
@@ -75,6 +78,16 @@ def killed_lab(own_lab_cm, request, cli):
     bundle = request.getfixturevalue("lab_bundle")
     with own_lab_cm(LAB, 2, bundle) as layout:
         site_dir = layout.site_dir
+        path = load_site(site_dir).bundle.path
+        small = _ssh(
+            site_dir, "master1", f"sudo mkdir -p {path} && sudo mount -t tmpfs -o size=16m e2e-small {path}"
+        )
+        assert small.returncode == 0, small.stderr
+        try:
+            full = cli("install", "--site", str(site_dir), "--skip-diagnose")
+            left = _ssh(site_dir, "master1", f"sudo find {path} -type f").stdout.split()
+        finally:
+            assert _ssh(site_dir, "master1", f"sudo umount {path}").returncode == 0
         reached = []
         for task in KILL_POINTS:
             reached.append(_kill_at(site_dir, task))
@@ -83,9 +96,26 @@ def killed_lab(own_lab_cm, request, cli):
         yield {
             "site_dir": site_dir,
             "bundle": bundle.path,
+            "bundle_path": path,
+            "full": full,
+            "left": left,
             "reached": dict(zip(KILL_POINTS, reached, strict=True)),
             "runs": runs,
         }
+
+
+def test_a_disk_too_small_for_the_bundle_is_refused_in_one_line_before_any_copy(killed_lab):
+    full, path = killed_lab["full"], killed_lab["bundle_path"]
+    assert full.rc != 0, "the install went on with a disk too small for the bundle"
+    errors = [ln for ln in full.err.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1, full.err[-3000:]
+    assert errors[0].startswith("error: master1: task 'Sync | Copy and verify the bundle' failed: "), errors[
+        0
+    ]
+    assert f"not enough free space on {path}: the bundle needs " in errors[0], errors[0]
+    assert "MiB free; nothing was copied" in errors[0], errors[0]
+    assert killed_lab["left"] == [], killed_lab["left"]  # not one blob written to the small disk
+    print(f"\n  {errors[0]}")
 
 
 def test_every_kill_point_was_reached(killed_lab):

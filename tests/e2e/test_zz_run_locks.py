@@ -65,7 +65,7 @@ def test_a_killed_run_leaves_no_lock_and_the_next_converges(site, hosts, cli):
     time.sleep(5)  # well into the playbook
     os.killpg(run.pid, signal.SIGKILL)
     run.wait(timeout=30)
-    _wait_for(lambda: not _master_lock_held(site, hosts), timeout=60)  # the ssh session went with it
+    _wait_for(lambda: not _master_lock_held(site, hosts), timeout=120)  # the ssh session went with it
     again = cli("install", "--site", str(site.site_dir), "--skip-diagnose")
     assert again.rc == 0, again.err[-2000:]
     assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in again.recap.values())

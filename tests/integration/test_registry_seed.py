@@ -351,7 +351,9 @@ def test_bundle_sync_refuses_without_space(tmp_path: Path, monkeypatch):
     src = tmp_path / "usb"
     small_image_set(src).write()
     monkeypatch.setattr(syncmod, "free_bytes", lambda path: 10)
-    with pytest.raises(syncmod.SyncError, match=r"not enough free space on .*srv.*: \d+ bytes needed"):
+    with pytest.raises(
+        syncmod.SyncError, match=r"not enough free space on .*srv.*: the bundle needs [\d.]+ MiB more"
+    ):
         syncmod.sync(str(src), str(tmp_path / "srv"))
     assert not (tmp_path / "srv/blobs").exists()
 

@@ -12,7 +12,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO
 
-from ansible.module_utils.bundle_manifest import free_bytes
+from ansible.module_utils.bundle_manifest import free_bytes, mib
 from ansible.module_utils.bundle_manifest import hex_of as _hex_of
 from ansible.module_utils.bundle_manifest import read_manifest as _read_manifest
 
@@ -248,7 +248,10 @@ def sync(
     if p["need"]:
         have = free_bytes(dest)
         if have < p["need"]:
-            raise SyncError(f"not enough free space on {dest}: {p['need']} bytes needed, {have} free")
+            raise SyncError(
+                f"not enough free space on {dest}: the bundle needs {mib(p['need'])} more, {mib(have)} free; "
+                "nothing was copied (free space there, or give bundle.path in appliance.yml a larger filesystem)"
+            )
     blob_dir = os.path.join(dest, BLOB_DIR)
     stale = []
     if prune and os.path.isdir(blob_dir):

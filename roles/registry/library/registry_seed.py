@@ -13,7 +13,7 @@ import pwd
 import re
 from typing import Any, BinaryIO
 
-from ansible.module_utils.bundle_manifest import free_bytes, sha256_of
+from ansible.module_utils.bundle_manifest import free_bytes, mib, sha256_of
 from ansible.module_utils.bundle_manifest import hex_of as _hex_of
 from ansible.module_utils.bundle_manifest import read_manifest as _read_manifest
 
@@ -500,7 +500,10 @@ def seed(
     if need and link_mode == "copy":
         have = free_bytes(storage_root)
         if have < need:
-            raise SeedError(f"not enough free space on {storage_root}: {need} bytes needed, {have} free")
+            raise SeedError(
+                f"not enough free space on {storage_root}: the images need {mib(need)} more, {mib(have)} free; "
+                "nothing was seeded (free space on the master's registry storage)"
+            )
     if not check_mode and not os.path.isdir(s.v2):
         s.makedirs(s.v2)
     changed = {p["name"]: False for p in plans}
