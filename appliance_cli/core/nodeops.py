@@ -72,6 +72,11 @@ def pods_on(doc: dict[str, Any], node: str) -> list[PodOnNode]:
 
 def check_node(cfg: SiteConfig, name: str, draining: bool, action: str = "draining") -> None:
     known = [n.name for n in cfg.nodes]
+    if name in {n.name for n in cfg.removed_nodes}:
+        raise UsageError(
+            f"node '{name}' is marked removed in the site config ({cfg.source})",
+            hint=f"to bring it back: delete `removed: true` from its entry, then `appliance node add {name}`",
+        )
     if name not in known:
         raise UsageError(
             f"node '{name}' is not in the site config ({cfg.source})",
@@ -82,6 +87,16 @@ def check_node(cfg: SiteConfig, name: str, draining: bool, action: str = "draini
         raise UsageError(
             f"{name} is the last control-plane node: {action} it stops the cluster's own management",
             hint="drain workers; the master is maintained with the cluster down",
+        )
+
+
+def check_new_node(cfg: SiteConfig, name: str) -> None:
+    """`node add`: an entry of the site config (not removed) that is not the master."""
+    check_node(cfg, name, draining=False)
+    if name in {n.name for n in cfg.masters}:
+        raise UsageError(
+            f"{name} is the master: it is installed by `appliance install`, not added",
+            hint="node add joins workers written into the site config",
         )
 
 
@@ -116,6 +131,13 @@ def read_json(kubectl: Kubectl, args: str) -> dict[str, Any]:
     return data
 
 
+def member(kubectl: Kubectl, name: str) -> dict[str, Any] | None:
+    """The cluster's Node object of that name; None when the cluster has no such node."""
+    if not kubectl(f"get node {name} --ignore-not-found -o name").strip():
+        return None
+    return read_json(kubectl, f"get node {name}")
+
+
 def pods_doc(kubectl: Kubectl) -> dict[str, Any]:
     """Every pod; pods_on() keeps the node's (one call, no field selector to depend on)."""
     return read_json(kubectl, "get pods -A")
@@ -128,6 +150,20 @@ RESET_REMOVES = (
     "images, the CNI configuration and the packages stay"
 )
 KUBELET_CONF = "/etc/kubernetes/kubelet.conf"
+
+
+# The tag of os_prereqs' /etc/hosts task: after a node comes or goes, the other nodes' hosts
+# files follow the site config without a whole install (a later full install then changes nothing).
+HOSTS_FILE_TAG = "os_prereqs_hosts"
+
+# Labels every kubelet sets itself: not worth showing after a join.
+_KUBELET_LABEL_PREFIXES = ("beta.kubernetes.io/", "kubernetes.io/", "feature.node.kubernetes.io/")
+
+
+def shown_labels(node_doc: dict[str, Any]) -> list[str]:
+    """`key=value` of the labels the appliance (node roles, the GPU layer) gave the node."""
+    labels = (node_doc.get("metadata") or {}).get("labels") or {}
+    return [f"{k}={v}" for k, v in sorted(labels.items()) if not k.startswith(_KUBELET_LABEL_PREFIXES)]
 
 
 def ready(node_doc: dict[str, Any]) -> bool:
