@@ -214,6 +214,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
     cfg = load_site(path)
     nodeops.check_node(cfg, args.node, draining=True, action="removing")  # before any ssh
     node = cfg.node(args.node)
+    siteedit.site_without(path, node.name)  # the site must still be valid without it
     gate = bundlegate.check(cfg, bundle=args.bundle, key=args.key)
     plan = None
     if nodeops.member(_kubectl(cfg), node.name) is not None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from appliance_cli.core.siteconfig import SiteConfig, parse_site
 from appliance_cli.errors import ConfigError
 
 _NODES_KEY = re.compile(r"^nodes:\s*(#.*)?$")
@@ -40,6 +41,12 @@ def mark_removed(text: str, name: str) -> str:
     out = "".join(edited)
     _check_only_removed_changed(text, out, name)
     return out
+
+
+def site_without(path: Path, name: str) -> SiteConfig:
+    """The site as it will be once `name` is marked removed, validated (ConfigError otherwise: e.g.
+    the quotas need that node's GPUs), nothing written: asked before the node is touched."""
+    return parse_site(yaml.safe_load(mark_removed(path.read_text(), name)), source=path.resolve())
 
 
 def mark_removed_in_file(path: Path, name: str) -> None:
