@@ -174,12 +174,12 @@ def _join_and_wait(cfg: SiteConfig, node: Node, extravars: dict[str, str], what:
     return doc
 
 
-def _hosts_files_in_step(cfg: SiteConfig, extravars: dict[str, str], others: list[Node]) -> None:
-    """The other nodes' /etc/hosts follow the site config (a node came or went)."""
+def _others_in_step(cfg: SiteConfig, extravars: dict[str, str], others: list[Node]) -> None:
+    """What follows the node list on the other nodes (a node came or went): nodeops.IN_STEP_TAGS."""
     if not others:
         return
-    opts = RunOptions(limit=",".join(n.name for n in others), tags=nodeops.HOSTS_FILE_TAG)
-    with Progress("/etc/hosts of the other nodes") as progress:
+    opts = RunOptions(limit=",".join(n.name for n in others), tags=nodeops.IN_STEP_TAGS)
+    with Progress("the other nodes in step (/etc/hosts, the scheduler's queues)") as progress:
         result = install(make_runner(), cfg, opts, progress, extravars=extravars)
     print_recap(result)
 
@@ -202,7 +202,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         knownhosts.require_host_keys(cfg)  # the other nodes' were recorded by `hosts trust` before
         preflight_cmd.check_site(cfg, {node.name}, before_install=True)
         doc = _join_and_wait(cfg, node, gate.extravars, "add")
-        _hosts_files_in_step(cfg, gate.extravars, [n for n in cfg.nodes if n.name != node.name])
+        _others_in_step(cfg, gate.extravars, [n for n in cfg.nodes if n.name != node.name])
     ui.info(f"{node.name}: joined, labelled from the site config, Ready")
     for label in nodeops.shown_labels(doc):
         ui.info(f"  {label}")
@@ -231,7 +231,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
         _remove(cfg, node, plan)
         siteedit.mark_removed_in_file(path, node.name)
         rest = load_site(path)
-        _hosts_files_in_step(rest, gate.extravars, rest.nodes)
+        _others_in_step(rest, gate.extravars, rest.nodes)
     ui.info(f"{node.name}: removed from the cluster and marked `removed: true` in {path}")
     return 0
 

@@ -132,10 +132,10 @@ def read_json(kubectl: Kubectl, args: str) -> dict[str, Any]:
 
 
 def member(kubectl: Kubectl, name: str) -> dict[str, Any] | None:
-    """The cluster's Node object of that name; None when the cluster has no such node."""
-    if not kubectl(f"get node {name} --ignore-not-found -o name").strip():
-        return None
-    return read_json(kubectl, f"get node {name}")
+    """The cluster's Node object of that name; None when the cluster has no such node (read from
+    the list: a NotFound is kubectl's error, not an answer)."""
+    items = read_json(kubectl, "get nodes").get("items") or []
+    return next((n for n in items if (n.get("metadata") or {}).get("name") == name), None)
 
 
 def pods_doc(kubectl: Kubectl) -> dict[str, Any]:
@@ -152,9 +152,10 @@ RESET_REMOVES = (
 KUBELET_CONF = "/etc/kubernetes/kubelet.conf"
 
 
-# The tag of os_prereqs' /etc/hosts task: after a node comes or goes, the other nodes' hosts
-# files follow the site config without a whole install (a later full install then changes nothing).
-HOSTS_FILE_TAG = "os_prereqs_hosts"
+# What follows the site's node list on the other nodes: every /etc/hosts (os_prereqs' hosts task)
+# and, on the master, the scheduler stack (an over-quota queue may borrow every GPU of the site).
+# Run after a node comes or goes, so that a later full install changes nothing.
+IN_STEP_TAGS = "os_prereqs_hosts,scheduler_stack"
 
 # Labels every kubelet sets itself: not worth showing after a join.
 _KUBELET_LABEL_PREFIXES = ("beta.kubernetes.io/", "kubernetes.io/", "feature.node.kubernetes.io/")

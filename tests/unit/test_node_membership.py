@@ -199,13 +199,13 @@ def test_node_add_refuses_a_member_pointing_at_rejoin(tmp_path, capsys, monkeypa
 
     def kubectl(args: str) -> str:
         asked.append(args)
-        return "node/gpu2\n" if args.endswith("-o name") else '{"kind": "Node"}'
+        return '{"items": [{"metadata": {"name": "gpu1"}}, {"metadata": {"name": "gpu2"}}]}'
 
     monkeypatch.setattr(node_cmd, "_kubectl", lambda cfg: kubectl)
     assert main(["node", "add", "gpu2", "--site", str(_site_dir(tmp_path)), "--yes"]) == 2
     err = capsys.readouterr().err
     assert "gpu2 is already a member of the cluster" in err and "appliance node rejoin gpu2" in err
-    assert asked[0] == "get node gpu2 --ignore-not-found -o name"
+    assert asked == ["get nodes -o json"]
 
 
 def test_labels_shown_after_a_join_leave_the_kubelets_own_out():
@@ -234,3 +234,9 @@ def test_node_remove_refuses_when_the_site_would_not_be_valid_without_the_node(t
     err = capsys.readouterr().err
     assert "scheduler.projects: the quotas sum to 12 GPUs but the site has" in err
     assert (site / "appliance.yml").read_text() == EXAMPLE.read_text()
+
+
+def test_membership_is_read_from_the_node_list():
+    nodes = '{"items": [{"metadata": {"name": "master1"}}, {"metadata": {"name": "gpu1"}}]}'
+    assert nodeops.member(lambda args: nodes, "gpu1") == {"metadata": {"name": "gpu1"}}
+    assert nodeops.member(lambda args: nodes, "gpu2") is None
