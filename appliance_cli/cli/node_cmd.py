@@ -174,13 +174,13 @@ def _join_and_wait(cfg: SiteConfig, node: Node, extravars: dict[str, str], what:
     return doc
 
 
-def _others_in_step(cfg: SiteConfig, extravars: dict[str, str], others: list[Node]) -> None:
-    """What follows the node list on the other nodes (a node came or went): nodeops.IN_STEP_TAGS."""
-    if not others:
-        return
-    opts = RunOptions(limit=",".join(n.name for n in others), tags=nodeops.IN_STEP_TAGS)
-    with Progress("the other nodes in step (/etc/hosts, the scheduler's queues)") as progress:
-        result = install(make_runner(), cfg, opts, progress, extravars=extravars)
+def _site_in_step(cfg: SiteConfig, extravars: dict[str, str]) -> None:
+    """What follows the node list on the other nodes once a node came or went (nodeops.IN_STEP_TAGS).
+    Every node of the site is in the play: the master's GPU wait reads each GPU node's facts."""
+    with Progress("the site in step with its nodes (/etc/hosts, the scheduler's queues)") as progress:
+        result = install(
+            make_runner(), cfg, RunOptions(tags=nodeops.IN_STEP_TAGS), progress, extravars=extravars
+        )
     print_recap(result)
 
 
@@ -202,7 +202,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         knownhosts.require_host_keys(cfg)  # the other nodes' were recorded by `hosts trust` before
         preflight_cmd.check_site(cfg, {node.name}, before_install=True)
         doc = _join_and_wait(cfg, node, gate.extravars, "add")
-        _others_in_step(cfg, gate.extravars, [n for n in cfg.nodes if n.name != node.name])
+        _site_in_step(cfg, gate.extravars)
     ui.info(f"{node.name}: joined, labelled from the site config, Ready")
     for label in nodeops.shown_labels(doc):
         ui.info(f"  {label}")
@@ -231,7 +231,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
         _remove(cfg, node, plan)
         siteedit.mark_removed_in_file(path, node.name)
         rest = load_site(path)
-        _others_in_step(rest, gate.extravars, rest.nodes)
+        _site_in_step(rest, gate.extravars)
     ui.info(f"{node.name}: removed from the cluster and marked `removed: true` in {path}")
     return 0
 

@@ -1,4 +1,5 @@
-"""Day-2 node operations on a running cluster: drain and uncordon, through kubectl on the master.
+"""Day-2 node operations on a running cluster: drain and uncordon, through kubectl on the master,
+and the checks and reads that rejoin, add and remove share (the CLI drives the install).
 
 Drain has two methods. With the Run:ai stack the guide's (seed section 7): the node is cordoned
 and tainted `runai=drain:NoExecute`, which Run:ai's scheduler honours, moving its workloads
