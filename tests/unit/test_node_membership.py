@@ -240,3 +240,21 @@ def test_membership_is_read_from_the_node_list():
     nodes = '{"items": [{"metadata": {"name": "master1"}}, {"metadata": {"name": "gpu1"}}]}'
     assert nodeops.member(lambda args: nodes, "gpu1") == {"metadata": {"name": "gpu1"}}
     assert nodeops.member(lambda args: nodes, "gpu2") is None
+
+
+def test_an_unreachable_node_is_named_and_the_removal_goes_on(monkeypatch, capsys):
+    from appliance_cli.errors import Unreachable
+
+    cfg = parse_site(_data())
+    asked: list[str] = []
+
+    def unreachable(cfg, node, command, timeout=60):
+        raise Unreachable(f"{node.name} ({node.address}): SSH cannot connect: No route to host")
+
+    monkeypatch.setattr(node_cmd, "_kubectl", lambda cfg: lambda args: asked.append(args) or "")
+    monkeypatch.setattr(node_cmd, "run_on", unreachable)
+    plan = nodeops.DrainPlan("gpu2", "evict", ["drain gpu2 --ignore-daemonsets"], [])
+    node_cmd._remove(cfg, cfg.node("gpu2"), plan)
+    assert asked == ["drain gpu2 --ignore-daemonsets", "delete node gpu2 --ignore-not-found"]
+    said = capsys.readouterr()
+    assert "gpu2 (192.168.10.22): SSH cannot connect: No route to host: not reset" in said.out + said.err
