@@ -10,7 +10,7 @@ from appliance_cli.cli.progress import TIMINGS_FILE, Progress, print_recap
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
 from appliance_cli.core import bundlegate, knownhosts, sitelock
 from appliance_cli.core.install import install, runs_dir
-from appliance_cli.core.siteconfig import load_site, site_warnings
+from appliance_cli.core.siteconfig import Jumpbox, Node, SiteConfig, load_site, site_warnings
 from appliance_cli.errors import ConfigError, UsageError
 from appliance_cli.runner.events import RunOptions
 
@@ -131,11 +131,17 @@ def cmd_trust(args: argparse.Namespace) -> int:
         what = ui.count(len(cfg.nodes), "node") + (" and the jumpbox" if len(hosts) > len(cfg.nodes) else "")
         ui.info(f"all {what} already have a recorded host key")
         return 0
-    for node in missing:
+    trust_hosts(cfg, missing, args.yes)
+    return 0
+
+
+def trust_hosts(cfg: SiteConfig, hosts: list[Node | Jumpbox], yes: bool) -> None:
+    """Show each host's key fingerprint and record it (asking first unless `yes`)."""
+    for node in hosts:
         keys = knownhosts.scan(cfg, node)
         for k in keys:
             ui.info(f"{node.name} ({node.address}): {k.keytype} {k.fingerprint}")
-        if not args.yes:
+        if not yes:
             if not sys.stdin.isatty():
                 raise UsageError(
                     "not recording host keys without confirmation",
@@ -146,4 +152,3 @@ def cmd_trust(args: argparse.Namespace) -> int:
                 raise UsageError(f"host key of {node.name} not trusted; nothing recorded")
         path = knownhosts.record(cfg, keys)
         ui.info(f"recorded {node.name} in {path}")
-    return 0

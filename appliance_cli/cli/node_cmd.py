@@ -1,27 +1,28 @@
-"""`appliance node drain|uncordon|rejoin NODE`: day-2 maintenance of one node."""
+"""`appliance node drain|uncordon|rejoin|add|remove NODE`: day-2 maintenance of one node."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from typing import Any
 
-from appliance_cli.cli import ui
-from appliance_cli.cli.install_cmd import make_runner
+from appliance_cli.cli import preflight_cmd, ui
+from appliance_cli.cli.install_cmd import make_runner, trust_hosts
 from appliance_cli.cli.progress import Progress, print_recap
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
-from appliance_cli.core import bundlegate, cluster, nodeops, sitelock
+from appliance_cli.core import bundlegate, cluster, knownhosts, nodeops, siteedit, sitelock
 from appliance_cli.core.install import install
 from appliance_cli.core.remote import run_on
-from appliance_cli.core.siteconfig import Node, SiteConfig, load_site
-from appliance_cli.errors import ApplianceError, Cancelled, UsageError
+from appliance_cli.core.siteconfig import Node, SiteConfig, load_site, site_file
+from appliance_cli.errors import ApplianceError, Cancelled, Unreachable, UsageError
 from appliance_cli.runner.events import RunOptions
 
 READY_TIMEOUT = 300
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    node = sub.add_parser("node", help="day-2 maintenance of one node: drain, uncordon, rejoin")
+    node = sub.add_parser("node", help="day-2 maintenance of one node: drain, uncordon, rejoin, add, remove")
     nsub = node.add_subparsers(dest="node_command", metavar="ACTION", required=True)
     d = nsub.add_parser(
         "drain",
@@ -48,6 +49,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--bundle", metavar="DIR", help="the bundle to verify (default: bundle.source)")
     r.add_argument("--key", metavar="PUB", help="trusted public key of the bundle")
     r.set_defaults(handler=cmd_rejoin)
+    a = nsub.add_parser(
+        "add",
+        help="join a worker newly written into the site config: record its host key, preflight, "
+        "install --limit NODE, wait until Ready, show its labels",
+    )
+    add_site_arg(a)
+    a.add_argument("node", metavar="NODE")
+    a.add_argument("--yes", action="store_true", help="record the node's host key without asking")
+    a.add_argument("--bundle", metavar="DIR", help="the bundle to verify (default: bundle.source)")
+    a.add_argument("--key", metavar="PUB", help="trusted public key of the bundle")
+    a.set_defaults(handler=cmd_add)
+    rm = nsub.add_parser(
+        "remove",
+        help="take a worker out of the cluster for good: drain, delete the Node, kubeadm reset on it "
+        "(when reachable), mark its site config entry `removed: true`",
+    )
+    add_site_arg(rm)
+    rm.add_argument("node", metavar="NODE")
+    rm.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    rm.add_argument("--force", action="store_true", help="also evict pods no controller recreates (lost)")
+    rm.add_argument("--bundle", metavar="DIR", help="the bundle to verify (default: bundle.source)")
+    rm.add_argument("--key", metavar="PUB", help="trusted public key of the bundle")
+    rm.set_defaults(handler=cmd_remove)
 
 
 def _kubectl(cfg: SiteConfig) -> nodeops.Kubectl:
@@ -66,22 +90,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
     nodeops.check_node(cfg, args.node, draining=True)  # before any ssh
     kubectl = _kubectl(cfg)
     plan = nodeops.plan_drain(cfg, args.node, nodeops.pods_doc(kubectl), force=args.force)
-    how = (
-        "Run:ai's drain taint runai=drain:NoExecute + cordon (Run:ai moves its workloads)"
-        if plan.method == "runai-taint"
-        else "cordon + evict (PodDisruptionBudgets respected, daemonset pods stay)"
-    )
-    ui.info(f"{args.node}: {how}")
-    for pod in plan.evicted:
-        ui.info(f"  will go: {pod.namespace}/{pod.name} ({pod.owner or 'no controller: lost for good'})")
-    if not plan.evicted:
-        ui.info("  no pod to move (daemonset and static pods stay)")
-    if plan.method == "evict" and plan.bare and not args.force:
-        names = ", ".join(f"{p.namespace}/{p.name}" for p in plan.bare)
-        raise UsageError(
-            f"{args.node}: pods without a controller would be lost: {names}",
-            hint="move them first, or pass --force to delete them",
-        )
+    _show_drain(plan, args.force)
     if not args.yes:
         _confirm(f"drain {args.node}?")
     for command in plan.commands:
@@ -90,6 +99,26 @@ def cmd_drain(args: argparse.Namespace) -> int:
         f"{args.node}: drained ({ui.count(len(plan.evicted), 'pod')} moved); `appliance node uncordon {args.node}` undoes it"
     )
     return 0
+
+
+def _show_drain(plan: nodeops.DrainPlan, force: bool) -> None:
+    """What the drain does and which pods go; pods that would be lost refused without --force."""
+    how = (
+        "Run:ai's drain taint runai=drain:NoExecute + cordon (Run:ai moves its workloads)"
+        if plan.method == "runai-taint"
+        else "cordon + evict (PodDisruptionBudgets respected, daemonset pods stay)"
+    )
+    ui.info(f"{plan.node}: {how}")
+    for pod in plan.evicted:
+        ui.info(f"  will go: {pod.namespace}/{pod.name} ({pod.owner or 'no controller: lost for good'})")
+    if not plan.evicted:
+        ui.info("  no pod to move (daemonset and static pods stay)")
+    if plan.method == "evict" and plan.bare and not force:
+        names = ", ".join(f"{p.namespace}/{p.name}" for p in plan.bare)
+        raise UsageError(
+            f"{plan.node}: pods without a controller would be lost: {names}",
+            hint="move them first, or pass --force to delete them",
+        )
 
 
 def cmd_uncordon(args: argparse.Namespace) -> int:
@@ -123,16 +152,99 @@ def _rejoin(cfg: SiteConfig, node: Node, extravars: dict[str, str], yes: bool) -
         run_on(cfg, node, "kubeadm reset -f", timeout=300)
     else:
         ui.info(f"{node.name}: not joined ({nodeops.KUBELET_CONF} absent): nothing to reset")
-    kubectl = _kubectl(cfg)
-    kubectl(f"delete node {node.name} --ignore-not-found")  # its old Node object and labels go
-    with Progress(f"rejoin {node.name}") as progress:
+    _kubectl(cfg)(f"delete node {node.name} --ignore-not-found")  # its old Node object and labels go
+    _join_and_wait(cfg, node, extravars, "rejoin")
+
+
+def _join_and_wait(cfg: SiteConfig, node: Node, extravars: dict[str, str], what: str) -> dict[str, Any]:
+    """install --limit NODE (the roles delegate the master's part to it), then wait until the node
+    is Ready; returns its Node object."""
+    with Progress(f"{what} {node.name}") as progress:
         result = install(make_runner(), cfg, RunOptions(limit=node.name), progress, extravars=extravars)
     print_recap(result)
+    kubectl = _kubectl(cfg)
     deadline = time.monotonic() + READY_TIMEOUT
-    while not nodeops.ready(nodeops.read_json(kubectl, f"get node {node.name}")):
+    while not nodeops.ready(doc := nodeops.read_json(kubectl, f"get node {node.name}")):
         if time.monotonic() > deadline:
             raise ApplianceError(
                 f"{node.name}: joined but not Ready after {READY_TIMEOUT}s",
                 hint=f"`appliance status` and the kubelet's journal on {node.name}",
             )
         time.sleep(5)
+    return doc
+
+
+def _site_in_step(cfg: SiteConfig, extravars: dict[str, str]) -> None:
+    """What follows the node list on the other nodes once a node came or went (nodeops.IN_STEP_TAGS).
+    Every node of the site is in the play: the master's GPU wait reads each GPU node's facts."""
+    with Progress("the site in step with its nodes (/etc/hosts, the scheduler's queues)") as progress:
+        result = install(
+            make_runner(), cfg, RunOptions(tags=nodeops.IN_STEP_TAGS), progress, extravars=extravars
+        )
+    print_recap(result)
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    cfg = load_site(resolve_site_arg(args))
+    nodeops.check_new_node(cfg, args.node)  # before any ssh
+    node = cfg.node(args.node)
+    if nodeops.member(_kubectl(cfg), node.name) is not None:
+        raise UsageError(
+            f"{node.name} is already a member of the cluster",
+            hint=f"`appliance node rejoin {node.name}` resets and joins it again",
+        )
+    gate = bundlegate.check(cfg, bundle=args.bundle, key=args.key)  # before the node is touched
+    with sitelock.site_lock(cfg, f"node add {node.name}"):
+        if node in knownhosts.missing_nodes(cfg):
+            trust_hosts(cfg, [node], args.yes)
+        else:
+            ui.info(f"{node.name}: its host key is already recorded")
+        knownhosts.require_host_keys(cfg)  # the other nodes' were recorded by `hosts trust` before
+        preflight_cmd.check_site(cfg, {node.name}, before_install=True)
+        doc = _join_and_wait(cfg, node, gate.extravars, "add")
+        _site_in_step(cfg, gate.extravars)
+    ui.info(f"{node.name}: joined, labelled from the site config, Ready")
+    for label in nodeops.shown_labels(doc):
+        ui.info(f"  {label}")
+    return 0
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    path = site_file(resolve_site_arg(args))
+    cfg = load_site(path)
+    nodeops.check_node(cfg, args.node, draining=True, action="removing")  # before any ssh
+    node = cfg.node(args.node)
+    siteedit.site_without(path, node.name)  # the site must still be valid without it
+    gate = bundlegate.check(cfg, bundle=args.bundle, key=args.key)
+    plan = None
+    if nodeops.member(_kubectl(cfg), node.name) is not None:
+        plan = nodeops.plan_drain(cfg, node.name, nodeops.pods_doc(_kubectl(cfg)), force=args.force)
+        _show_drain(plan, args.force)
+        ui.info(f"{node.name}: then `kubectl delete node {node.name}`")
+    else:
+        ui.info(f"{node.name}: not a member of the cluster: nothing to drain or delete")
+    ui.info(f"{node.name}: then kubeadm reset -f on it (when it answers): {nodeops.RESET_REMOVES}")
+    ui.info(f"{node.name}: then its entry in {path} is marked `removed: true`")
+    if not args.yes:
+        _confirm(f"remove {node.name} from the cluster?", "removing")
+    with sitelock.site_lock(cfg, f"node remove {node.name}"):
+        _remove(cfg, node, plan)
+        siteedit.mark_removed_in_file(path, node.name)
+        rest = load_site(path)
+        _site_in_step(rest, gate.extravars)
+    ui.info(f"{node.name}: removed from the cluster and marked `removed: true` in {path}")
+    return 0
+
+
+def _remove(cfg: SiteConfig, node: Node, plan: nodeops.DrainPlan | None) -> None:
+    kubectl = _kubectl(cfg)
+    if plan is not None:
+        for command in plan.commands:
+            kubectl(command)
+        kubectl(f"delete node {node.name} --ignore-not-found")
+        ui.info(f"{node.name}: drained and deleted from the cluster")
+    try:
+        run_on(cfg, node, "kubeadm reset -f", timeout=300)
+        ui.info(f"{node.name}: kubeadm reset done")
+    except Unreachable as exc:
+        ui.warn(f"{exc.message}: not reset; run `kubeadm reset -f` on it before it is used again")

@@ -80,7 +80,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     summary = ", ".join(f"{c} {r}" for r, c in roles.items())
     for warning in site_warnings(cfg):
         ui.warn(f"{cfg.source}: {warning}")
-    ui.info(f"{cfg.source}: valid — site '{cfg.site.name}', {len(cfg.nodes)} nodes ({summary})")
+    removed = [n.name for n in cfg.removed_nodes]
+    gone = f"; removed (left out of every run): {', '.join(removed)}" if removed else ""
+    ui.info(f"{cfg.source}: valid — site '{cfg.site.name}', {len(cfg.nodes)} nodes ({summary}){gone}")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""Day-2 node operations on a running cluster: drain and uncordon, through kubectl on the master.
+"""Day-2 node operations on a running cluster: drain and uncordon, through kubectl on the master,
+and the checks and reads that rejoin, add and remove share (the CLI drives the install).
 
 Drain has two methods. With the Run:ai stack the guide's (seed section 7): the node is cordoned
 and tainted `runai=drain:NoExecute`, which Run:ai's scheduler honours, moving its workloads
@@ -72,6 +73,11 @@ def pods_on(doc: dict[str, Any], node: str) -> list[PodOnNode]:
 
 def check_node(cfg: SiteConfig, name: str, draining: bool, action: str = "draining") -> None:
     known = [n.name for n in cfg.nodes]
+    if name in {n.name for n in cfg.removed_nodes}:
+        raise UsageError(
+            f"node '{name}' is marked removed in the site config ({cfg.source})",
+            hint=f"to bring it back: delete `removed: true` from its entry, then `appliance node add {name}`",
+        )
     if name not in known:
         raise UsageError(
             f"node '{name}' is not in the site config ({cfg.source})",
@@ -82,6 +88,16 @@ def check_node(cfg: SiteConfig, name: str, draining: bool, action: str = "draini
         raise UsageError(
             f"{name} is the last control-plane node: {action} it stops the cluster's own management",
             hint="drain workers; the master is maintained with the cluster down",
+        )
+
+
+def check_new_node(cfg: SiteConfig, name: str) -> None:
+    """`node add`: an entry of the site config (not removed) that is not the master."""
+    check_node(cfg, name, draining=False)
+    if name in {n.name for n in cfg.masters}:
+        raise UsageError(
+            f"{name} is the master: it is installed by `appliance install`, not added",
+            hint="node add joins workers written into the site config",
         )
 
 
@@ -116,6 +132,13 @@ def read_json(kubectl: Kubectl, args: str) -> dict[str, Any]:
     return data
 
 
+def member(kubectl: Kubectl, name: str) -> dict[str, Any] | None:
+    """The cluster's Node object of that name; None when the cluster has no such node (read from
+    the list: a NotFound is kubectl's error, not an answer)."""
+    items = read_json(kubectl, "get nodes").get("items") or []
+    return next((n for n in items if (n.get("metadata") or {}).get("name") == name), None)
+
+
 def pods_doc(kubectl: Kubectl) -> dict[str, Any]:
     """Every pod; pods_on() keeps the node's (one call, no field selector to depend on)."""
     return read_json(kubectl, "get pods -A")
@@ -128,6 +151,21 @@ RESET_REMOVES = (
     "images, the CNI configuration and the packages stay"
 )
 KUBELET_CONF = "/etc/kubernetes/kubelet.conf"
+
+
+# What follows the site's node list on the other nodes: every /etc/hosts (os_prereqs' hosts task)
+# and, on the master, the scheduler stack (an over-quota queue may borrow every GPU of the site).
+# Run after a node comes or goes, so that a later full install changes nothing.
+IN_STEP_TAGS = "os_prereqs_hosts,scheduler_stack"
+
+# Labels every kubelet sets itself: not worth showing after a join.
+_KUBELET_LABEL_PREFIXES = ("beta.kubernetes.io/", "kubernetes.io/", "feature.node.kubernetes.io/")
+
+
+def shown_labels(node_doc: dict[str, Any]) -> list[str]:
+    """`key=value` of the labels the appliance (node roles, the GPU layer) gave the node."""
+    labels = (node_doc.get("metadata") or {}).get("labels") or {}
+    return [f"{k}={v}" for k, v in sorted(labels.items()) if not k.startswith(_KUBELET_LABEL_PREFIXES)]
 
 
 def ready(node_doc: dict[str, Any]) -> bool:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from appliance_cli.core import k8snames
 from appliance_cli.errors import ConfigError
@@ -76,6 +76,11 @@ class Node(_Model):
     address: str
     hardware_class: str
     roles: list[str] = Field(min_length=1)
+    removed: bool = Field(
+        default=False,
+        description="taken out of the cluster by `appliance node remove`: kept in the file, left out of "
+        "the inventory and of every command that reaches the nodes",
+    )
 
 
 class Tls(_Model):
@@ -263,6 +268,17 @@ class SiteConfig(_Model):
 
     # Where the file was read from: relative paths (ssh key, known_hosts) resolve against it.
     source: Path | None = Field(default=None, exclude=True)
+    # Entries marked `removed: true`, moved out of `nodes` once the file is read (parse_site):
+    # everything that reaches the nodes iterates `nodes` and so never sees them.
+    _removed: list[Node] = PrivateAttr(default_factory=list)
+
+    @property
+    def removed_nodes(self) -> list[Node]:
+        return list(self._removed)
+
+    def leave_out_removed(self) -> None:
+        self._removed = [*self._removed, *(n for n in self.nodes if n.removed)]
+        self.nodes = [n for n in self.nodes if not n.removed]
 
     @property
     def site_dir(self) -> Path:
@@ -397,24 +413,30 @@ def _kubeadm_range_problems(pod_net: Net | None, svc_net: Net | None, nodes: int
     return problems
 
 
-def _master_problems(cfg: SiteConfig) -> list[str]:
-    masters = [i for i, n in enumerate(cfg.nodes) if "master" in n.roles]
+def _master_problems(entries: list[Node]) -> list[str]:
+    removed = [i for i, n in enumerate(entries) if "master" in n.roles and n.removed]
+    if removed:
+        return [
+            f"nodes[{removed[0]}].removed: {entries[removed[0]].name} is the master: it cannot be removed"
+        ]
+    masters = [i for i, n in enumerate(entries) if "master" in n.roles]
     if not masters:
         return ["nodes: no node has the 'master' role (exactly one is required)"]
     if len(masters) > 1:
-        names = ", ".join(cfg.nodes[i].name for i in masters)
+        names = ", ".join(entries[i].name for i in masters)
         return [
             f"nodes[{masters[1]}].roles: several masters ({names}); HA control planes are not supported yet"
         ]
     return []
 
 
-def _identity_problems(cfg: SiteConfig, node_net: Net | None) -> list[str]:
-    """Names are RFC 1123 hostnames, names and addresses unique, addresses inside the node network."""
+def _identity_problems(entries: list[Node], node_net: Net | None) -> list[str]:
+    """Names are RFC 1123 hostnames, names and addresses unique, addresses inside the node network
+    (removed entries included: a name comes back only as the entry it was)."""
     problems: list[str] = []
     seen_names: dict[str, int] = {}
     seen_addrs: dict[str, int] = {}
-    for i, node in enumerate(cfg.nodes):
+    for i, node in enumerate(entries):
         where = f"nodes[{i}]"
         if not _RFC1123_LABEL.match(node.name):
             problems.append(
@@ -441,10 +463,10 @@ def _identity_problems(cfg: SiteConfig, node_net: Net | None) -> list[str]:
     return problems
 
 
-def _role_problems(cfg: SiteConfig) -> list[str]:
+def _role_problems(cfg: SiteConfig, entries: list[Node]) -> list[str]:
     """Known roles, known hardware classes, and GPUs exactly where the gpu-worker role is."""
     problems: list[str] = []
-    for i, node in enumerate(cfg.nodes):
+    for i, node in enumerate(entries):
         where = f"nodes[{i}]"
         for j, role in enumerate(node.roles):
             if role not in NODE_ROLES:
@@ -720,15 +742,17 @@ def _name_problems(cfg: SiteConfig) -> list[str]:
     return problems
 
 
-def _cross_checks(cfg: SiteConfig) -> list[str]:
-    """Rules that span several fields, in the order a reader meets the fields."""
+def _cross_checks(cfg: SiteConfig, entries: list[Node]) -> list[str]:
+    """Rules that span several fields, in the order a reader meets the fields. `entries`: every
+    node entry of the file (index = its place there); `cfg.nodes` the ones not removed, which is
+    what the site's capacity rules (GPUs for the quotas, a runai-system node) count."""
     network, node_net = _network_problems(cfg)
     return [
         *_role_var_problems(cfg),
         *network,
-        *_master_problems(cfg),
-        *_identity_problems(cfg, node_net),
-        *_role_problems(cfg),
+        *_master_problems(entries),
+        *_identity_problems(entries, node_net),
+        *_role_problems(cfg, entries),
         *_runtime_problems(cfg),
         *_gpu_problems(cfg),
         *_name_problems(cfg),
@@ -748,7 +772,9 @@ def parse_site(data: Any, source: Path | None = None) -> SiteConfig:
     except ValidationError as exc:
         raise ConfigError([f"{label}: {p}" for p in _pydantic_problems(exc)], hint=_HINT) from None
     cfg.source = source
-    problems = _cross_checks(cfg)
+    entries = list(cfg.nodes)
+    cfg.leave_out_removed()
+    problems = _cross_checks(cfg, entries)
     if problems:
         raise ConfigError([f"{label}: {p}" for p in problems], hint=_HINT)
     return cfg
