@@ -131,6 +131,24 @@ def test_changed_content_under_the_same_path_is_replaced(bundle: Bundle, tmp_pat
     assert res["written"] == 1 and (www / "files/kubeadm").read_bytes() == b"#!kubeadm-2"
 
 
+def test_a_blob_copied_again_is_linked_again(bundle: Bundle, tmp_path: Path):
+    """A corrupt blob removed from the bundle copy and copied again by Sync: the served hard link
+    still holds the old inode (the corrupt bytes) and must follow the new blob."""
+    www = tmp_path / "www"
+    view.materialise(str(bundle.root), str(www))
+    blob = bundle.root / "blobs/sha256" / _d(b"tgz")[7:]
+    served = www / "charts/gpu-operator/gpu-operator-v24.6.2.tgz"
+    with open(blob, "r+b") as f:  # rot in place: every link to it sees it, size unchanged
+        f.write(b"TGZ")
+    assert served.read_bytes() == b"TGZ"
+    blob.unlink()
+    blob.write_bytes(b"tgz")  # Sync's fresh copy, a new inode
+    res = view.materialise(str(bundle.root), str(www))
+    assert res["changed"] and res["written"] == 1 and res["linked"] == 1
+    assert served.read_bytes() == b"tgz" and served.stat().st_ino == blob.stat().st_ino
+    assert view.materialise(str(bundle.root), str(www))["changed"] is False
+
+
 def test_check_mode_writes_nothing(bundle: Bundle, tmp_path: Path):
     res = view.materialise(str(bundle.root), str(tmp_path / "www"), check_mode=True)
     assert res["changed"] and not os.path.exists(tmp_path / "www")

@@ -251,3 +251,38 @@ def test_an_unreachable_node_gets_its_address_when_ssh_names_none():
         {"10.77.0.12": "worker1", "10.77.0.11": "master1"},
     )  # fmt: skip
     assert (got[0].host, got[0].address, got[0].status) == ("worker1", "10.77.0.12", "unreachable")
+
+
+def test_a_download_that_does_not_match_the_bundle_is_a_bundle_error_naming_the_blob(tmp_path, monkeypatch):
+    """get_url's checksum failure on a file served from the master's bundle copy (a blob that rotted
+    after Sync verified it): exit 4, the line names the node, the task (and so the artifact) and
+    both digests without get_url's temporary path; the hint names the blob to remove."""
+    import pytest
+
+    from appliance_cli.core import install
+    from appliance_cli.errors import BundleError
+    from appliance_cli.runner.events import RunOptions, RunResult
+
+    want, got = "9" * 64, "b" * 64
+    failed = translate(ev("runner_on_failed", host="master1", task="Helm | Download the chart | gpu-operator",
+                          res={"msg": f"The checksum for /root/.ansible/tmp/ansible-moduletmp-1.2-x/tmpq did not "
+                                      f"match {want}; it was {got}."}))  # fmt: skip
+
+    class Runner:
+        def run(self, req, on_event):
+            return RunResult("failed", 2, {}, tmp_path, failures=list(failed))
+
+    monkeypatch.setattr(install, "require_host_keys", lambda cfg: None)
+    monkeypatch.setattr(
+        install, "render_inventory", lambda cfg: type("I", (), {"hosts_file": tmp_path / "h"})()
+    )
+    cfg = type("C", (), {"nodes": [], "site_dir": tmp_path, "ssh": type("S", (), {"mitogen": False})(),
+                         "bundle": type("B", (), {"path": "/srv/appliance/bundle"})()})()  # fmt: skip
+    with pytest.raises(BundleError) as e:
+        install.run_playbook(Runner(), cfg, "site.yml", RunOptions(), lambda ev: None)
+    assert e.value.exit_code == 4
+    assert str(e.value) == (
+        f"master1: task 'Helm | Download the chart | gpu-operator' failed: what the bundle copy served hashes "
+        f"to sha256:{got}, not the manifest's sha256:{want} (corrupt on master1)"
+    )
+    assert f"remove /srv/appliance/bundle/blobs/sha256/{want} there" in (e.value.hint or "")

@@ -195,12 +195,28 @@ def _write_state(www: str, entries: dict[str, str]) -> None:
     os.replace(tmp, os.path.join(www, STATE))
 
 
-def _up_to_date(path: str, entry: dict[str, Any], recorded: str | None) -> bool:
+def _up_to_date(path: str, entry: dict[str, Any], recorded: str | None, blob: str | None = None) -> bool:
+    """`blob`: the entry's one blob when it is hard-linked (link_mode auto). A served link that is
+    no longer the blob's inode (the blob was removed and copied again, e.g. after it was found
+    corrupt) still serves the old bytes: it is linked again."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
         return False
+    if blob is not None:
+        try:
+            bst = os.stat(blob)
+        except FileNotFoundError:
+            bst = None  # Sync names a missing blob; what is served stays until then
+        if bst is not None and bst.st_dev == st.st_dev and bst.st_ino != st.st_ino:
+            return False
     return recorded == entry["digest"] and st.st_size == entry["size"]
+
+
+def _linked_blob(bundle: str, entry: dict[str, Any], link_mode: str) -> str | None:
+    if link_mode != "auto" or len(entry["parts"]) != 1:
+        return None
+    return os.path.join(bundle, "blobs", "sha256", hex_of(entry["parts"][0][0]))
 
 
 def _open_blob(bundle: str, digest: str, label: str) -> BinaryIO:
@@ -262,7 +278,9 @@ def materialise(
     wanted = plan_view(manifest)
     state = read_state(www)
     todo = [
-        rel for rel, e in sorted(wanted.items()) if not _up_to_date(os.path.join(www, rel), e, state.get(rel))
+        rel
+        for rel, e in sorted(wanted.items())
+        if not _up_to_date(os.path.join(www, rel), e, state.get(rel), _linked_blob(bundle, e, link_mode))
     ]
     stale = sorted(rel for rel in state if rel not in wanted)
     new_state = {rel: e["digest"] for rel, e in wanted.items()}
