@@ -71,6 +71,10 @@ def test_join_fails_with_kubeadms_words_when_a_step_is_missing(reset_worker, ste
 def test_install_rejoins_the_reset_worker(site, hosts, reset_worker, cli):
     name, worker, _ = reset_worker
     assert not worker.file("/etc/kubernetes/kubelet.conf").exists  # still reset: the install must rejoin it
+    # what a join that died half-way leaves (kubeadm's preflight refuses both): the install undoes it
+    planted = worker.run("mkdir -p /etc/kubernetes/pki && touch /etc/kubernetes/bootstrap-kubelet.conf "
+                         "/etc/kubernetes/pki/ca.crt")  # fmt: skip
+    assert planted.rc == 0, planted.stderr
     # the day-2 way: only that worker in the run; what it needs from the master (bundle index, CA,
     # pull password, join command, its labels) is done from there by delegation
     r = cli("install", "--site", str(site.site_dir), "--limit", name)
