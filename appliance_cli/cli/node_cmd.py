@@ -46,8 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_site_arg(r)
     r.add_argument("node", metavar="NODE")
     r.add_argument("--yes", action="store_true", help="do not ask before resetting a joined node")
-    r.add_argument("--bundle", metavar="DIR", help="the bundle to verify (default: bundle.source)")
-    r.add_argument("--key", metavar="PUB", help="trusted public key of the bundle")
+    _add_bundle_args(r)
     r.set_defaults(handler=cmd_rejoin)
     a = nsub.add_parser(
         "add",
@@ -57,8 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_site_arg(a)
     a.add_argument("node", metavar="NODE")
     a.add_argument("--yes", action="store_true", help="record the node's host key without asking")
-    a.add_argument("--bundle", metavar="DIR", help="the bundle to verify (default: bundle.source)")
-    a.add_argument("--key", metavar="PUB", help="trusted public key of the bundle")
+    _add_bundle_args(a)
     a.set_defaults(handler=cmd_add)
     rm = nsub.add_parser(
         "remove",
@@ -69,9 +67,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     rm.add_argument("node", metavar="NODE")
     rm.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     rm.add_argument("--force", action="store_true", help="also evict pods no controller recreates (lost)")
-    rm.add_argument("--bundle", metavar="DIR", help="the bundle to verify (default: bundle.source)")
-    rm.add_argument("--key", metavar="PUB", help="trusted public key of the bundle")
+    _add_bundle_args(rm)
     rm.set_defaults(handler=cmd_remove)
+
+
+def _add_bundle_args(p: argparse.ArgumentParser) -> None:
+    """The bundle verified before a node is touched (rejoin, add, remove)."""
+    p.add_argument("--bundle", metavar="DIR", help="the bundle to verify (default: bundle.source)")
+    p.add_argument("--key", metavar="PUB", help="trusted public key of the bundle")
 
 
 def _kubectl(cfg: SiteConfig) -> nodeops.Kubectl:

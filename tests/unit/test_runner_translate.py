@@ -173,22 +173,10 @@ def test_unrelated_events_are_ignored_and_stats_are_read():
     assert stats_from_event(ev("runner_on_ok")) is None
 
 
-def test_a_bad_stick_found_while_copying_is_a_bundle_error_exit_4(tmp_path, monkeypatch):
-    """bundle_sync marks its failure appliance_failure=bundle; the install reports it as the bundle
-    problem it is (exit 4, with the bundle hint), not as a generic failed run (exit 5)."""
-    import pytest
-
+def _run_failing_install(failed, cfg, tmp_path, monkeypatch) -> None:
+    """install.run_playbook over a runner whose run failed with `failed` (host keys and inventory faked)."""
     from appliance_cli.core import install
-    from appliance_cli.errors import BundleError
     from appliance_cli.runner.events import RunOptions, RunResult
-
-    failed = translate(ev("runner_on_failed", host="master1", task="Sync | Copy and verify the bundle",
-                          res={"msg": "1 bad blob(s) in /media/x, bundle not copied: sha256:ab (apt-repo/x): "
-                               "content does not match its digest (corrupt)", "appliance_failure": "bundle"}))  # fmt: skip
-    assert failed[0].kind == "bundle"
-    assert (
-        translate(ev("runner_on_ok", host="m", task="t", res={"appliance_failure": "bundle"}))[0].kind == ""
-    )
 
     class Runner:
         def run(self, req, on_event):
@@ -198,11 +186,29 @@ def test_a_bad_stick_found_while_copying_is_a_bundle_error_exit_4(tmp_path, monk
     monkeypatch.setattr(
         install, "render_inventory", lambda cfg: type("I", (), {"hosts_file": tmp_path / "h"})()
     )
+    install.run_playbook(Runner(), cfg, "site.yml", RunOptions(), lambda ev: None)
+
+
+def test_a_bad_stick_found_while_copying_is_a_bundle_error_exit_4(tmp_path, monkeypatch):
+    """bundle_sync marks its failure appliance_failure=bundle; the install reports it as the bundle
+    problem it is (exit 4, with the bundle hint), not as a generic failed run (exit 5)."""
+    import pytest
+
+    from appliance_cli.errors import BundleError
+
+    failed = translate(ev("runner_on_failed", host="master1", task="Sync | Copy and verify the bundle",
+                          res={"msg": "1 bad blob(s) in /media/x, bundle not copied: sha256:ab (apt-repo/x): "
+                               "content does not match its digest (corrupt)", "appliance_failure": "bundle"}))  # fmt: skip
+    assert failed[0].kind == "bundle"
+    assert (
+        translate(ev("runner_on_ok", host="m", task="t", res={"appliance_failure": "bundle"}))[0].kind == ""
+    )
+
     cfg = type("C", (), {"nodes": [], "site_dir": tmp_path, "ssh": type("S", (), {"mitogen": False})()})()
     with pytest.raises(
         BundleError, match=r"master1: task 'Sync \| Copy and verify the bundle' failed: .*\(apt-repo/x\)"
     ) as e:
-        install.run_playbook(Runner(), cfg, "site.yml", RunOptions(), lambda ev: None)
+        _run_failing_install(failed, cfg, tmp_path, monkeypatch)
     assert e.value.exit_code == 4 and "nothing was installed" in (e.value.hint or "")
 
 
@@ -259,27 +265,17 @@ def test_a_download_that_does_not_match_the_bundle_is_a_bundle_error_naming_the_
     both digests without get_url's temporary path; the hint names the blob to remove."""
     import pytest
 
-    from appliance_cli.core import install
     from appliance_cli.errors import BundleError
-    from appliance_cli.runner.events import RunOptions, RunResult
 
     want, got = "9" * 64, "b" * 64
     failed = translate(ev("runner_on_failed", host="master1", task="Helm | Download the chart | gpu-operator",
                           res={"msg": f"The checksum for /root/.ansible/tmp/ansible-moduletmp-1.2-x/tmpq did not "
                                       f"match {want}; it was {got}."}))  # fmt: skip
 
-    class Runner:
-        def run(self, req, on_event):
-            return RunResult("failed", 2, {}, tmp_path, failures=list(failed))
-
-    monkeypatch.setattr(install, "require_host_keys", lambda cfg: None)
-    monkeypatch.setattr(
-        install, "render_inventory", lambda cfg: type("I", (), {"hosts_file": tmp_path / "h"})()
-    )
     cfg = type("C", (), {"nodes": [], "site_dir": tmp_path, "ssh": type("S", (), {"mitogen": False})(),
                          "bundle": type("B", (), {"path": "/srv/appliance/bundle"})()})()  # fmt: skip
     with pytest.raises(BundleError) as e:
-        install.run_playbook(Runner(), cfg, "site.yml", RunOptions(), lambda ev: None)
+        _run_failing_install(failed, cfg, tmp_path, monkeypatch)
     assert e.value.exit_code == 4
     assert str(e.value) == (
         f"master1: task 'Helm | Download the chart | gpu-operator' failed: what the bundle copy served hashes "
