@@ -90,6 +90,9 @@ def site(request) -> Iterator[SiteConfig]:
 
     try:
         with _session_lab_env():
+            # A lab of this name left by a killed session would be reused as it is (installed):
+            # every session starts from fresh node rootfs (the cached base image is kept).
+            lab.down(purge=True)
             info = lab.up(nodes=E2E_NODES, bundle=bundle.path, bundle_key=bundle.public_key)
         os.environ.setdefault("APPLIANCE_LAB_NAME", SESSION_LAB["APPLIANCE_LAB_NAME"] or "e2e")
         yield load_site(info.site_dir)
@@ -199,6 +202,7 @@ def own_lab(name: str, nodes: int | None = None, bundle: SignedBundle | None = N
     os.environ["APPLIANCE_LAB_NAME"] = name
     os.environ.pop("APPLIANCE_LAB_DIR", None)  # a private state dir for this lab
     try:
+        lab.down(purge=True)  # a leftover of a killed session is not reused (see `site`)
         if nodes is not None:
             lab.up(
                 nodes=nodes, **({"bundle": bundle.path, "bundle_key": bundle.public_key} if bundle else {})
