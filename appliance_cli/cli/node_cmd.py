@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import Any
 
@@ -15,7 +14,7 @@ from appliance_cli.core import bundlegate, cluster, knownhosts, nodeops, siteedi
 from appliance_cli.core.install import install
 from appliance_cli.core.remote import run_on
 from appliance_cli.core.siteconfig import Node, SiteConfig, load_site, site_file
-from appliance_cli.errors import ApplianceError, Cancelled, Unreachable, UsageError
+from appliance_cli.errors import ApplianceError, Unreachable, UsageError
 from appliance_cli.runner.events import RunOptions
 
 READY_TIMEOUT = 300
@@ -81,13 +80,6 @@ def _kubectl(cfg: SiteConfig) -> nodeops.Kubectl:
     return lambda args: cluster.kubectl(cfg, args, timeout=900)
 
 
-def _confirm(question: str, what: str = "draining") -> None:
-    if not sys.stdin.isatty():
-        raise UsageError(f"not {what} without confirmation", hint="pass --yes (no terminal to ask on)")
-    if input(f"{question} [y/N] ").strip().lower() not in ("y", "yes"):
-        raise Cancelled(f"{what} cancelled")
-
-
 def cmd_drain(args: argparse.Namespace) -> int:
     cfg = load_site(resolve_site_arg(args))
     nodeops.check_node(cfg, args.node, draining=True)  # before any ssh
@@ -95,7 +87,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
     plan = nodeops.plan_drain(cfg, args.node, nodeops.pods_doc(kubectl), force=args.force)
     _show_drain(plan, args.force)
     if not args.yes:
-        _confirm(f"drain {args.node}?")
+        ui.confirm(f"drain {args.node}?", "draining")
     for command in plan.commands:
         kubectl(command)
     ui.info(
@@ -151,7 +143,7 @@ def _rejoin(cfg: SiteConfig, node: Node, extravars: dict[str, str], yes: bool) -
     if joined.strip() == "joined":
         ui.info(f"{node.name}: kubeadm reset -f {nodeops.RESET_REMOVES}")
         if not yes:
-            _confirm(f"reset and rejoin {node.name}?", "resetting")
+            ui.confirm(f"reset and rejoin {node.name}?", "resetting")
         run_on(cfg, node, "kubeadm reset -f", timeout=300)
     else:
         ui.info(f"{node.name}: not joined ({nodeops.KUBELET_CONF} absent): nothing to reset")
@@ -229,7 +221,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
     ui.info(f"{node.name}: then kubeadm reset -f on it (when it answers): {nodeops.RESET_REMOVES}")
     ui.info(f"{node.name}: then its entry in {path} is marked `removed: true`")
     if not args.yes:
-        _confirm(f"remove {node.name} from the cluster?", "removing")
+        ui.confirm(f"remove {node.name} from the cluster?", "removing")
     with sitelock.site_lock(cfg, f"node remove {node.name}"):
         _remove(cfg, node, plan)
         siteedit.mark_removed_in_file(path, node.name)

@@ -40,3 +40,13 @@ def info(message: str) -> None:
 def count(n: int, noun: str) -> str:
     """'1 node', '4 nodes'."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def confirm(question: str, what: str) -> None:
+    """Ask on the terminal; without one, refuse (the caller's --yes is the way round)."""
+    from appliance_cli.errors import Cancelled, UsageError
+
+    if not sys.stdin.isatty():
+        raise UsageError(f"not {what} without confirmation", hint="pass --yes (no terminal to ask on)")
+    if input(f"{question} [y/N] ").strip().lower() not in ("y", "yes"):
+        raise Cancelled(f"{what} cancelled")

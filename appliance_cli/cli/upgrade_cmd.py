@@ -1,4 +1,5 @@
-"""`appliance upgrade plan --bundle NEW`: what an upgrade would do, refused in one line if it cannot."""
+"""`appliance upgrade plan|apply --bundle NEW`: what an upgrade would do, refused in one line if it
+cannot; then doing it, one pass per Kubernetes version, resumable from the master's state."""
 
 from __future__ import annotations
 
@@ -8,11 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from appliance_cli.cli import ui
+from appliance_cli.cli.install_cmd import make_runner
+from appliance_cli.cli.progress import Progress, print_recap
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
-from appliance_cli.core import bundlegate, cluster, upgradeplan
+from appliance_cli.core import bundlegate, cluster, siteedit, sitelock, upgradeplan
+from appliance_cli.core.install import run_playbook
 from appliance_cli.core.remote import run_on
-from appliance_cli.core.siteconfig import load_site
+from appliance_cli.core.siteconfig import SiteConfig, load_site, site_file
 from appliance_cli.errors import ApplianceError
+from appliance_cli.runner.events import RunOptions
+
+# Where the kube_upgrade role keeps the upgrade's state on the master (its default).
+STATE_FILE = "/var/lib/appliance/upgrade/state.json"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,11 +35,70 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bundle", metavar="DIR", required=True, help="the new bundle")
     p.add_argument("--key", metavar="PUB", help="trusted public key (default: as for install)")
     p.set_defaults(handler=cmd_plan)
+    a = usub.add_parser(
+        "apply",
+        help="do the plan: an etcd snapshot on the master, kubeadm upgrade apply there, then the "
+        "workers one at a time (drain, kubeadm upgrade node, kubelet, Ready, uncordon); run again "
+        "after a failure, it goes on from the node that failed",
+    )
+    add_site_arg(a)
+    a.add_argument("--bundle", metavar="DIR", required=True, help="the new bundle, as this machine sees it")
+    a.add_argument("--key", metavar="PUB", help="trusted public key (default: as for install)")
+    a.add_argument(
+        "--master-bundle",
+        metavar="DIR",
+        help="the new bundle as the master sees it (default: the same path as --bundle)",
+    )
+    a.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    a.set_defaults(handler=cmd_apply)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     cfg = load_site(resolve_site_arg(args))
-    gate = bundlegate.check(cfg, bundle=args.bundle, key=args.key)
+    _, plan = _verified_plan(cfg, args)
+    for line in upgradeplan.render(plan, cfg):
+        ui.info(line)
+    return 0
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    path = site_file(resolve_site_arg(args))
+    cfg = load_site(path)
+    gate, plan = _verified_plan(cfg, args)
+    for line in upgradeplan.render(plan, cfg):
+        ui.info(line)
+    if plan.empty:
+        return 0
+    if not args.yes:
+        ui.confirm(f"upgrade {cfg.site.name}?", "upgrading")
+    on_master = args.master_bundle or str(Path(args.bundle).expanduser().resolve())
+    with sitelock.site_lock(cfg, "upgrade apply"):
+        for version in plan.passes:
+            extravars = gate.extravars | {
+                "appliance_kubernetes_version": version,
+                "appliance_bundle_source": on_master,
+            }
+            with Progress(f"upgrade to {version}") as progress:
+                result = run_playbook(make_runner(), cfg, "upgrade.yml", RunOptions(), progress, extravars)
+            print_recap(result)
+        goal = plan.passes[-1]
+        siteedit.set_kubernetes_version_in_file(path, goal)
+    state = _json(run_on(cfg, cfg.master, f"cat {STATE_FILE}", timeout=60), STATE_FILE)
+    ui.info(f"{cfg.site.name}: upgraded to Kubernetes {goal}; {path}: kubernetes.version is {goal} now")
+    if state.get("snapshot"):
+        ui.info(f"etcd snapshot taken before the upgrade: {cfg.master.name}:{state['snapshot']}")
+    ui.info(
+        f"later installs use this bundle: `appliance install --bundle {args.bundle}`, or the new stick at "
+        "bundle.source"
+    )
+    return 0
+
+
+def _verified_plan(
+    cfg: SiteConfig, args: argparse.Namespace
+) -> tuple[bundlegate.GateResult, upgradeplan.Plan]:
+    """The new bundle verified, what is installed read, and the plan (UpgradeRefused if impossible)."""
+    gate = bundlegate.check(cfg, bundle=args.bundle, key=args.key, upgrade=True)
     ui.info(gate.summary)
     root = Path(args.bundle).expanduser()
     manifest = json.loads((root / "manifest.json").read_text())
@@ -47,10 +114,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return _json(out, f"helm {a}")
 
     installed = upgradeplan.installed_from(kubectl_json, helm_json)
-    plan = upgradeplan.plan_upgrade(cfg, installed, target)
-    for line in upgradeplan.render(plan, cfg):
-        ui.info(line)
-    return 0
+    return gate, upgradeplan.plan_upgrade(cfg, installed, target)
 
 
 def _json(text: str, what: str) -> Any:

@@ -44,9 +44,14 @@ def trusted_key(cfg: SiteConfig, override: str | None) -> Path | None:
 
 
 def check(
-    cfg: SiteConfig, bundle: str | None = None, key: str | None = None, skip: bool = False
+    cfg: SiteConfig,
+    bundle: str | None = None,
+    key: str | None = None,
+    skip: bool = False,
+    upgrade: bool = False,
 ) -> GateResult:
-    """Verify the site's bundle (BundleError naming the bad artifact otherwise)."""
+    """Verify the site's bundle (BundleError naming the bad artifact otherwise). Unless it is
+    the bundle of an upgrade, it must carry the site's Kubernetes version (no silent downgrade)."""
     from appliance_cli.bundle.verify import KEY_ENV, verify_bundle
 
     if skip:
@@ -70,6 +75,8 @@ def check(
         )
     report = verify_bundle(root, key=pub, require_signature=cfg.bundle.require_signature, hash_blobs=False)
     scheduler_artifacts(cfg, root)
+    if not upgrade:
+        kubernetes_binaries(cfg, root)
     hexd = report.manifest_digest.removeprefix("sha256:")
     signed = f"signed by {report.key_id}" if report.signature_checked else "signature NOT checked"
     warning = None
@@ -124,3 +131,27 @@ def scheduler_artifacts(cfg: SiteConfig, root: Path) -> None:
             f"does not carry Run:ai {version}'s files",
             hint=hint,
         )
+
+
+def kubernetes_binaries(cfg: SiteConfig, root: Path) -> None:
+    """The bundle must carry kubeadm, kubelet and kubectl of kubernetes.version: an install from
+    the stick the site was installed with, after `upgrade apply` moved it on, would put the old
+    binaries back. A bundle without Kubernetes binaries (a partial test bundle) is not judged."""
+    import json
+
+    from appliance_cli.core.upgradeplan import KUBE_TOOLS, clean, target_of
+
+    manifest = json.loads((root / "manifest.json").read_text())
+    carried = target_of(manifest, {}).kubernetes
+    tools = [
+        a for a in manifest.get("artifacts") or [] if Path(a.get("install_path") or "").name in KUBE_TOOLS
+    ]
+    if not tools or clean(cfg.kubernetes.version) in carried:
+        return
+    has = ", ".join(carried) or "no complete set"
+    raise BundleError(
+        f"{root}: carries Kubernetes {has}, the site runs {cfg.kubernetes.version} (kubernetes.version): "
+        "installing it would replace the cluster's kubeadm, kubelet and kubectl",
+        hint="use the bundle the site was installed or last upgraded with; a newer one goes through "
+        "`appliance upgrade plan|apply --bundle DIR`",
+    )

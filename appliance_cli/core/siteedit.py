@@ -1,9 +1,10 @@
 """Targeted edits of appliance.yml that keep the rest of the operator's text (comments, order,
 quoting) as it was: the file is the operator's, and the toolkit has no round-trip YAML library.
 
-One edit for now: mark one node entry `removed: true` (`appliance node remove`). The line is
-added to that entry only; the edited text is parsed again and must differ from the original in
-exactly that field, else nothing is written (ConfigError saying to edit the entry by hand).
+Two edits: mark one node entry `removed: true` (`appliance node remove`), and set
+`kubernetes.version` (`appliance upgrade apply`, once the cluster runs it). The edited text is
+parsed again and must differ from the original in exactly that field, else nothing is written
+(ConfigError saying to edit the file by hand).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ _NODES_KEY = re.compile(r"^nodes:\s*(#.*)?$")
 _TOP_LEVEL = re.compile(r"^[^\s#-]")
 _ITEM = re.compile(r"^(?P<dash>\s*-\s+)(?P<rest>.*)$")
 _REMOVED_LINE = re.compile(r"^\s*removed:\s*\S+\s*(#.*)?$")
+_KUBERNETES_KEY = re.compile(r"^kubernetes:\s*(#.*)?$")
+_VERSION_LINE = re.compile(r"^(?P<key>\s+version:\s*)(?P<value>[^\s#]+)(?P<rest>.*)$", re.S)
 
 
 def mark_removed(text: str, name: str) -> str:
@@ -52,6 +55,49 @@ def site_without(path: Path, name: str) -> SiteConfig:
 def mark_removed_in_file(path: Path, name: str) -> None:
     text = path.read_text()
     new = mark_removed(text, name)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(new)
+    tmp.replace(path)
+
+
+def set_kubernetes_version(text: str, version: str) -> str:
+    """`text` with `kubernetes.version: VERSION` (the line replaced, or added under `kubernetes:`,
+    or a `kubernetes:` block appended); comments and everything else kept."""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, ln in enumerate(lines) if _KUBERNETES_KEY.match(ln)), None)
+    if start is None and any(ln.startswith("kubernetes:") for ln in lines):
+        raise ConfigError(
+            ["kubernetes.version: the `kubernetes:` section is written in a way this edit does not handle"],
+            hint=f"set `kubernetes.version: {version}` under `kubernetes:` by hand",
+        )
+    if start is None:
+        out = (
+            text + ("" if not text or text.endswith("\n") else "\n") + f"kubernetes:\n  version: {version}\n"
+        )
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if _TOP_LEVEL.match(lines[i])), len(lines))
+        at = next((i for i in range(start + 1, end) if _VERSION_LINE.match(lines[i])), None)
+        if at is None:
+            lines.insert(start + 1, f"  version: {version}\n")
+        else:
+            m = _VERSION_LINE.match(lines[at])
+            assert m
+            lines[at] = f"{m['key']}{version}{m['rest']}"
+        out = "".join(lines)
+    before, after = yaml.safe_load(text) or {}, yaml.safe_load(out) or {}
+    want = copy.deepcopy(before)
+    want.setdefault("kubernetes", {})
+    want["kubernetes"] = {**(want["kubernetes"] or {}), "version": version}
+    if after != want:
+        raise ConfigError(
+            ["kubernetes.version: the site config is written in a way this edit does not handle"],
+            hint=f"set `kubernetes.version: {version}` under `kubernetes:` by hand",
+        )
+    return out
+
+
+def set_kubernetes_version_in_file(path: Path, version: str) -> None:
+    new = set_kubernetes_version(path.read_text(), version)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(new)
     tmp.replace(path)

@@ -90,6 +90,7 @@ class Plan:
     changes: list[tuple[str, str, str]]  # component, current, target
     steps: list[str]
     drained: list[str]  # workers drained, in order, one at a time
+    passes: list[str] = field(default_factory=list)  # `upgrade apply` runs one pass per version
 
     @property
     def empty(self) -> bool:
@@ -221,7 +222,8 @@ def plan_upgrade(cfg: SiteConfig, installed: Installed, target: Target) -> Plan:
                 else ""
             )
             steps.append(f"helm upgrade {release} to {to} with its saved values (helm get values){extra}")
-    return Plan(changes, steps, drained)
+    passes = path or ([goal] if stale else [])
+    return Plan(changes, steps, drained, passes)
 
 
 def render(plan: Plan, cfg: SiteConfig) -> list[str]:

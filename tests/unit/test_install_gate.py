@@ -112,3 +112,33 @@ def test_key_precedence_flag_then_environment_then_site(
     monkeypatch.setenv(KEY_ENV, str(pub))
     assert bundlegate.trusted_key(cfg, None) == pub
     assert bundlegate.trusted_key(cfg, str(other)) == other
+
+
+def _manifest_with_kubernetes(root: Path, version: str) -> None:
+    """The bundle's manifest given kubeadm/kubelet/kubectl of `version` (the gate reads only the
+    manifest for this rule; the signature is not checked here)."""
+    import json
+
+    m = json.loads((root / "manifest.json").read_text())
+    m["artifacts"] += [
+        {"kind": "file", "name": t, "version": f"{version}-standin", "install_path": f"/usr/local/bin/{t}"}
+        for t in ("kubeadm", "kubelet", "kubectl")
+    ]
+    (root / "manifest.json").write_text(json.dumps(m))
+
+
+def test_a_bundle_of_another_kubernetes_version_is_refused_unless_it_is_an_upgrades(tmp_path: Path) -> None:
+    root = tmp_path / "bundle"
+    root.mkdir()
+    (root / "manifest.json").write_text('{"artifacts": []}')
+    cfg = _site(tmp_path)  # kubernetes.version v1.23.17
+    bundlegate.kubernetes_binaries(cfg, root)  # no Kubernetes binaries at all: not judged
+    _manifest_with_kubernetes(root, "v1.23.16")
+    with pytest.raises(BundleError, match=r"carries Kubernetes v1\.23\.16, the site runs v1\.23\.17") as e:
+        bundlegate.kubernetes_binaries(cfg, root)
+    assert "appliance upgrade plan|apply --bundle" in (e.value.hint or "")
+    root2 = tmp_path / "bundle2"
+    root2.mkdir()
+    (root2 / "manifest.json").write_text('{"artifacts": []}')
+    _manifest_with_kubernetes(root2, "v1.23.17")
+    bundlegate.kubernetes_binaries(cfg, root2)

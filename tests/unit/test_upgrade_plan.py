@@ -151,3 +151,13 @@ def test_installed_is_read_from_the_cluster_answers():
         "nfs": ("nfs", "nfs-subdir-external-provisioner", "4.0.18"),
     }
     assert json.dumps(got.releases)  # plain data
+
+
+def test_apply_runs_one_pass_per_minor_and_one_for_kubelets_left_behind():
+    # v1.23.5 -> v1.25.16: kubeadm goes one minor at a time (no stop at v1.23.17 on the way)
+    three = u.target_of(_manifest("v1.23.17", "v1.24.17", "v1.25.16"), {})
+    assert u.plan_upgrade(_site(), INSTALLED, three).passes == ["v1.24.17", "v1.25.16"]
+    behind = u.Installed("v1.23.17", {"master1": "v1.23.17", "gpu1": "v1.23.5"}, {})
+    assert u.plan_upgrade(_site(), behind, u.target_of(_manifest("v1.23.17"), {})).passes == ["v1.23.17"]
+    done = u.Installed("v1.23.17", {"master1": "v1.23.17"}, {})
+    assert u.plan_upgrade(_site(), done, u.target_of(_manifest("v1.23.17"), {})).passes == []
