@@ -108,7 +108,9 @@ def test_apply_refuses_when_the_targets_images_cannot_be_pulled(
     for n in ("kube-controller-manager", "kube-scheduler", "kube-proxy"):
         assert f"[ERROR ImagePull]: failed to pull image {REPO}/{n}:v1.23.17" in err
     assert "pause:3.6" not in err and "etcd:3.5.6-0" not in err  # those are present
-    assert "v1.23.16" in (node / "etc/kubernetes/manifests/kube-apiserver.yaml").read_text()  # nothing changed
+    assert (
+        "v1.23.16" in (node / "etc/kubernetes/manifests/kube-apiserver.yaml").read_text()
+    )  # nothing changed
     cm = cluster.admin().get("/api/v1/namespaces/kube-system/configmaps/kubeadm-config")
     assert yaml.safe_load(cm["data"]["ClusterConfiguration"])["kubernetesVersion"] == "v1.23.16"
     # --ignore-preflight-errors=ImagePull makes it a warning, as in kubeadm
@@ -149,7 +151,9 @@ def test_apiserver_version_follows_the_manifest_image(node: Path) -> None:
     assert image_version(str(node / "m.yaml")) == "v1.23.16"
     put(node, "/m.yaml", "not: [a pod")
     assert image_version(str(node / "m.yaml")) == util.VERSION
-    assert version_info("v1.23.16")["gitVersion"] == "v1.23.16" and version_info()["gitVersion"] == util.VERSION
+    assert (
+        version_info("v1.23.16")["gitVersion"] == "v1.23.16" and version_info()["gitVersion"] == util.VERSION
+    )
 
 
 # ---------------------------------------------------------------- etcd snapshot
@@ -164,7 +168,10 @@ def etcd_node(node: Path) -> Path:
     put(node, f"/etc/systemd/system/{util.APISERVER_UNIT}", "[Service]\n")
     for f in ("ca.crt", "server.crt", "server.key"):
         put(node, f"/etc/kubernetes/pki/etcd/{f}", "pem\n")
-    state = {"resourceVersion": 42, "objects": {"|namespaces||default": {}, "|nodes||m1": {}, "|nodes||w1": {}}}
+    state = {
+        "resourceVersion": 42,
+        "objects": {"|namespaces||default": {}, "|nodes||m1": {}, "|nodes||w1": {}},
+    }
     put(node, "/var/lib/standin-apiserver/state.json", json.dumps(state))
     (node / "var/lib/etcd").mkdir(parents=True)
     return node
@@ -185,7 +192,9 @@ def test_snapshot_save_and_status(etcd_node: Path, capsys: pytest.CaptureFixture
     snap = etcd_node / "var/lib/etcd/snap.db"
     assert snap.read_bytes() == (etcd_node / "var/lib/standin-apiserver/state.json").read_bytes()
     assert not (etcd_node / "var/lib/etcd/snap.db.part").exists()
-    rc, out, err = crictl_run(capsys, "exec", cid, *ETCDCTL, "snapshot", "status", "/var/lib/etcd/snap.db", "-w", "json")
+    rc, out, err = crictl_run(
+        capsys, "exec", cid, *ETCDCTL, "snapshot", "status", "/var/lib/etcd/snap.db", "-w", "json"
+    )
     st = json.loads(out)
     assert rc == 0 and (st["revision"], st["totalKey"], st["totalSize"]) == (42, 3, snap.stat().st_size)
     assert isinstance(st["hash"], int) and list(st) == ["hash", "revision", "totalKey", "totalSize"]
@@ -194,7 +203,9 @@ def test_snapshot_save_and_status(etcd_node: Path, capsys: pytest.CaptureFixture
 def test_snapshot_failures_are_etcdctls(etcd_node: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cid = crictl.ETCD_CONTAINER
     rc, _, err = crictl_run(capsys, "exec", cid, *ETCDCTL, "snapshot", "save", "/var/lib/nowhere/snap.db")
-    assert rc == 5 and "Error: could not open /var/lib/nowhere/snap.db.part (no such file or directory)" in err
+    assert (
+        rc == 5 and "Error: could not open /var/lib/nowhere/snap.db.part (no such file or directory)" in err
+    )
     (etcd_node / "etc/kubernetes/pki/etcd/server.key").unlink()
     rc, _, err = crictl_run(capsys, "exec", cid, *ETCDCTL, "snapshot", "save", "/var/lib/etcd/snap.db")
     assert (rc, err) == (128, "Error: open /etc/kubernetes/pki/etcd/server.key: no such file or directory\n")
