@@ -316,7 +316,8 @@ class _Builder:
     def _packed_zipapp(self, spec: FileSpec, label: str) -> tuple[FileEntry, Source]:
         """A package directory (a test stand-in) as one executable zipapp; same files, same bytes."""
         assert spec.source
-        data = zipapp.pack(self.repo_root / spec.source, label)
+        tool = Path(spec.install_path or spec.name).name
+        data = zipapp.pack(self.repo_root / spec.source, label, zipapp.build_modules(tool, spec.version))
         fname = spec.filename or Path(spec.source).name
         packed = self.cache / "zipapp" / hashlib.sha256(data).hexdigest()[:16] / fname
         if not packed.is_file():

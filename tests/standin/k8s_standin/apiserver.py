@@ -181,6 +181,7 @@ class ApiServer:
         self.ca_cert = ca_cert
         self.ca_key = ca_key
         self.cluster_cidr = ""
+        self.git_version = VERSION  # /version: the image tag of the manifest it runs from (kubelet.py)
 
     def next_pod_cidr(self) -> str:
         """kube-controller-manager --allocate-node-cidrs: the first free /24 of --cluster-cidr."""
@@ -491,7 +492,7 @@ class ApiServer:
         if path in ("/healthz", "/livez", "/readyz"):
             return 200, "ok", []
         if path == "/version":
-            return 200, version_info(), []
+            return 200, version_info(self.git_version), []
         user, groups = self.authenticate(peer, authz)
         parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/") if p]
         disc = self.discovery(parts)
@@ -630,11 +631,11 @@ def match_selector(selector: str, labels: dict[str, str]) -> bool:
     return True
 
 
-def version_info() -> dict:
+def version_info(version: str = VERSION) -> dict:
     return {
         "major": "1",
-        "minor": VERSION.split(".")[1],
-        "gitVersion": VERSION,
+        "minor": version.split(".")[1],
+        "gitVersion": version,
         "gitCommit": GIT_COMMIT,
         "gitTreeState": "clean",
         "buildDate": BUILD_DATE,
@@ -696,10 +697,11 @@ class _TLSServer(http.server.ThreadingHTTPServer):
 
 
 def serve_api(state_dir: str, cert: str, key: str, client_ca: str, ca_key: str, bind: str, port: int,
-              cluster_cidr: str = "") -> tuple[_TLSServer, ApiServer]:  # fmt: skip
+              cluster_cidr: str = "", git_version: str = VERSION) -> tuple[_TLSServer, ApiServer]:  # fmt: skip
     """Start the API server in a background thread (used by the unit and by tests)."""
     api = ApiServer(state_dir, client_ca, ca_key)
     api.cluster_cidr = cluster_cidr
+    api.git_version = git_version
     handler = type("H", (_Handler,), {"api": api})
     family = socket.AF_INET6 if ":" in bind else socket.AF_INET
     srv_cls = type("S", (_TLSServer,), {"address_family": family})

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from .containerd import containerd_version, cri_info, crictl_fatal, ctr, image_exists, pull_image, sock_path
+from .etcdctl import etcdctl_main
 from .flags import parse_flags
 from .util import APISERVER_UNIT, CRICTL_VERSION, Fail, hp, read_text, run, systemctl, tabwrite
 
@@ -40,13 +41,59 @@ def _crictl_images(ep: str, flags: dict[str, Any]) -> None:
 APISERVER_CONTAINER = "5a7e11a9e5e7c0de"
 
 
-def _apiserver_row(all_states: bool) -> list[str] | None:
+# etcd is the API server's store (state.json): its container is there while the API server is,
+# and `crictl exec ETCD etcdctl ...` runs the stand-in etcdctl (etcdctl.py) on it.
+ETCD_CONTAINER = "e7cd5a7e11a9c0de"
+
+
+def _apiserver_rows(all_states: bool) -> list[list[str]]:
     if not os.path.exists(hp(f"/etc/systemd/system/{APISERVER_UNIT}")):
-        return None
+        return []
     running = systemctl("is-active", "--quiet", APISERVER_UNIT)[0] == 0
     if not (running or all_states):
-        return None
-    return [APISERVER_CONTAINER, "", "", "Running" if running else "Exited", "kube-apiserver", "0", ""]
+        return []
+    state = "Running" if running else "Exited"
+    return [[APISERVER_CONTAINER, "", "", state, "kube-apiserver", "0", ""],
+            [ETCD_CONTAINER, "", "", state, "etcd", "0", ""]]  # fmt: skip
+
+
+def _crictl_exec(args: list[str]) -> int:
+    """crictl exec [-i] [-t] [-s] [--timeout N] CONTAINER CMD...: only etcdctl in the etcd container."""
+    while args and args[0].startswith("-"):
+        flag = args.pop(0)
+        if flag == "--timeout" and args:
+            args.pop(0)
+        elif flag not in (
+            "-i",
+            "-t",
+            "-it",
+            "-ti",
+            "-s",
+            "--sync",
+            "--interactive",
+            "--tty",
+        ) and not flag.startswith("--timeout="):
+            sys.stderr.write(crictl_fatal(f"flag provided but not defined: {flag}"))
+            return 1
+    if len(args) < 2:
+        sys.stderr.write(crictl_fatal("ID and COMMAND cannot be empty"))
+        return 1
+    cid, cmd = args[0], args[1:]
+    running = [r[0] for r in _apiserver_rows(False)]
+    if not ETCD_CONTAINER.startswith(cid) or ETCD_CONTAINER not in running:
+        sys.stderr.write(crictl_fatal(f"execing command in container: rpc error: code = NotFound desc = an error "
+                                      f'occurred when try to find container "{cid}": not found'))  # fmt: skip
+        return 1
+    if os.path.basename(cmd[0]) != "etcdctl":
+        sys.stderr.write(crictl_fatal(f'execing command in container: rpc error: code = Unknown desc = failed to exec '
+                                      f'in container: OCI runtime exec failed: exec failed: exec: "{cmd[0]}": '
+                                      "executable file not found in $PATH: unknown"))  # fmt: skip
+        return 1
+    try:
+        return etcdctl_main(cmd[1:])
+    except Fail as e:
+        sys.stderr.write(e.message + "\n")
+        return e.code
 
 
 def _crictl_ps(ep: str, flags: dict[str, Any]) -> None:
@@ -56,9 +103,7 @@ def _crictl_ps(ep: str, flags: dict[str, Any]) -> None:
         f = line.split()
         if len(f) >= 3 and (flags.get("all") or f[2] == "RUNNING"):
             rows.append([f[0][:13], "", "", "Running" if f[2] == "RUNNING" else "Exited", f[0][:13], "0", ""])
-    apiserver = _apiserver_row(bool(flags.get("all")))
-    if apiserver:
-        rows.append(apiserver)
+    rows += _apiserver_rows(bool(flags.get("all")))
     if flags.get("name"):  # a regular expression on NAME, as crictl filters
         rows[1:] = [r for r in rows[1:] if re.search(flags["name"], r[4])]
     sys.stdout.write(
@@ -84,6 +129,10 @@ def _crictl_logs(container: str, flags: dict[str, Any]) -> int:
 
 
 def crictl_main(argv: list[str]) -> int:
+    exec_args: list[str] = []
+    if "exec" in argv:  # what follows is exec's: its flags, the container, the command and its flags
+        i = argv.index("exec")
+        argv, exec_args = argv[: i + 1], argv[i + 1 :]
     try:
         flags, pos = parse_flags(argv, {"runtime-endpoint": "str", "image-endpoint": "str", "timeout": "str",
                                         "debug": "bool", "config": "str", "version": "bool", "all": "bool",
@@ -127,6 +176,8 @@ def crictl_main(argv: list[str]) -> int:
         _crictl_images(ep, flags)
     elif sub == "ps":
         _crictl_ps(ep, flags)
+    elif sub == "exec":
+        return _crictl_exec(exec_args)
     elif sub == "logs" and len(pos) > 1:
         return _crictl_logs(pos[1], flags)
     elif sub == "pull" and len(pos) > 1:

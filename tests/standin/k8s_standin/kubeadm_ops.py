@@ -15,7 +15,7 @@ import yaml
 
 from .apiserver import res_path, version_info
 from .client import ApiClient, ApiError, Unreachable
-from .config import control_plane_images, load_init_config, parse_version
+from .config import InitConfig, control_plane_images, load_init_config, parse_version
 from .containerd import image_exists, pull_image
 from .files import K8S, KUBELET_CONFIG_CM, KUBELET_DIR, MANIFESTS, PKI, STATE_DIR
 from .flags import parse_flags
@@ -23,9 +23,10 @@ from .join import cmd_kubeadm_join
 from .kubeadm import admin_client, cmd_kubeadm_init, dump
 from .kubelet import apiserver_main
 from .pki import TOKEN_RE, join_command, new_token, secret_data, token_secret_object
-from .preflight import parse_ignore, root_check
+from .preflight import PULL, Ctx, parse_ignore, root_check, run_checks, select
 from .util import (
     APISERVER_UNIT,
+    DEFAULT_CRI_SOCKET,
     MIN_CONTROL_PLANE,
     STACK_HINT,
     VERSION,
@@ -290,7 +291,42 @@ def cmd_kubeadm_upgrade(argv: list[str]) -> int:
         return _upgrade_plan(client, cur, out)
     if len(pos) < 2:
         raise Fail("[upgrade/version] FATAL: missing version argument; use `kubeadm upgrade apply <version>`")
-    target = "v" + pos[1].lstrip("v")
+    return _upgrade_apply(client, cm, ccfg, "v" + pos[1].lstrip("v"), flags, out)
+
+
+def _upgrade_prepull(client: ApiClient, ccfg: dict, target: str, ignore: set[str], out: TextIO) -> None:
+    """1.23 apply.go: preflight.RunPullImagesCheck on the target's control-plane images (what
+    `kubeadm config images list` gives for that version and the cluster's imageRepository), through
+    this node's CRI socket (its kubeadm.alpha.kubernetes.io/cri-socket annotation)."""
+    out.write("[upgrade/prepull] Pulling images required for setting up a Kubernetes cluster\n"
+              "[upgrade/prepull] This might take a minute or two, depending on the speed of your internet connection\n"
+              "[upgrade/prepull] You can also perform this action in beforehand using 'kubeadm config images pull'\n")  # fmt: skip
+    out.flush()
+    cri = DEFAULT_CRI_SOCKET
+    with contextlib.suppress(Unreachable, ApiError, KeyError, TypeError):
+        node = client.get(res_path("", "v1", "nodes", None, hostname()))
+        cri = node["metadata"]["annotations"]["kubeadm.alpha.kubernetes.io/cri-socket"]
+    cfg = InitConfig()
+    cfg.cluster = dict(ccfg, kubernetesVersion=target)
+    run_checks(select(PULL, Ctx(images=tuple(control_plane_images(cfg)), cri=cri)), ignore)
+
+
+def _upgrade_kube_proxy(client: ApiClient, target: str, out: TextIO) -> None:
+    """The kube-proxy addon at the target's tag (its DaemonSet pods pull it on every node)."""
+    path = res_path("apps", "v1", "daemonsets", "kube-system", "kube-proxy")
+    try:
+        ds = client.get(path)
+    except ApiError:
+        return  # skipped at init (addon/kube-proxy): kubeadm leaves it out on upgrade too
+    for c in ds["spec"]["template"]["spec"].get("containers") or []:
+        c["image"] = re.sub(r":v[^:/]+$", f":{target}", c["image"])
+    ds["metadata"].pop("resourceVersion", None)
+    client.call("PUT", path, ds)
+    out.write("[addons] Applied essential addon: kube-proxy\n")
+
+
+def _upgrade_apply(client: ApiClient, cm: dict, ccfg: dict, target: str, flags: dict, out: TextIO) -> int:
+    cur = ccfg["kubernetesVersion"]
     out.write(f'[upgrade/version] You have chosen to change the cluster version to "{target}"\n')
     out.write(f"[upgrade/versions] Cluster version: {cur}\n[upgrade/versions] kubeadm version: {VERSION}\n")
     soft = version_policy(cur, target, bool(flags.get("force")))
@@ -302,6 +338,11 @@ def cmd_kubeadm_upgrade(argv: list[str]) -> int:
         out.flush()
         if sys.stdin.readline().strip().lower() not in ("y", "yes"):
             raise Fail("won't proceed; the user didn't answer (Y|y) in order to continue")
+    if flags.get("dry-run"):  # the stand-in's dry run stops here: nothing is written
+        out.write("[upgrade/prepull] Would pull the required images (like 'kubeadm config images pull')\n"
+                  "[dryrun] Finished dryrunning successfully!\n")  # fmt: skip
+        return 0
+    _upgrade_prepull(client, ccfg, target, parse_ignore(flags.get("ignore-preflight-errors") or []), out)
     ccfg["kubernetesVersion"] = target
     cm["data"]["ClusterConfiguration"] = dump(ccfg)
     client.call("PUT", res_path("", "v1", "configmaps", "kube-system", "kubeadm-config"), cm)
@@ -313,6 +354,7 @@ def cmd_kubeadm_upgrade(argv: list[str]) -> int:
         if doc:
             write_file(p, dump(doc), 0o600)
         out.write(f'[upgrade/staticpods] Component "{n}" upgraded successfully!\n')
+    _upgrade_kube_proxy(client, target, out)
     out.write(f'\n[upgrade/successful] SUCCESS! Your cluster was upgraded to "{target}". Enjoy!\n\n'
               "[upgrade/kubelet] Now that your control plane is upgraded, please proceed with upgrading your kubelets "
               "if you haven't already done so.\n")  # fmt: skip

@@ -89,6 +89,17 @@ def pod_command_flags(manifest_path: str, binary: str, known: set[str]) -> dict[
     return flags
 
 
+def image_version(manifest_path: str) -> str:
+    """The Kubernetes version a static pod's image tag names (`...:v1.23.16`), else VERSION: the
+    API server reports what the manifest it runs from says it is, as the real image would."""
+    with contextlib.suppress(yaml.YAMLError, KeyError, IndexError, TypeError, AttributeError):
+        image = yaml.safe_load(read_text(manifest_path) or "")["spec"]["containers"][0]["image"]
+        m = re.search(r":(v1\.\d+\.\d+)$", image)
+        if m:
+            return m.group(1)
+    return VERSION
+
+
 def apiserver_main(argv: list[str]) -> int:
     manifest = argv[0] if argv else hp(f"{MANIFESTS}/kube-apiserver.yaml")
     try:
@@ -114,7 +125,7 @@ def apiserver_main(argv: list[str]) -> int:
         ca = hp(f["client-ca-file"])
         srv, _ = serve_api(hp(STATE_DIR), hp(f["tls-cert-file"]), hp(f["tls-private-key-file"]), ca,
                            os.path.join(os.path.dirname(ca), "ca.key"), f.get("bind-address", "0.0.0.0"),
-                           int(f.get("secure-port", "6443")), cidr)  # fmt: skip
+                           int(f.get("secure-port", "6443")), cidr, image_version(manifest))  # fmt: skip
     except Fail as e:
         log_klog("E", "run.go:74", f'"command failed" err="{e.message}"')
         return 1

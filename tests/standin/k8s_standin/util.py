@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import importlib
 import json
 import os
 import re
@@ -14,7 +15,21 @@ import sys
 import time
 from typing import Any
 
-VERSION = "v1.23.17"
+DEFAULT_VERSION = "v1.23.17"
+
+
+def _packed_version() -> str:
+    """The Kubernetes version of the bundle entry this file was packed from (the builder's
+    generated `_build.py`, appliance_cli/bundle/zipapp.py), else DEFAULT_VERSION (the source tree)."""
+    try:
+        build = importlib.import_module(f"{__package__}._build")
+    except ImportError:
+        return DEFAULT_VERSION
+    v = getattr(build, "KUBERNETES_VERSION", "")
+    return v if isinstance(v, str) and re.fullmatch(r"v1\.\d+\.\d+", v) else DEFAULT_VERSION
+
+
+VERSION = _packed_version()
 GIT_COMMIT = "953be8927218ec8067e1af2641e540238ffd7576"
 BUILD_DATE = "2023-02-22T13:33:14Z"
 GO_VERSION = "go1.19.6"

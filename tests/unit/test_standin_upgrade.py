@@ -1,0 +1,216 @@
+"""What an upgrade driven by Ansible meets in the stand-in: `kubeadm upgrade apply` (version policy,
+the target's images pulled first), the API server's /version after the manifest moved, and the
+etcd snapshot through `crictl exec <etcd> etcdctl snapshot save|status`."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests._support.standin_cluster import Cluster
+from tests.standin.k8s_standin import crictl, kubeadm_ops, util
+from tests.standin.k8s_standin.apiserver import version_info
+from tests.standin.k8s_standin.entry import main
+from tests.standin.k8s_standin.kubelet import image_version
+
+REPO = "registry.k8s.io"
+CTR = """#!/bin/sh
+# a running containerd 1.6: `images ls -q` lists $IMAGES; pulls fail (an air-gapped node)
+case "$*" in
+  *" version"*) printf "Client:\\n  Version:  1.6.20\\n\\nServer:\\n  Version:  1.6.20\\n" ;;
+  *"images ls -q"*) cat "$IMAGES" 2>/dev/null ;;
+  *"images pull"*) echo "ctr: failed to resolve reference: not found"; exit 1 ;;
+  *"tasks ls"*) printf "TASK    PID    STATUS\\n" ;;
+esac
+"""
+
+
+@pytest.fixture
+def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fake node tree (STANDIN_ROOT), `ctr` and `systemctl` (every unit active) on PATH."""
+    root = tmp_path / "root"
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name, text in {"ctr": CTR, "systemctl": "#!/bin/sh\nexit 0\n"}.items():
+        (bindir / name).write_text(text)
+        (bindir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setenv("IMAGES", str(tmp_path / "images"))
+    monkeypatch.setattr(util, "ROOT", str(root))
+    return root
+
+
+def put(root: Path, path: str, text: str) -> None:
+    p = root / path.lstrip("/")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+
+
+def manifest(name: str, version: str) -> str:
+    return yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "kube-system"},
+                           "spec": {"containers": [{"name": name, "image": f"{REPO}/{name}:{version}",
+                                                    "command": [name]}]}})  # fmt: skip
+
+
+# ---------------------------------------------------------------- kubeadm upgrade apply
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, node: Path) -> Iterator[Cluster]:
+    """A cluster at v1.23.16 (kubeadm-config, the control-plane manifests, the kube-proxy addon)."""
+    (tmp_path / "cluster").mkdir()
+    c = Cluster(tmp_path / "cluster")
+    admin = c.admin()
+    ccfg = {"apiVersion": "kubeadm.k8s.io/v1beta3", "kind": "ClusterConfiguration", "kubernetesVersion": "v1.23.16",
+            "imageRepository": REPO, "etcd": {"local": {"dataDir": "/var/lib/etcd"}}}  # fmt: skip
+    admin.call("POST", "/api/v1/namespaces/kube-system/configmaps", {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kubeadm-config", "namespace": "kube-system"},
+        "data": {"ClusterConfiguration": yaml.safe_dump(ccfg)}})  # fmt: skip
+    tpl = {"metadata": {"labels": {"k8s-app": "kube-proxy"}},
+           "spec": {"containers": [{"name": "kube-proxy", "image": f"{REPO}/kube-proxy:v1.23.16"}]}}  # fmt: skip
+    admin.call("POST", "/apis/apps/v1/namespaces/kube-system/daemonsets", {
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "kube-proxy", "namespace": "kube-system"},
+        "spec": {"selector": {"matchLabels": {"k8s-app": "kube-proxy"}}, "template": tpl}})  # fmt: skip
+    for n in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        put(node, f"/etc/kubernetes/manifests/{n}.yaml", manifest(n, "v1.23.16"))
+    put(node, "/etc/kubernetes/admin.conf", c.kubeconfig.read_text())  # kubeadm's default, on this node
+    yield c
+    c.srv.shutdown()
+
+
+def images(tmp_path: Path, version: str) -> None:
+    names = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
+    refs = [f"{REPO}/{n}:{version}" for n in names]
+    refs += [f"{REPO}/pause:3.6", f"{REPO}/etcd:3.5.6-0", f"{REPO}/coredns/coredns:v1.8.6"]
+    (tmp_path / "images").write_text("\n".join(refs) + "\n")
+
+
+def apply(c: Cluster, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    rc = main(["/usr/bin/kubeadm", "upgrade", "apply", *args])
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+def test_apply_refuses_when_the_targets_images_cannot_be_pulled(
+    cluster: Cluster, node: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    images(tmp_path, "v1.23.16")  # the old version's images only: an air-gapped node cannot pull
+    rc, out, err = apply(cluster, capsys, "v1.23.17", "-y")
+    assert rc == 1
+    assert "[upgrade/prepull] Pulling images required for setting up a Kubernetes cluster" in out
+    assert err.startswith("[preflight] Some fatal errors occurred:\n\t[ERROR ImagePull]: failed to pull image "
+                          f"{REPO}/kube-apiserver:v1.23.17: output: ")  # fmt: skip
+    for n in ("kube-controller-manager", "kube-scheduler", "kube-proxy"):
+        assert f"[ERROR ImagePull]: failed to pull image {REPO}/{n}:v1.23.17" in err
+    assert "pause:3.6" not in err and "etcd:3.5.6-0" not in err  # those are present
+    assert (
+        "v1.23.16" in (node / "etc/kubernetes/manifests/kube-apiserver.yaml").read_text()
+    )  # nothing changed
+    cm = cluster.admin().get("/api/v1/namespaces/kube-system/configmaps/kubeadm-config")
+    assert yaml.safe_load(cm["data"]["ClusterConfiguration"])["kubernetesVersion"] == "v1.23.16"
+    # --ignore-preflight-errors=ImagePull makes it a warning, as in kubeadm
+    rc, out, err = apply(cluster, capsys, "v1.23.17", "-y", "--ignore-preflight-errors=ImagePull")
+    assert rc == 0 and "[WARNING ImagePull]" in err, err
+
+
+def test_apply_with_the_images_present_moves_the_control_plane(
+    cluster: Cluster, node: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    images(tmp_path, "v1.23.17")
+    rc, out, err = apply(cluster, capsys, "v1.23.17", "-y")
+    assert rc == 0, err
+    assert 'SUCCESS! Your cluster was upgraded to "v1.23.17"' in out
+    for n in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        doc = yaml.safe_load((node / f"etc/kubernetes/manifests/{n}.yaml").read_text())
+        assert doc["spec"]["containers"][0]["image"] == f"{REPO}/{n}:v1.23.17"
+    ds = cluster.admin().get("/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy")
+    assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == f"{REPO}/kube-proxy:v1.23.17"
+    # the API server restarted from that manifest reports it
+    assert image_version(str(node / "etc/kubernetes/manifests/kube-apiserver.yaml")) == "v1.23.17"
+
+
+def test_an_older_kubeadm_refuses_a_higher_target(
+    cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    images(tmp_path, "v1.23.17")
+    monkeypatch.setattr(kubeadm_ops, "VERSION", "v1.23.16")  # what a v1.23.16-standin pack has
+    rc, _, err = apply(cluster, capsys, "v1.23.17", "-y")
+    assert rc == 1
+    assert ('Specified version to upgrade to "v1.23.17" is higher than the kubeadm version "v1.23.16". '
+            "Upgrade kubeadm first using the tool you used to install kubeadm") in err  # fmt: skip
+    assert "Can be bypassed if you pass the --force flag" in err
+
+
+def test_apiserver_version_follows_the_manifest_image(node: Path) -> None:
+    put(node, "/m.yaml", manifest("kube-apiserver", "v1.23.16"))
+    assert image_version(str(node / "m.yaml")) == "v1.23.16"
+    put(node, "/m.yaml", "not: [a pod")
+    assert image_version(str(node / "m.yaml")) == util.VERSION
+    assert (
+        version_info("v1.23.16")["gitVersion"] == "v1.23.16" and version_info()["gitVersion"] == util.VERSION
+    )
+
+
+# ---------------------------------------------------------------- etcd snapshot
+
+
+ETCDCTL = ["etcdctl", "--endpoints=https://127.0.0.1:2379", "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
+           "--cert=/etc/kubernetes/pki/etcd/server.crt", "--key=/etc/kubernetes/pki/etcd/server.key"]  # fmt: skip
+
+
+@pytest.fixture
+def etcd_node(node: Path) -> Path:
+    put(node, f"/etc/systemd/system/{util.APISERVER_UNIT}", "[Service]\n")
+    for f in ("ca.crt", "server.crt", "server.key"):
+        put(node, f"/etc/kubernetes/pki/etcd/{f}", "pem\n")
+    state = {
+        "resourceVersion": 42,
+        "objects": {"|namespaces||default": {}, "|nodes||m1": {}, "|nodes||w1": {}},
+    }
+    put(node, "/var/lib/standin-apiserver/state.json", json.dumps(state))
+    (node / "var/lib/etcd").mkdir(parents=True)
+    return node
+
+
+def crictl_run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    rc = main(["/usr/bin/crictl", "-r", "unix:///run/containerd/containerd.sock", *args])
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+def test_snapshot_save_and_status(etcd_node: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = crictl_run(capsys, "ps", "--name", "^etcd$", "-q")
+    assert (rc, out) == (0, crictl.ETCD_CONTAINER + "\n"), err
+    cid = out.strip()
+    rc, out, err = crictl_run(capsys, "exec", cid, *ETCDCTL, "snapshot", "save", "/var/lib/etcd/snap.db")
+    assert (rc, out) == (0, "Snapshot saved at /var/lib/etcd/snap.db\n"), err
+    snap = etcd_node / "var/lib/etcd/snap.db"
+    assert snap.read_bytes() == (etcd_node / "var/lib/standin-apiserver/state.json").read_bytes()
+    assert not (etcd_node / "var/lib/etcd/snap.db.part").exists()
+    rc, out, err = crictl_run(
+        capsys, "exec", cid, *ETCDCTL, "snapshot", "status", "/var/lib/etcd/snap.db", "-w", "json"
+    )
+    st = json.loads(out)
+    assert rc == 0 and (st["revision"], st["totalKey"], st["totalSize"]) == (42, 3, snap.stat().st_size)
+    assert isinstance(st["hash"], int) and list(st) == ["hash", "revision", "totalKey", "totalSize"]
+
+
+def test_snapshot_failures_are_etcdctls(etcd_node: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cid = crictl.ETCD_CONTAINER
+    rc, _, err = crictl_run(capsys, "exec", cid, *ETCDCTL, "snapshot", "save", "/var/lib/nowhere/snap.db")
+    assert (
+        rc == 5 and "Error: could not open /var/lib/nowhere/snap.db.part (no such file or directory)" in err
+    )
+    (etcd_node / "etc/kubernetes/pki/etcd/server.key").unlink()
+    rc, _, err = crictl_run(capsys, "exec", cid, *ETCDCTL, "snapshot", "save", "/var/lib/etcd/snap.db")
+    assert (rc, err) == (128, "Error: open /etc/kubernetes/pki/etcd/server.key: no such file or directory\n")
+    rc, _, err = crictl_run(capsys, "exec", "0123abcd", "etcdctl", "version")
+    assert rc == 1 and 'an error occurred when try to find container "0123abcd": not found' in err
+    (etcd_node / f"etc/systemd/system/{util.APISERVER_UNIT}").unlink()  # no control plane: no etcd
+    rc, out, _ = crictl_run(capsys, "ps", "--name", "^etcd$", "-q")
+    assert (rc, out) == (0, "")
