@@ -57,7 +57,7 @@ def _save(flags: dict, path: str) -> int:
     try:
         fd = os.open(hp(part), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     except OSError as e:
-        raise Fail(f"Error: could not open {part} ({e.strerror.lower()})", EXIT_INTERRUPTED) from e
+        raise Fail(f"Error: could not open {part} ({(e.strerror or str(e)).lower()})", EXIT_INTERRUPTED) from e
     _log("created temporary db file", path=part)
     with os.fdopen(fd, "wb") as f:
         _log("fetching snapshot", endpoint=endpoint)

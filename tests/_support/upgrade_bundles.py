@@ -1,0 +1,69 @@
+"""The "old" lab bundle an upgrade test starts from (no tests here): bundles/profiles/lab.yml with
+the Kubernetes stand-in tools and the control-plane images one patch version back.
+
+What moves with the cluster's version, and nothing else:
+* files kubeadm, kubelet, kubectl: `version: <version>-standin` (the builder stamps that version into
+  the zipapp: appliance_cli/bundle/zipapp.py `build_modules`); helm and crictl keep theirs;
+* images kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy: `:<version>` (what
+  kubeadm init pulls for kubernetesVersion <version>); pause 3.6, etcd 3.5.6-0 and CoreDNS v1.8.6 are
+  kubeadm 1.23's constants, the same for every 1.23 patch;
+* chart hami's `images:` entry registry.k8s.io/kube-scheduler:<lab version>: HAMi tags the control
+  plane's kube-scheduler image with the cluster's version (bundles/values/hami-2.4.1.yaml).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from appliance_cli.bundle import BuildOptions, build_bundle
+from appliance_cli.content import content_root
+
+LAB_PROFILE = content_root() / "bundles" / "profiles" / "lab.yml"
+KUBERNETES_FILES = ("kubeadm", "kubelet", "kubectl")
+CONTROL_PLANE_IMAGES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
+_VERSION = re.compile(r"v1\.\d+\.\d+")
+
+
+def _retag(reference: str, version: str) -> str:
+    return reference.rsplit(":", 1)[0] + ":" + version
+
+
+def old_lab_profile(version: str = "v1.23.16") -> dict[str, Any]:
+    """The lab profile (as loaded YAML) with what follows the cluster's version at `version`."""
+    if not _VERSION.fullmatch(version):
+        raise ValueError(f"{version}: not a Kubernetes version vX.Y.Z")
+    prof = yaml.safe_load(LAB_PROFILE.read_text())
+    lab_version = next(f["version"] for f in prof["files"] if f["name"] == "kubeadm").removesuffix("-standin")
+    prof["description"] = f"{prof['description']} (Kubernetes {version}: tests/_support/upgrade_bundles.py)"
+    for f in prof["files"]:
+        if f["name"] in KUBERNETES_FILES:
+            f["version"] = f"{version}-standin"
+    for i in prof["images"]:
+        if i["name"] in CONTROL_PLANE_IMAGES:
+            i["reference"] = _retag(i["reference"], version)
+    scheduler = f"registry.k8s.io/kube-scheduler:{lab_version}"
+    for c in prof["charts"]:
+        if c["name"] == "hami":
+            c["images"] = [_retag(r, version) if r == scheduler else r for r in c["images"]]
+    return prof
+
+
+def write_old_lab_profile(path: Path, version: str = "v1.23.16") -> Path:
+    """`old_lab_profile` as a profile file (no lock beside it: the lab profile has none either)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(old_lab_profile(version), sort_keys=False))
+    return path
+
+
+def build_old_lab_bundle(out: Path, cache: Path, version: str = "v1.23.16") -> Path:
+    """Build the old lab bundle into `out` (incrementally, with the build cache `cache`, as the e2e
+    `lab_bundle` fixture builds the lab's; share that cache to reuse its apt closure and images) and
+    return `out`. The caller signs it (`appliance_cli.bundle.sign_bundle`). Needs root, as any lab
+    bundle build (the apt closure is resolved in a chroot)."""
+    profile = write_old_lab_profile(out.parent / f"{out.name}-profile" / f"lab-{version}.yml", version)
+    res = build_bundle(BuildOptions(profile=profile, out=out, cache=cache, repo_root=content_root()))
+    return res.path

@@ -1,0 +1,59 @@
+"""The old lab bundle's profile (tests/_support/upgrade_bundles.py): it differs from the lab
+profile only where the cluster's version shows, and is complete for that version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from appliance_cli.bundle.completeness import check_profile
+from appliance_cli.bundle.profile import load_profile
+from appliance_cli.bundle.zipapp import build_modules
+from tests._support.upgrade_bundles import LAB_PROFILE, old_lab_profile, write_old_lab_profile
+
+
+def diff(a: Any, b: Any, where: tuple = ()) -> list[tuple[tuple, Any, Any]]:
+    """(path, lab's, old's) for every leaf that differs (same shape expected)."""
+    if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+        return [d for k in a for d in diff(a[k], b[k], (*where, k))]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in diff(x, y, (*where, i))]
+    return [] if a == b else [(where, a, b)]
+
+
+def test_the_old_profile_differs_only_where_the_version_shows() -> None:
+    lab = yaml.safe_load(LAB_PROFILE.read_text())
+    old = old_lab_profile("v1.23.16")
+    changes = diff(lab, old)
+    got = {(w[0], lab[w[0]][w[1]]["name"], a, b) for w, a, b in changes if w != ("description",)}
+    assert got == {
+        *(("files", n, "v1.23.17-standin", "v1.23.16-standin") for n in ("kubeadm", "kubelet", "kubectl")),
+        *(("images", n, f"registry.k8s.io/{n}:v1.23.17", f"registry.k8s.io/{n}:v1.23.16")
+          for n in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")),
+        ("charts", "hami", "registry.k8s.io/kube-scheduler:v1.23.17", "registry.k8s.io/kube-scheduler:v1.23.16"),
+    }  # fmt: skip
+    assert len(changes) == len(got) + 1  # and the description says what it is
+    versions = {f["name"]: f["version"] for f in old["files"]}
+    assert all(build_modules(n, versions[n]) for n in ("kubeadm", "kubelet", "kubectl"))
+    assert old["name"] == "lab" and old["production"] is False
+
+
+def test_the_old_profile_loads_and_is_complete_for_its_version(tmp_path: Path) -> None:
+    prof = load_profile(write_old_lab_profile(tmp_path / "lab-v1.23.16.yml"))
+    old = check_profile(prof, None, "v1.23.16")
+    lab = check_profile(load_profile(LAB_PROFILE), None, "v1.23.17")
+    # what the lab profile leaves out on purpose (the GPU driver images), and nothing more
+    assert [p.reference for p in old.pulls if not p.listed] == [
+        p.reference for p in lab.pulls if not p.listed
+    ]
+    assert any("kube-scheduler:v1.23.16" in p.reference for p in old.pulls if p.listed)
+    unused = [n for n in old.notes if "no role or chart pulls it" in n]
+    assert unused == [n for n in lab.notes if "no role or chart pulls it" in n]  # the same few (busybox ...)
+
+
+def test_a_bad_version_is_refused() -> None:
+    with pytest.raises(ValueError, match="not a Kubernetes version"):
+        old_lab_profile("1.23.16")
