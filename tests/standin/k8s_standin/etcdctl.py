@@ -30,7 +30,9 @@ EXIT_ERROR, EXIT_INTERRUPTED, EXIT_BAD_ARGS = 1, 5, 128  # cobrautl's codes
 def _log(msg: str, **fields: str) -> None:
     """etcdctl's zap logger (JSON lines on stderr)."""
     ts = dt.datetime.now().astimezone().isoformat(timespec="microseconds")
-    sys.stderr.write(json.dumps({"level": "info", "ts": ts, "msg": msg, **fields}) + "\n")
+    sys.stderr.write(
+        json.dumps({"level": "info", "ts": ts, "msg": msg, **fields}, separators=(",", ":")) + "\n"
+    )
 
 
 def _tls_files(flags: dict) -> None:
@@ -57,7 +59,9 @@ def _save(flags: dict, path: str) -> int:
     try:
         fd = os.open(hp(part), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     except OSError as e:
-        raise Fail(f"Error: could not open {part} ({(e.strerror or str(e)).lower()})", EXIT_INTERRUPTED) from e
+        raise Fail(
+            f"Error: could not open {part} ({(e.strerror or str(e)).lower()})", EXIT_INTERRUPTED
+        ) from e
     _log("created temporary db file", path=part)
     with os.fdopen(fd, "wb") as f:
         _log("fetching snapshot", endpoint=endpoint)
