@@ -134,6 +134,22 @@ def test_apply_with_the_images_present_moves_the_control_plane(
     assert image_version(str(node / "etc/kubernetes/manifests/kube-apiserver.yaml")) == "v1.23.17"
 
 
+def test_an_api_server_that_does_not_come_back_at_the_target_is_rolled_back(
+    cluster: Cluster, node: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    """kubeadm waits for the restarted API server (UpgradeManifestTimeout); one still answering at
+    the old version puts the old manifest back and fails with kubeadm's words."""
+    images(tmp_path, "v1.23.17")
+    cluster.api.git_version = "v1.23.16"  # the kubelet never restarts it from the new manifest
+    monkeypatch.setattr(kubeadm_ops, "UPGRADE_MANIFEST_TIMEOUT", 2.0)
+    before = (node / "etc/kubernetes/manifests/kube-apiserver.yaml").read_text()
+    rc, out, err = apply(cluster, capsys, "v1.23.17", "-y")
+    assert rc == 1
+    assert "[upgrade/staticpods] Waiting for the kubelet to restart the component" in out
+    assert "[upgrade/apply] FATAL: couldn't upgrade control plane. kubeadm has tried to recover" in err
+    assert (node / "etc/kubernetes/manifests/kube-apiserver.yaml").read_text() == before
+
+
 def test_an_older_kubeadm_refuses_a_higher_target(
     cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

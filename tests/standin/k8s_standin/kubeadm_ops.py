@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from typing import TextIO
 
@@ -31,6 +32,7 @@ from .util import (
     STACK_HINT,
     VERSION,
     Fail,
+    format_duration,
     hostname,
     hp,
     human_duration,
@@ -348,17 +350,47 @@ def _upgrade_apply(client: ApiClient, cm: dict, ccfg: dict, target: str, flags: 
     client.call("PUT", res_path("", "v1", "configmaps", "kube-system", "kubeadm-config"), cm)
     for n in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
         p = hp(f"{MANIFESTS}/{n}.yaml")
-        doc = yaml.safe_load(read_text(p) or "{}") or {}
+        old = read_text(p) or ""
+        doc = yaml.safe_load(old or "{}") or {}
         for c in (doc.get("spec") or {}).get("containers") or []:
             c["image"] = re.sub(r":v[^:/]+$", f":{target}", c["image"])
         if doc:
             write_file(p, dump(doc), 0o600)
+        if n == "kube-apiserver":  # the one component the stand-in runs: kubeadm waits for it
+            _wait_restarted_apiserver(client, target, p, old, out)
         out.write(f'[upgrade/staticpods] Component "{n}" upgraded successfully!\n')
     _upgrade_kube_proxy(client, target, out)
     out.write(f'\n[upgrade/successful] SUCCESS! Your cluster was upgraded to "{target}". Enjoy!\n\n'
               "[upgrade/kubelet] Now that your control plane is upgraded, please proceed with upgrading your kubelets "
               "if you haven't already done so.\n")  # fmt: skip
     return 0
+
+
+UPGRADE_MANIFEST_TIMEOUT = 300.0  # kubeadm 1.23: UpgradeManifestTimeout, 5m0s
+
+
+def _wait_restarted_apiserver(client: ApiClient, target: str, path: str, old: str, out: TextIO) -> None:
+    """As kubeadm's static pod upgrade: wait for the kubelet to restart the API server at the
+    target version (its /version follows the manifest's image); on timeout put the old manifest
+    back and fail with kubeadm's words."""
+    out.write("[upgrade/staticpods] Waiting for the kubelet to restart the component\n"
+              f"[upgrade/staticpods] This might take a minute or longer depending on the component/version gap "
+              f"(timeout {format_duration(UPGRADE_MANIFEST_TIMEOUT)})\n")  # fmt: skip
+    out.flush()
+    start = now()
+    while now() - start < UPGRADE_MANIFEST_TIMEOUT:
+        try:
+            code, body = client.raw("GET", "/version")
+            if code == 200 and json.loads(body).get("gitVersion") == target:
+                out.write("[apiclient] Found 1 Pods for label selector component=kube-apiserver\n")
+                return
+        except (Unreachable, ValueError):
+            pass
+        time.sleep(1)
+    if old:
+        write_file(path, old, 0o600)
+    raise Fail("[upgrade/apply] FATAL: couldn't upgrade control plane. kubeadm has tried to recover everything into "
+               "the earlier state. Errors faced: timed out waiting for the condition")  # fmt: skip
 
 
 def cmd_kubeadm_config(argv: list[str]) -> int:

@@ -1,0 +1,226 @@
+"""`appliance upgrade apply` on a lab of its own (master1, worker1, worker2): installed at v1.23.16
+from an old lab bundle (stand-in binaries and control-plane images of that version), then upgraded
+to v1.23.17 with the session's lab bundle, which master1 sees on a second "stick".
+
+The first `upgrade apply` is killed (-9, its process group) once the master is done and before
+the workers (issue 19's "upgrade interrupted after the master"): the master then runs v1.23.17, the
+workers v1.23.16, none drained, and the state on the master says so. `upgrade apply` run again
+goes on from the workers. Shown with kubectl: every kubelet and the cluster at v1.23.17, every node
+Ready and schedulable; the one etcd snapshot, taken before the master changed, is on the master
+(0600); a watcher that read the nodes every two seconds during both runs saw a worker
+unschedulable, and never two at once. Then: `upgrade apply` again has nothing to do, and once the
+site config names the new bundle, a second install changes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from appliance_cli.core.siteconfig import SITE_FILE
+
+LAB = os.environ.get("APPLIANCE_E2E_UPGRADE_LAB", "upg")
+OLD, NEW = "v1.23.16", "v1.23.17"
+ADMIN = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
+NEW_STICK = "/srv/appliance-new-stick"  # where master1 sees the new bundle
+WORKERS_PLAY = "PLAY Upgrade | The workers, one at a time"
+STATE = "/var/lib/appliance/upgrade/state.json"
+
+
+def _ssh(site_dir: Path, node: str, command: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
+    q = "'" + command.replace("'", "'\\''") + "'"
+    return subprocess.run(
+        ["ssh", "-F", str(site_dir / "ssh_config"), "-o", "BatchMode=yes", node, f"sudo sh -c {q}"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _nodes(site_dir: Path) -> dict[str, dict[str, Any]]:
+    res = _ssh(site_dir, "master1", f"{ADMIN} get nodes -o json")
+    assert res.returncode == 0, res.stderr
+    return {n["metadata"]["name"]: n for n in json.loads(res.stdout)["items"]}
+
+
+def _ready(node: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
+
+
+def _changed(run) -> int:
+    return sum(r["changed"] for r in run.recap.values())
+
+
+def _apply_killed_at_the_workers(site_dir: Path, args: list[str]) -> bool:
+    """`upgrade apply`, SIGKILLed with its process group as the workers' play starts; False when
+    it ended without reaching that play."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "appliance_cli", "upgrade", "apply", "--site", str(site_dir), *args, "--yes"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env=os.environ | {"CI": "1"}, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    reached = False
+    for line in proc.stdout:
+        if line.rstrip().endswith(WORKERS_PLAY):
+            reached = True
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+    proc.wait(timeout=120)
+    return reached
+
+
+class _Watcher:
+    """Reads the nodes every two seconds; keeps the largest set of unschedulable workers seen."""
+
+    def __init__(self, site_dir: Path) -> None:
+        self.site_dir, self.stop, self.seen = site_dir, threading.Event(), []  # type: ignore[var-annotated]
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.wait(2):
+            res = _ssh(self.site_dir, "master1", f"{ADMIN} get nodes -o json", timeout=30)
+            if res.returncode != 0:
+                continue  # the API server restarting under kubeadm upgrade apply
+            out = {
+                n["metadata"]["name"]
+                for n in json.loads(res.stdout)["items"]
+                if n["spec"].get("unschedulable") and n["metadata"]["name"] != "master1"
+            }
+            self.seen.append(out)
+
+    def __enter__(self) -> _Watcher:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def upgraded(own_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str, Any]]:
+    if os.environ.get("APPLIANCE_E2E_SITE"):
+        pytest.skip("installs an old version first: lab only")
+    from appliance_cli.bundle import keygen, sign_bundle
+    from appliance_cli.core import siteedit
+    from appliance_cli.lab.layout import LabLayout
+    from tests._support.upgrade_bundles import build_old_lab_bundle
+
+    new = request.getfixturevalue("lab_bundle")
+    root = Path(os.environ.get("APPLIANCE_E2E_BUNDLE_ROOT") or LabLayout.default().cache_dir / "e2e-bundle")
+    old = build_old_lab_bundle(root / "old-bundle", root / "build-cache", OLD)
+    keys = tmp_path_factory.mktemp("old-key")
+    priv, pub, _ = keygen(keys / "old")
+    sign_bundle(old, priv)
+    from tests.e2e.conftest import SignedBundle
+
+    with own_lab_cm(LAB, 3, SignedBundle(old, pub)) as layout:
+        site_dir = layout.site_dir
+        siteedit.set_kubernetes_version_in_file(site_dir / SITE_FILE, OLD)
+        first = cli("install", "--site", str(site_dir), "--skip-diagnose", timeout=1800)
+        assert first.rc == 0, first.out[-2000:] + first.err[-3000:]
+        before = _nodes(site_dir)
+        # The new "stick" on master1: the new bundle's files, linked into its root filesystem.
+        stick = layout.node_root("master1") / NEW_STICK.lstrip("/")
+        shutil.rmtree(stick, ignore_errors=True)
+        stick.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-al", str(new.path), str(stick)], check=True)
+        bundle_args = ["--bundle", str(new.path), "--key", str(new.public_key)]
+        plan = cli("upgrade", "plan", "--site", str(site_dir), *bundle_args)
+        with _Watcher(site_dir) as watch:
+            killed = _apply_killed_at_the_workers(site_dir, [*bundle_args, "--master-bundle", NEW_STICK])
+            interrupted = _nodes(site_dir)
+            state = json.loads(_ssh(site_dir, "master1", f"cat {STATE}").stdout or "{}")
+            apply = cli(
+                "upgrade", "apply", "--site", str(site_dir), *bundle_args, "--master-bundle", NEW_STICK,
+                "--yes", timeout=1800,
+            )  # fmt: skip
+        after = _nodes(site_dir)
+        snapshots = _ssh(site_dir, "master1", "ls /var/lib/appliance/etcd-snapshots").stdout.split()
+        again = cli("upgrade", "apply", "--site", str(site_dir), *bundle_args, "--yes")
+        yield {
+            "site_dir": site_dir, "new": new, "before": before, "plan": plan, "killed": killed,
+            "interrupted": interrupted, "state": state, "apply": apply, "after": after, "again": again,
+            "seen": watch.seen, "snapshots": snapshots,
+        }  # fmt: skip
+
+
+def test_the_lab_ran_the_old_version_and_the_plan_says_what_changes(upgraded):
+    assert {n["status"]["nodeInfo"]["kubeletVersion"] for n in upgraded["before"].values()} == {OLD}
+    plan = upgraded["plan"]
+    assert plan.rc == 0, plan.err[-2000:]
+    assert f"kubernetes  {OLD} -> {NEW}" in plan.out
+
+
+def test_an_apply_killed_after_the_master_left_the_workers_untouched(upgraded):
+    assert upgraded["killed"], f"the first apply ended before '{WORKERS_PLAY}'"
+    mid = upgraded["interrupted"]
+    assert {n: d["status"]["nodeInfo"]["kubeletVersion"] for n, d in mid.items()} == {
+        "master1": NEW, "worker1": OLD, "worker2": OLD,
+    }  # fmt: skip
+    assert not any(d["spec"].get("unschedulable") for d in mid.values())
+    state = upgraded["state"]
+    assert state["target"] == NEW and state["done"] == ["master1"] and state["snapshot"], state
+
+
+def test_apply_upgrades_every_node_and_records_the_version(upgraded):
+    apply = upgraded["apply"]
+    assert apply.rc == 0, apply.out[-3000:] + apply.err[-3000:]
+    after = upgraded["after"]
+    assert {n: d["status"]["nodeInfo"]["kubeletVersion"] for n, d in after.items()} == dict.fromkeys(
+        after, NEW
+    )
+    assert all(_ready(d) and not d["spec"].get("unschedulable") for d in after.values()), after
+    site_dir = upgraded["site_dir"]
+    cm = _ssh(site_dir, "master1", f"{ADMIN} -n kube-system get cm kubeadm-config -o json")
+    assert yaml.safe_load(json.loads(cm.stdout)["data"]["ClusterConfiguration"])["kubernetesVersion"] == NEW
+    for node in after:
+        assert _ssh(site_dir, node, "kubelet --version").stdout.strip() == f"Kubernetes {NEW}"
+    assert yaml.safe_load((site_dir / SITE_FILE).read_text())["kubernetes"]["version"] == NEW
+    assert f"upgraded to Kubernetes {NEW}" in apply.out
+
+
+def test_an_etcd_snapshot_was_taken_first_and_kept_on_the_master(upgraded):
+    apply, site_dir = upgraded["apply"], upgraded["site_dir"]
+    line = next(
+        ln for ln in apply.out.splitlines() if ln.startswith("etcd snapshot taken before the upgrade: ")
+    )
+    path = line.split("master1:", 1)[1].strip()
+    assert path.startswith(f"/var/lib/appliance/etcd-snapshots/etcd-before-{NEW}-"), line
+    assert path == upgraded["state"]["snapshot"]  # the one the killed run took: not taken again
+    assert upgraded["snapshots"] == [Path(path).name]
+    stat = _ssh(site_dir, "master1", f"stat -c '%a %s' {path}").stdout.split()
+    assert stat[0] == "600" and int(stat[1]) > 1000, stat
+
+
+def test_never_two_workers_unschedulable_and_each_was_drained(upgraded):
+    seen = upgraded["seen"]
+    assert len(seen) > 10, "the watcher read the nodes too rarely"
+    assert max(len(s) for s in seen) == 1, [s for s in seen if s]
+    assert set().union(*seen) == {"worker1", "worker2"}
+
+
+def test_apply_again_has_nothing_to_do_and_an_install_then_changes_nothing(upgraded, cli):
+    again = upgraded["again"]
+    assert again.rc == 0, again.err[-2000:]
+    assert "nothing to upgrade" in again.out
+    site_dir, new = upgraded["site_dir"], upgraded["new"]
+    path = site_dir / SITE_FILE
+    data = yaml.safe_load(path.read_text())  # the operator points the site at the new stick
+    data["bundle"].update(source=str(new.path), master_source=NEW_STICK, public_key=str(new.public_key))
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    runs = [cli("install", "--site", str(site_dir), "--skip-diagnose", timeout=1800) for _ in range(2)]
+    assert all(r.rc == 0 for r in runs), runs[-1].err[-3000:]
+    assert _changed(runs[1]) == 0, runs[1].recap
