@@ -88,9 +88,15 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if state.get("snapshot"):
         ui.info(f"etcd snapshot taken before the upgrade: {cfg.master.name}:{state['snapshot']}")
     ui.info(
-        f"later installs use this bundle: `appliance install --bundle {args.bundle}`, or the new stick at "
-        "bundle.source"
+        f"from now on the site's bundle is {args.bundle}: point bundle.source (and bundle.master_source) "
+        "at it for later installs"
     )
+    charts = [c for c, _, _ in plan.changes if c.startswith("chart ")]
+    if charts:
+        ui.warn(
+            f"not upgraded by upgrade apply: {', '.join(charts)}: `appliance install` from the new bundle "
+            "upgrades them (helm upgrade with the site's values)"
+        )
     return 0
 
 
