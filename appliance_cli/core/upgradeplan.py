@@ -200,7 +200,7 @@ def plan_upgrade(cfg: SiteConfig, installed: Installed, target: Target) -> Plan:
     drained: list[str] = []
     if path or stale:
         steps.append(
-            f"etcd snapshot on {cfg.master.name} (kept there; `appliance etcd restore` puts it back)"
+            f"etcd snapshot on {cfg.master.name} (kept there, 0600: a plain etcd snapshot for etcdutl snapshot restore)"
         )
         for v in path:
             steps.append(f"{cfg.master.name}: kubeadm upgrade apply {v}, then its kubelet and kubectl")
