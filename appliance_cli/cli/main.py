@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from appliance_cli import __version__
 from appliance_cli.cli import (
     acceptance_cmd,
+    backup_cmd,
     bundle_cmd,
     cluster_cmd,
     diagnose_cmd,
@@ -37,6 +38,7 @@ COMMAND_MODULES = (
     user_cmd,
     node_cmd,
     upgrade_cmd,
+    backup_cmd,
     support_cmd,
     integrations_cmd,
     bundle_cmd,

@@ -1,0 +1,51 @@
+"""`appliance backup`: an etcd snapshot, every helm release's values and kubeadm's
+ClusterConfiguration in one root-only directory on the master, for the operator to copy off."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from appliance_cli.cli import ui
+from appliance_cli.cli.install_cmd import make_runner
+from appliance_cli.cli.progress import Progress, print_recap
+from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
+from appliance_cli.core import sitelock
+from appliance_cli.core.install import run_playbook
+from appliance_cli.core.remote import run_on
+from appliance_cli.core.siteconfig import load_site
+from appliance_cli.runner.events import RunOptions
+
+# The cluster_backup role's default root on the master.
+BACKUP_ROOT = "/var/lib/appliance/backups"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "backup",
+        help="an etcd snapshot, every helm release's values and kubeadm's ClusterConfiguration, with "
+        "their sha256 sums, in one directory on the master (0700) to copy off",
+    )
+    add_site_arg(p)
+    p.set_defaults(handler=cmd_backup)
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    cfg = load_site(resolve_site_arg(args))
+    name = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    with sitelock.site_lock(cfg, "backup"), Progress(f"backup of {cfg.site.name}") as progress:
+        result = run_playbook(
+            make_runner(), cfg, "backup.yml", RunOptions(), progress, {"cluster_backup_name": name}
+        )
+    print_recap(result)
+    where = f"{BACKUP_ROOT}/{name}"
+    sums = run_on(cfg, cfg.master, f"cat {where}/SHA256SUMS", timeout=60).split("\n")
+    files = [ln.split(None, 1)[1] for ln in sums if ln.strip()]
+    ui.info(f"backup on {cfg.master.name}: {where} ({len(files)} files, sha256 sums in SHA256SUMS)")
+    for f in files:
+        ui.info(f"  {f}")
+    ui.info(
+        f"copy it off the master, e.g. `scp -r {cfg.ssh.user}@{cfg.master.address}:{where} .` (root-only "
+        "there: copy as root or with sudo); it holds the cluster's secrets"
+    )
+    return 0
