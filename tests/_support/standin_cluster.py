@@ -65,3 +65,10 @@ class Cluster:
             "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
             "status": {"conditions": conds, "nodeInfo": {"kubeletVersion": "v1.23.17"},
                        "addresses": [{"type": "InternalIP", "address": "10.77.0.11"}]}})  # fmt: skip
+
+
+def put(root: Path, path: str, text: str) -> None:
+    """Write `text` at node path `path` under a fake node tree `root` (the stand-in's ROOT)."""
+    p = root / path.lstrip("/")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._support.standin_cluster import put
 from tests.standin.k8s_standin import preflight, util
 from tests.standin.k8s_standin.apiserver import ApiServer
 from tests.standin.k8s_standin.client import ApiClient, Unreachable
@@ -52,12 +53,6 @@ def fake_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fake node tree: STANDIN_ROOT is the test-only relocation of /proc, /etc/kubernetes ..."""
     monkeypatch.setattr(util, "ROOT", str(tmp_path))
     return tmp_path
-
-
-def put(root: Path, path: str, text: str) -> None:
-    p = root / path.lstrip("/")
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text)
 
 
 # ---------------------------------------------------------------- versions, durations, tables

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests._support.standin_cluster import Cluster
+from tests._support.standin_cluster import Cluster, put
 from tests.standin.k8s_standin import crictl, kubeadm_ops, util
 from tests.standin.k8s_standin.apiserver import version_info
 from tests.standin.k8s_standin.entry import main
@@ -43,12 +43,6 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("IMAGES", str(tmp_path / "images"))
     monkeypatch.setattr(util, "ROOT", str(root))
     return root
-
-
-def put(root: Path, path: str, text: str) -> None:
-    p = root / path.lstrip("/")
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text)
 
 
 def manifest(name: str, version: str) -> str:
