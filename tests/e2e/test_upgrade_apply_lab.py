@@ -16,9 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +26,7 @@ import pytest
 import yaml
 
 from appliance_cli.core.siteconfig import SITE_FILE
+from tests._support.killed_runs import kill_when_printed
 
 LAB = os.environ.get("APPLIANCE_E2E_UPGRADE_LAB", "upg")
 OLD, NEW = "v1.23.16", "v1.23.17"
@@ -60,25 +59,6 @@ def _ready(node: dict[str, Any]) -> bool:
 
 def _changed(run) -> int:
     return sum(r["changed"] for r in run.recap.values())
-
-
-def _apply_killed_at_the_workers(site_dir: Path, args: list[str]) -> bool:
-    """`upgrade apply`, SIGKILLed with its process group as the workers' play starts; False when
-    it ended without reaching that play."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "appliance_cli", "upgrade", "apply", "--site", str(site_dir), *args, "--yes"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env=os.environ | {"CI": "1"}, start_new_session=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    reached = False
-    for line in proc.stdout:
-        if line.rstrip().endswith(WORKERS_PLAY):
-            reached = True
-            os.killpg(proc.pid, signal.SIGKILL)
-            break
-    proc.wait(timeout=120)
-    return reached
 
 
 class _Watcher:
@@ -140,7 +120,19 @@ def upgraded(own_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str, A
         bundle_args = ["--bundle", str(new.path), "--key", str(new.public_key)]
         plan = cli("upgrade", "plan", "--site", str(site_dir), *bundle_args)
         with _Watcher(site_dir) as watch:
-            killed = _apply_killed_at_the_workers(site_dir, [*bundle_args, "--master-bundle", NEW_STICK])
+            killed = kill_when_printed(
+                [
+                    "upgrade",
+                    "apply",
+                    "--site",
+                    str(site_dir),
+                    *bundle_args,
+                    "--master-bundle",
+                    NEW_STICK,
+                    "--yes",
+                ],
+                WORKERS_PLAY,
+            )  # SIGKILLed with its process group as the workers' play starts
             interrupted = _nodes(site_dir)
             state = json.loads(_ssh(site_dir, "master1", f"cat {STATE}").stdout or "{}")
             apply = cli(

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,6 +21,7 @@ import pytest
 
 from appliance_cli.core.siteconfig import load_site
 from appliance_cli.core.sitelock import MASTER_LOCK
+from tests._support.killed_runs import kill_when_printed
 
 LAB = "kp"
 # Task names as the install prints them when they start, in the order a first install meets them.
@@ -41,27 +40,6 @@ def _ssh(site_dir: Path, node: str, command: str) -> subprocess.CompletedProcess
         ["ssh", "-F", str(site_dir / "ssh_config"), "-o", "BatchMode=yes", node, command],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
-
-
-def _kill_at(site_dir: Path, task: str, after: float = 2.0) -> bool:
-    """Start an install, SIGKILL its whole process group `after` seconds into `task`; False when
-    the install ended without reaching it."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "appliance_cli", "install", "--site", str(site_dir), "--skip-diagnose"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env=os.environ | {"CI": "1"}, start_new_session=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    reached = False
-    for line in proc.stdout:
-        if line.rstrip().endswith(f"] {task}"):
-            reached = True
-            time.sleep(after)
-            os.killpg(proc.pid, signal.SIGKILL)
-            break
-    proc.stdout.close()
-    proc.wait(timeout=60)
-    return reached
 
 
 def _wait_lock_free(site_dir: Path, timeout: float = 120) -> None:
@@ -90,7 +68,11 @@ def killed_lab(own_lab_cm, request, cli):
             assert _ssh(site_dir, "master1", f"sudo umount {path}").returncode == 0
         reached = []
         for task in KILL_POINTS:
-            reached.append(_kill_at(site_dir, task))
+            reached.append(
+                kill_when_printed(
+                    ["install", "--site", str(site_dir), "--skip-diagnose"], task, after=2.0, wait=60
+                )
+            )
             _wait_lock_free(site_dir)
         runs = [cli("install", "--site", str(site_dir), "--skip-diagnose") for _ in range(2)]
         yield {
