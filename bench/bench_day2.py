@@ -14,28 +14,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
-import time
 from pathlib import Path
+
+from appliance_run import run  # bench/ is on sys.path: the script's own directory
 
 os.environ["APPLIANCE_LAB_NAME"] = os.environ.get("APPLIANCE_BENCH_LAB", "bench-day2")
 os.environ["CI"] = "1"
 BUNDLES = Path(os.environ.get("APPLIANCE_BENCH_BUNDLES", "/var/lib/appliance/bundles"))
 KUBERNETES = "container_runtime,kube_binaries,control_plane,node_join,node_roles,cni_flannel"
-
-
-def run(label: str, *args: str) -> float:
-    """`appliance ARGS` -> wall seconds; prints one line; stops the bench on a failure."""
-    t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "appliance_cli", *args], capture_output=True, text=True)
-    dt = time.monotonic() - t0
-    if r.returncode != 0:
-        print(f"{label}: FAILED rc={r.returncode}\n{r.stdout[-1500:]}\n{r.stderr[-1500:]}", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "appliance_cli", "lab", "down", "--purge"], capture_output=True)
-        sys.exit(1)
-    print(f"{label:<46} {dt:7.1f} s", flush=True)
-    return dt
 
 
 def main() -> None:
