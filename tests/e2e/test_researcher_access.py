@@ -8,8 +8,7 @@ scheduler.oidc; `appliance user kubeconfig`; and the jumpbox.
 The lab has two containers: master1 is the site's only node, worker1 is not a node at all but the
 site's jumpbox (its own name, worker1's address): a plain Debian machine with no apt source, which
 is what a jumpbox is. Its host key is dropped and recorded again by `appliance hosts trust`. The
-stand-in kubectl is Python: the test gives the jumpbox python3-yaml from the lab's host-side apt
-repository first (the real kubectl is a static binary and needs nothing)."""
+lab's kubectl is the real client (Debian's, a static binary): the jumpbox needs nothing for it."""
 
 from __future__ import annotations
 
@@ -67,17 +66,6 @@ def _edit_site(site_dir: Path, fn) -> None:
     path.write_text(head + yaml.safe_dump(data, sort_keys=False))
 
 
-def _prepare_jumpbox(site_dir: Path, apt_repo_url: str) -> None:
-    """python3-yaml for the stand-in kubectl, from the lab's own apt repository; nothing stays."""
-    state = "/var/lib/appliance-lab-jumpbox"
-    opts = (f"-o Dir::Etc::sourcelist={state}/lab.list -o Dir::Etc::sourceparts=- "
-            f"-o Dir::State::Lists={state}/lists -o Dir::Cache={state}/cache")  # fmt: skip
-    _ssh(site_dir, "worker1", f"set -e; mkdir -p {state}/lists/partial {state}/cache/archives/partial; "
-         f"echo 'deb [trusted=yes] {apt_repo_url} ./' > {state}/lab.list; apt-get -qq {opts} update; "
-         f"DEBIAN_FRONTEND=noninteractive apt-get -qq -y --no-install-recommends {opts} install python3-yaml "
-         f">/dev/null; rm -rf {state}")  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def lab(own_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
     """The lab installed twice (the second run must change nothing), with OIDC and a jumpbox."""
@@ -107,7 +95,6 @@ def lab(own_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
             "".join(ln for ln in known.read_text().splitlines(True) if not ln.startswith("worker1,"))
         )
         trust = cli("hosts", "trust", "--site", str(site_dir), "--yes")
-        _prepare_jumpbox(site_dir, layout.apt_repo_url)
         runs = []
         for _ in range(2):
             runs.append(cli("install", "--site", str(site_dir), "--skip-diagnose"))

@@ -216,7 +216,10 @@ def test_lab_profile_is_test_only() -> None:
     assert standins == {"kubeadm", "kubelet", "crictl", "helm"}
     # kubectl is the real client: Debian's, from the apt closure, declared bundled for the cluster's release
     kubectl = {f.name: f for f in lab.files}["kubectl"]
-    assert kubectl.from_deb and (kubectl.from_deb.package, kubectl.from_deb.file) == ("kubernetes-client", "usr/bin/kubectl")
+    assert kubectl.from_deb and (kubectl.from_deb.package, kubectl.from_deb.file) == (
+        "kubernetes-client",
+        "usr/bin/kubectl",
+    )
     assert (kubectl.version, kubectl.kubernetes) == ("v1.20.2", "v1.23.17")
     assert any("kubernetes-client" in a.packages for a in lab.apt)
     # helm where the helm role installs it from a production bundle
