@@ -26,7 +26,8 @@ import yaml
 
 from appliance_cli.core.siteconfig import SITE_FILE, load_site
 
-LAB = "oid"
+# a lab of its own; APPLIANCE_E2E_OIDC_LAB names another where several people share the machine
+LAB = os.environ.get("APPLIANCE_E2E_OIDC_LAB", "oid")
 ISSUER = "https://idp.lab.internal/realms/lab"
 ADMIN = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
 MANIFEST = "/etc/kubernetes/manifests/kube-apiserver.yaml"
