@@ -155,11 +155,12 @@ def test_apply_create_delete(kc: tuple[Cluster, Path]) -> None:
         "a": "1", "c": "3"}  # fmt: skip
 
 
-def _pod(name: str, node: str, owner: str | None, labels: dict[str, str]) -> str:
+def _pod(name: str, node: str, owner: str | None, labels: dict[str, str], mirror: bool = False) -> str:
     refs = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner, "controller": True,
              "uid": "0c1d2e3f-0000-4000-8000-000000000001"}] if owner else []  # fmt: skip
+    notes = {"kubernetes.io/config.mirror": "0123456789abcdef0123456789abcdef"} if mirror else {}
     return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {
-        "name": name, "namespace": "default", "labels": labels, "ownerReferences": refs},
+        "name": name, "namespace": "default", "labels": labels, "ownerReferences": refs, "annotations": notes},
         "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}})  # fmt: skip
 
 
@@ -174,6 +175,7 @@ def test_drain(kc: tuple[Cluster, Path]) -> None:
     c, _ = kc
     ok(kc, "apply", "-f", "-", stdin=MANIFEST)  # the DaemonSet: a pod on each node
     ok(kc, "create", "-f", "-", stdin=_pod("bare", "w1", None, {"app": "bare"}))
+    ok(kc, "create", "-f", "-", stdin=_pod("static-w1", "w1", None, {"app": "static"}, mirror=True))
     p = run(kc, "drain", "w1", "--timeout=20s")
     assert p.returncode == 1
     assert (
@@ -183,6 +185,7 @@ def test_drain(kc: tuple[Cluster, Path]) -> None:
     assert (
         "cannot delete Pods not managed by ReplicationController" in p.stderr and "default/bare" in p.stderr
     )
+    assert "static-w1" not in p.stderr  # a mirror pod is neither refused nor evicted
     assert ok(kc, "get", "pod", "bare", "-o", "name") == "pod/bare\n"  # refused: nothing was evicted
     ok(kc, "create", "-f", "-", stdin=_pod("web-1", "w1", "web", {"app": "web"}))
     _ready(c, "web-1")
@@ -201,7 +204,7 @@ def test_drain(kc: tuple[Cluster, Path]) -> None:
     out = ok(kc, "drain", "w1", "--ignore-daemonsets", "--force", "--delete-emptydir-data", "--timeout=20s")
     assert "pod/web-1 evicted" in out and "agent" not in out
     names = ok(kc, "get", "pods", "-A", "-o", "jsonpath={.items[*].metadata.name}").split()
-    assert "web-1" not in names and "bare" not in names and "web-2" in names
+    assert "web-1" not in names and "bare" not in names and "web-2" in names and "static-w1" in names
     assert sum(n.startswith("agent-") for n in names) == 2  # the DaemonSet pods stay
     ok(kc, "uncordon", "w1")
 
