@@ -999,3 +999,39 @@ def test_kube_binaries_checks_each_tool_against_the_bundle(tmp_path: Path) -> No
         "kubectl is v1.20.2, the bundle declares v1.20.2 for Kubernetes v1.20.2, expected Kubernetes v1.23.17"
         in text
     )
+
+
+def _researcher_kubectl_check(
+    tmp: Path, reported: str, artifact: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """researcher_cli's kubectl check (the task itself, from the role) on what kubectl reported."""
+    tasks = yaml.safe_load((ROLES / "researcher_cli/tasks/main.yml").read_text())
+    check = next(t for t in tasks if t["name"].startswith("Researcher CLI | kubectl is the bundle's"))
+    version = {"stdout": json.dumps({"clientVersion": {"gitVersion": reported}})}
+    play = {"name": "Check", "hosts": "localhost", "gather_facts": False,
+            "tasks": [{"name": "Check | kubectl answered", "ansible.builtin.set_fact": {
+                "researcher_cli_kubectl_version": version}}, check]}  # fmt: skip
+    extra = {"researcher_cli_install_dir": "/usr/local/bin", "researcher_cli_kubectl_artifact": "kubectl",
+             "researcher_cli_kubernetes_version": "v1.23.17", "researcher_cli_bundle_files": {"kubectl": artifact}}  # fmt: skip
+    return run_playbook(tmp, [play], extra, check=False)
+
+
+def test_researcher_kubectl_is_the_bundles_for_the_clusters_release(tmp_path: Path) -> None:
+    lab = {"version": "v1.20.2", "kubernetes": "v1.23.17"}
+    assert _researcher_kubectl_check(tmp_path / "lab", "v1.20.2", lab).returncode == 0
+    assert (
+        _researcher_kubectl_check(
+            tmp_path / "prod", "v1.23.17", {"version": "v1.23.17", "kubernetes": ""}
+        ).returncode
+        == 0
+    )
+    bad = _researcher_kubectl_check(
+        tmp_path / "undeclared", "v1.20.2", {"version": "v1.20.2", "kubernetes": ""}
+    )
+    assert (
+        bad.returncode != 0 and "/usr/local/bin/kubectl is not v1.20.2 for Kubernetes v1.23.17" in bad.stdout
+    )
+    wrong = _researcher_kubectl_check(
+        tmp_path / "wrong", "v1.23.16", {"version": "v1.23.17", "kubernetes": ""}
+    )
+    assert wrong.returncode != 0 and "is not v1.23.17 for Kubernetes v1.23.17" in wrong.stdout
