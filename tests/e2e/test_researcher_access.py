@@ -189,11 +189,14 @@ def test_the_jumpbox_has_kubectl_from_the_bundle_and_its_completion(lab):
     served = _ssh(site_dir, "master1", "sha256sum $(command -v kubectl)").stdout.split()[
         0
     ]  # the same artifact
+    # the real client's completion opens with a blank line and the licence, then cobra's script
     on_jump = _ssh(site_dir, "worker1", "sha256sum /usr/local/bin/kubectl; kubectl version --client --short; "
-                   "head -1 /etc/bash_completion.d/kubectl").stdout.split("\n")  # fmt: skip
+                   "grep -m1 '^# bash completion for' /etc/bash_completion.d/kubectl; "
+                   "grep -c 'complete .*-F __start_kubectl kubectl$' /etc/bash_completion.d/kubectl").stdout.split("\n")  # fmt: skip
     assert on_jump[0].split()[0] == served
     assert on_jump[1] == "Client Version: v1.20.2"  # the lab's kubectl: Debian's real client
     assert on_jump[2].startswith("# bash completion for kubectl")
+    assert int(on_jump[3]) >= 1
     # a jumpbox is not a node: no apt source, no containerd, no kubelet
     assert (
         _ssh(
