@@ -81,7 +81,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
                 "appliance_kubernetes_version": version,
                 "appliance_bundle_source": on_master,
                 # the charts move once, when every node is at the final version
-                "chart_upgrade_enabled": version == plan.passes[-1],
+                "chart_upgrade_enabled": "true" if version == plan.passes[-1] else "false",
             }
             with Progress(f"upgrade to {version}") as progress:
                 result = run_playbook(make_runner(), cfg, "upgrade.yml", RunOptions(), progress, extravars)

@@ -258,7 +258,9 @@ def installed_from(kubectl_json: Any, helm_json: Any) -> Installed:
         name, version = _role_filter("chart_upgrade", "chart_upgrade").split_chart(r.get("chart", ""))
         status = r.get("status") or "deployed"  # a failed upgrade is upgraded again
         releases[r["name"]] = (
-            r.get("namespace", ""), name, version if status == "deployed" else f"{version} ({status})"
+            r.get("namespace", ""),
+            name,
+            version if status == "deployed" else f"{version} ({status})",
         )
     version = str(cluster.get("kubernetesVersion") or "")
     if not version:

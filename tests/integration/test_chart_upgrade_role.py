@@ -49,7 +49,7 @@ def env(tmp_path: Path) -> Iterator[dict]:
     for tool in ("helm", "kubectl"):
         (tools / tool).write_text(
             f"#!/bin/sh\nexec {sys.executable} -c 'import sys; from tests.standin.k8s_standin.entry import main; "
-            f"sys.exit(main(sys.argv[1:]))' {tool} \"$@\"\n"
+            f'sys.exit(main(sys.argv[1:]))\' {tool} "$@"\n'
         )
         (tools / tool).chmod(0o755)
     www = tmp_path / "www"

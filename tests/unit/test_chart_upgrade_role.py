@@ -17,7 +17,10 @@ BUNDLE = {
 
 
 def test_helms_name_version_is_split_at_the_version() -> None:
-    assert f.split_chart("nfs-subdir-external-provisioner-4.0.18") == ("nfs-subdir-external-provisioner", "4.0.18")
+    assert f.split_chart("nfs-subdir-external-provisioner-4.0.18") == (
+        "nfs-subdir-external-provisioner",
+        "4.0.18",
+    )
     assert f.split_chart("gpu-operator-v24.6.2") == ("gpu-operator", "v24.6.2")
     assert f.split_chart("runai-backend-2.13.5-rc.1") == ("runai-backend", "2.13.5-rc.1")
     assert f.split_chart("noversion") == ("noversion", "")
@@ -25,10 +28,30 @@ def test_helms_name_version_is_split_at_the_version() -> None:
 
 def test_only_older_or_failed_releases_of_bundled_charts_move_backend_before_cluster() -> None:
     releases = [
-        {"name": "runai-cluster", "namespace": "runai", "chart": "runai-cluster-2.13.0", "status": "deployed"},
-        {"name": "gpu-operator", "namespace": "gpu-operator", "chart": "gpu-operator-v24.6.2", "status": "deployed"},
-        {"name": "runai-backend", "namespace": "runai-backend", "chart": "runai-backend-2.13.0", "status": "deployed"},
-        {"name": "nfs", "namespace": "nfs", "chart": "nfs-subdir-external-provisioner-4.0.18", "status": "failed"},
+        {
+            "name": "runai-cluster",
+            "namespace": "runai",
+            "chart": "runai-cluster-2.13.0",
+            "status": "deployed",
+        },
+        {
+            "name": "gpu-operator",
+            "namespace": "gpu-operator",
+            "chart": "gpu-operator-v24.6.2",
+            "status": "deployed",
+        },
+        {
+            "name": "runai-backend",
+            "namespace": "runai-backend",
+            "chart": "runai-backend-2.13.0",
+            "status": "deployed",
+        },
+        {
+            "name": "nfs",
+            "namespace": "nfs",
+            "chart": "nfs-subdir-external-provisioner-4.0.18",
+            "status": "failed",
+        },
         {"name": "mine", "namespace": "x", "chart": "somebody-elses-1.0.0", "status": "deployed"},
     ]
     got = f.pending(releases, BUNDLE)

@@ -174,7 +174,10 @@ def test_charts_alone_take_one_pass_and_the_runai_backend_gets_the_guides_step()
     charts = {"runai-backend": "2.13.5", "runai-cluster": "2.13.5", "gpu-operator": "v24.6.2"}
     plan = u.plan_upgrade(_site(), done, u.target_of(_manifest("v1.23.17", charts=charts), {}))
     assert plan.passes == ["v1.23.17"] and plan.drained == []  # no node is drained for charts
-    assert [c for c, _, _ in plan.changes] == ["chart runai-backend (runai-backend)", "chart runai-cluster (runai)"]
+    assert [c for c, _, _ in plan.changes] == [
+        "chart runai-backend (runai-backend)",
+        "chart runai-cluster (runai)",
+    ]
     assert plan.steps == [
         "master1: helm get values runai-backend (saved there, 0600), helm upgrade runai-backend to "
         "runai-backend 2.13.5 -f those values (the guide's step first: delete deployment "
@@ -187,11 +190,22 @@ def test_charts_alone_take_one_pass_and_the_runai_backend_gets_the_guides_step()
 def test_a_release_whose_upgrade_failed_is_upgraded_again():
     cm = {"data": {"ClusterConfiguration": "kubernetesVersion: v1.23.17\n"}}
     nodes = {"items": []}
-    helm = [{"name": "nfs", "namespace": "nfs", "chart": "nfs-subdir-external-provisioner-4.0.18", "status": "failed"}]
+    helm = [
+        {
+            "name": "nfs",
+            "namespace": "nfs",
+            "chart": "nfs-subdir-external-provisioner-4.0.18",
+            "status": "failed",
+        }
+    ]
     got = u.installed_from(lambda a: cm if "configmap" in a else nodes, lambda a: helm)
     assert got.releases == {"nfs": ("nfs", "nfs-subdir-external-provisioner", "4.0.18 (failed)")}
     target = u.target_of(_manifest("v1.23.17", charts={"nfs-subdir-external-provisioner": "4.0.18"}), {})
     plan = u.plan_upgrade(_site(), got, target)
     assert plan.changes == [
-        ("chart nfs (nfs)", "nfs-subdir-external-provisioner 4.0.18 (failed)", "nfs-subdir-external-provisioner 4.0.18")
+        (
+            "chart nfs (nfs)",
+            "nfs-subdir-external-provisioner 4.0.18 (failed)",
+            "nfs-subdir-external-provisioner 4.0.18",
+        )
     ]

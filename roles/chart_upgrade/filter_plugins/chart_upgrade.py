@@ -1,8 +1,8 @@
 """Which helm releases `upgrade apply` upgrades: those whose chart the new bundle carries at
 another version (or whose last revision did not deploy: an upgrade interrupted half-way).
 
-Pure, so the CLI's `upgrade plan` reads helm's `name-version` the same way (appliance_cli/core/
-upgradeplan.py loads this file by path) and the unit tests need no cluster.
+Pure, so the CLI's `upgrade plan` reads helm's `name-version` the same way (its core/upgradeplan.py
+loads this file by path) and the unit tests need no cluster.
 """
 
 from __future__ import annotations
