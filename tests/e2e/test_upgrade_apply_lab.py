@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -185,7 +186,7 @@ def test_the_lab_ran_the_old_version_and_the_plan_says_what_changes(upgraded):
     assert {n["status"]["nodeInfo"]["kubeletVersion"] for n in upgraded["before"].values()} == {OLD}
     plan = upgraded["plan"]
     assert plan.rc == 0, plan.err[-2000:]
-    assert f"kubernetes  {OLD} -> {NEW}" in plan.out
+    assert re.search(rf"^  kubernetes +{OLD} -> {NEW}$", plan.out, re.M), plan.out
     assert f"{CHART} {OLD_CHART} -> {CHART} {NEW_CHART}" in plan.out
     steps = [ln.strip() for ln in plan.out.splitlines() if ln.startswith("  ") and ". " in ln]
     assert steps[0].startswith("1. etcd snapshot on master1") and steps[-1] == (
