@@ -74,7 +74,7 @@ def _sh(env: dict, *argv: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def _run(env: dict, new: bytes) -> subprocess.CompletedProcess[str]:
+def _run(env: dict, new: bytes, *flags: str) -> subprocess.CompletedProcess[str]:
     tmp = env["tmp"]
     (env["www"] / "runai-backend-2.13.5.tgz").write_bytes(new)
     play = [{"hosts": "localhost", "gather_facts": False, "connection": "local",
@@ -98,7 +98,7 @@ def _run(env: dict, new: bytes) -> subprocess.CompletedProcess[str]:
         "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
     }  # fmt: skip
     return subprocess.run(
-        [PLAYBOOK, "-i", "localhost,", str(tmp / "play.yml"), "-e", f"@{tmp / 'extra.yml'}"],
+        [PLAYBOOK, "-i", "localhost,", str(tmp / "play.yml"), "-e", f"@{tmp / 'extra.yml'}", *flags],
         capture_output=True, text=True, env=run_env, timeout=300, check=False,
     )  # fmt: skip
 
@@ -125,6 +125,12 @@ def test_the_runai_backend_is_upgraded_the_guides_way_keeping_the_operators_valu
                                         "spec": {"containers": [{"name": "c", "image": "x"}]}}}}  # fmt: skip
     env["cluster"].admin().call("POST", f"/apis/apps/v1/namespaces/{NS}/deployments", deployment)
     assert _sh(env, "kubectl", "-n", NS, "get", "deployment", INGRESS).returncode == 0
+
+    (env["tmp"] / "charts").mkdir()  # the install made it (helm's chart.yml: a dry run needs it there)
+    dry = _run(env, _chart("2.13.5"), "--check")  # changes nothing on the cluster
+    assert dry.returncode == 0, dry.stdout[-4000:]
+    assert _sh(env, "kubectl", "-n", NS, "get", "deployment", INGRESS).returncode == 0
+    assert "runai-backend-2.13.0" in _sh(env, "helm", "list", "-A").stdout
 
     first = _run(env, _chart("2.13.5"))
     assert first.returncode == 0, first.stdout[-4000:]
