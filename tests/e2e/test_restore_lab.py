@@ -46,6 +46,12 @@ def _ok(site_dir: Path, command: str) -> str:
     return res.stdout
 
 
+def _create_configmap(site_dir: Path, name: str) -> None:
+    doc = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"},
+                      "data": {"drill": name}})  # fmt: skip
+    _ok(site_dir, f"echo '{doc}' | {ADMIN} apply -f -")
+
+
 def _cluster(site_dir: Path) -> dict[str, Any]:
     """What the drill compares: ConfigMaps in default, node labels and Ready, helm releases."""
     cms = json.loads(_ok(site_dir, f"{ADMIN} -n default get configmaps -o json"))["items"]
@@ -78,13 +84,13 @@ def drill(own_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
         site = ["--site", str(site_dir)]
         first = cli("install", *site, "--skip-diagnose", timeout=1800)
         assert first.rc == 0, first.out[-2000:] + first.err[-3000:]
-        _ok(site_dir, f"{ADMIN} -n default create configmap drill-before --from-literal=k=v")
+        _create_configmap(site_dir, "drill-before")
         backup = cli("backup", *site, timeout=600)
         assert backup.rc == 0, backup.out[-2000:] + backup.err[-2000:]
         name = re.search(r"^backup on master1: /var/lib/appliance/backups/(\S+) ", backup.out, re.M).group(1)
         before = _cluster(site_dir)
         _ok(site_dir, f"{ADMIN} -n default delete configmap drill-before")
-        _ok(site_dir, f"{ADMIN} -n default create configmap drill-after --from-literal=k=v")
+        _create_configmap(site_dir, "drill-after")
         _ok(site_dir, f"{ADMIN} label node worker1 {LABEL}=yes")
         changed = _cluster(site_dir)
         old_manifest = _ok(site_dir, "cat /etc/kubernetes/manifests/etcd.yaml")
