@@ -49,9 +49,8 @@ def cmd_restore(args: argparse.Namespace) -> int:
     listing = run_on(cfg, cfg.master, f"ls -1 {BACKUP_ROOT} 2>/dev/null || true", timeout=60).split()
     name = restoreplan.pick_backup(listing, args.backup, BACKUP_ROOT, master)
     where = f"{BACKUP_ROOT}/{name}"
-    sums = run_on(
-        cfg, cfg.master, f"cd {shlex.quote(where)} && sha256sum --strict --quiet -c SHA256SUMS 2>&1 || true"
-    )
+    check = f"cd {shlex.quote(where)} && sha256sum --strict --quiet -c SHA256SUMS 2>&1; true"
+    sums = run_on(cfg, cfg.master, f"sh -c {shlex.quote(check)}")  # run_on's sudo takes one command
     bad = restoreplan.failed_sums(sums)
     if bad or "No such file" in sums:
         raise ApplianceError(

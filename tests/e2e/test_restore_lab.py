@@ -6,7 +6,8 @@ the master says so; no second data dir). Then drill-before is back, drill-after 
 every node Ready, the helm releases as before, etcd's manifest points at the new data dir and the old
 one is kept (and named). A second `appliance install` changes nothing; a backup taken after the
 restore works (etcd_snapshot follows the manifest's data dir). A backup with one byte flipped is
-refused in one line naming the file, and nothing changes."""
+refused in one line naming the file, and nothing changes; so is one whose sums match but whose
+snapshot etcdutl cannot read."""
 
 from __future__ import annotations
 
@@ -110,13 +111,21 @@ def drill(own_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
         pre_corrupt = _cluster(site_dir)
         corrupt = cli(*args)
         post_corrupt = _cluster(site_dir)
+        # a backup whose sums match but whose snapshot is no database: etcdutl refuses it
+        bogus = "20000101T000000Z"
+        _ok(site_dir, f"cd /var/lib/appliance/backups && rm -rf {bogus} && cp -a {name} {bogus} && cd {bogus} && "
+                      "head -c 4096 /dev/urandom > etcd-snapshot.db && "
+                      "find . -type f ! -name SHA256SUMS -printf '%P\\n' | sort | xargs sha256sum > SHA256SUMS")  # fmt: skip
+        unreadable = cli("restore", *site, "--backup", bogus, "--yes")
+        post_unreadable = _cluster(site_dir)
         manifest_after_corrupt = _ok(site_dir, "cat /etc/kubernetes/manifests/etcd.yaml")
         yield {
             "name": name, "before": before, "changed": changed, "killed": killed, "interrupted": interrupted,
             "restore": restore, "after": after, "old_manifest": old_manifest, "manifest": manifest,
             "dirs": dirs, "state": state, "again": again, "backup2": backup2, "corrupt": corrupt,
             "pre_corrupt": pre_corrupt, "post_corrupt": post_corrupt,
-            "manifest_after_corrupt": manifest_after_corrupt,
+            "manifest_after_corrupt": manifest_after_corrupt, "unreadable": unreadable,
+            "post_unreadable": post_unreadable,
         }  # fmt: skip
 
 
@@ -188,4 +197,16 @@ def test_a_corrupted_backup_is_refused_in_one_line_and_nothing_changes(drill):
     ), run.err
     assert "Traceback" not in run.err
     assert drill["post_corrupt"] == drill["pre_corrupt"]
+    assert drill["manifest_after_corrupt"] == drill["manifest"]
+
+
+def test_a_snapshot_etcdutl_cannot_read_is_refused_before_anything_stops(drill):
+    run = drill["unreadable"]
+    assert run.rc != 0
+    assert re.search(
+        r"backup 20000101T000000Z: etcd-snapshot\.db is not a snapshot etcdutl can read: Error: invalid database",
+        run.err,
+    ), run.err
+    assert "Etcd restore | Stop the control plane" not in run.out
+    assert drill["post_unreadable"] == drill["pre_corrupt"]
     assert drill["manifest_after_corrupt"] == drill["manifest"]
