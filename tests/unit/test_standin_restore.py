@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.standin.k8s_standin import util
+from tests.standin.k8s_standin import kubeadm_ops, util
 from tests.standin.k8s_standin.apiserver import Store
 from tests.standin.k8s_standin.entry import main
 from tests.standin.k8s_standin.files import store_path
@@ -114,3 +114,20 @@ def test_restore_refuses_as_etcdutl_does(node: Path, capsys: pytest.CaptureFixtu
     )
     rc, _, err = etcdutl(capsys, "snapshot", "status", "/bad.db")
     assert (rc, err.strip()) == (1, "Error: invalid database")
+
+
+def test_reset_clears_the_data_dir_etcds_manifest_names(
+    node: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1.23's reset reads etcd's data dir from its manifest: after a restore, the restored dir."""
+    monkeypatch.setattr(kubeadm_ops, "systemctl", lambda *a: (0, ""))
+    monkeypatch.setattr(kubeadm_ops, "root_check", lambda ignore: None)
+    etcd_manifest(node, "/var/lib/etcd-restore-1")
+    for d in ("var/lib/etcd-restore-1/member/snap", "var/lib/etcd/member/snap"):
+        (node / d).mkdir(parents=True)
+        (node / d / "db").write_text("{}")
+    assert main(["/usr/bin/kubeadm", "reset", "-f"]) == 0
+    out = capsys.readouterr().out
+    assert "Deleting contents of stateful directories: [/var/lib/etcd-restore-1 /var/lib/kubelet" in out
+    assert list((node / "var/lib/etcd-restore-1").iterdir()) == []
+    assert (node / "var/lib/etcd/member/snap/db").exists()  # the replaced dir is the operator's to remove
