@@ -60,8 +60,11 @@ def cmd_restore(args: argparse.Namespace) -> int:
             "it was copied off",
         )
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    for line in restoreplan.what_happens(name, where, master, DATA_DIR_PREFIX + stamp):
+    unfinished = restoreplan.unfinished(_state(cfg, master), name)  # a killed run's: finished, not redone
+    for line in restoreplan.what_happens(name, where, master, unfinished or DATA_DIR_PREFIX + stamp):
         ui.info(line)
+    if unfinished:
+        ui.info(f"  an unfinished restore of {name} is on {master} ({STATE_FILE}): this run finishes it")
     if not args.yes:
         ui.confirm(f"restore {cfg.site.name} from {name}?", "restoring")
     extravars = {"etcd_restore_backup": name, "etcd_restore_name": stamp}
@@ -72,11 +75,19 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(cfg: SiteConfig, master: str) -> None:
+def _state(cfg: SiteConfig, master: str) -> dict:
+    """The restore state on the master ({} when there is none)."""
     try:
-        state = json.loads(run_on(cfg, cfg.master, f"cat {STATE_FILE}", timeout=60) or "{}")
+        state = json.loads(
+            run_on(cfg, cfg.master, f"cat {STATE_FILE} 2>/dev/null || true", timeout=60) or "{}"
+        )
     except json.JSONDecodeError:
         raise ApplianceError(f"{STATE_FILE} on {master}: no JSON in it") from None
+    return state if isinstance(state, dict) else {}
+
+
+def _report(cfg: SiteConfig, master: str) -> None:
+    state = _state(cfg, master)
     snap = state.get("snapshot") or {}
     ui.info(
         f"restored backup {state.get('backup')} on {master}: etcd revision {snap.get('revision')}, "

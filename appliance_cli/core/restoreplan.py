@@ -39,6 +39,19 @@ def failed_sums(output: str) -> list[str]:
     return [m.group(1) for m in re.finditer(r"^(.+?): FAILED\b", output, re.M)]
 
 
+def unfinished(state: dict, name: str) -> str | None:
+    """The new data dir of an unfinished restore of backup `name` (a killed run's), else None; an
+    unfinished restore of another backup is refused: it must be finished first."""
+    if state.get("phase") not in ("stopping", "restored"):
+        return None
+    if state.get("backup") != name:
+        raise ApplianceError(
+            f"an unfinished restore from backup {state.get('backup')} is on the master (phase {state['phase']})",
+            hint=f"finish it first: appliance restore --backup {state.get('backup')} --yes",
+        )
+    return str(state.get("data_dir") or "") or None
+
+
 def what_happens(name: str, where: str, master: str, new_data_dir: str) -> list[str]:
     return [
         f"restore from backup {name} ({master}:{where}):",

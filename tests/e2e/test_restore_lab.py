@@ -156,6 +156,8 @@ def test_a_restore_killed_after_etcd_was_restored_is_finished_not_redone(drill):
     state = drill["state"]
     assert state["phase"] == "done" and state["data_dir"] == mid["data_dir"], (mid, state)
     assert [d for d in drill["dirs"] if d.startswith("/var/lib/etcd-restore-")] == [mid["data_dir"]]
+    assert f"an unfinished restore of {drill['name']} is on master1" in restore.out
+    assert f"new etcd data dir, {mid['data_dir']}; the live one is kept" in restore.out
 
 
 def test_the_restore_brought_back_the_backups_state(drill):

@@ -39,7 +39,7 @@ class FakeMaster:
             return f"{OLD}\n{NEW}\nnotes.txt\n"
         if "sha256sum" in command:
             return self.sums
-        if command.startswith("cat "):
+        if command.startswith(f"cat {restore_cmd.STATE_FILE}"):
             return json.dumps(self.state)
         raise AssertionError(command)
 
@@ -148,3 +148,25 @@ def test_the_playbook_gets_the_backup_and_the_result_is_printed(site, capsys, mo
     out = capsys.readouterr().out
     assert f"restored backup {OLD} on master1: etcd revision 812, 301 keys; nodes Ready: master1, gpu1" in out
     assert "the data dir it replaced is kept: master1:/var/lib/etcd" in out
+
+
+def test_an_unfinished_restore_is_finished_and_one_of_another_backup_refused() -> None:
+    assert restoreplan.unfinished({}, OLD) is None
+    assert restoreplan.unfinished({"backup": NEW, "phase": "done", "data_dir": "/x"}, OLD) is None
+    mid = {"backup": OLD, "phase": "restored", "data_dir": "/var/lib/etcd-restore-1"}
+    assert restoreplan.unfinished(mid, OLD) == "/var/lib/etcd-restore-1"
+    with pytest.raises(ApplianceError) as e:
+        restoreplan.unfinished(mid, NEW)
+    assert e.value.message == f"an unfinished restore from backup {OLD} is on the master (phase restored)"
+    assert e.value.hint == f"finish it first: appliance restore --backup {OLD} --yes"
+
+
+def test_a_resumed_restore_names_the_dir_it_finishes(site, capsys, monkeypatch) -> None:
+    mid = {"backup": OLD, "phase": "stopping", "data_dir": "/var/lib/etcd-restore-20261125T000000Z"}
+    monkeypatch.setattr(restore_cmd, "run_on", FakeMaster(state=mid))
+    monkeypatch.setattr(restore_cmd, "run_playbook", _no_playbook)
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    assert main(["restore", "--site", str(site), "--backup", OLD]) == 2
+    out = capsys.readouterr().out
+    assert "new etcd data dir, /var/lib/etcd-restore-20261125T000000Z; the live one is kept" in out
+    assert f"an unfinished restore of {OLD} is on master1" in out
