@@ -7,6 +7,7 @@ import argparse
 import json
 import shlex
 import time
+from typing import Any
 
 from appliance_cli.cli import ui
 from appliance_cli.cli.backup_cmd import BACKUP_ROOT
@@ -75,7 +76,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return 0
 
 
-def _state(cfg: SiteConfig, master: str) -> dict:
+def _state(cfg: SiteConfig, master: str) -> dict[str, Any]:
     """The restore state on the master ({} when there is none)."""
     try:
         state = json.loads(

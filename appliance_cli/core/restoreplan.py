@@ -4,6 +4,7 @@ their sums, and the lines that say what the restore will do."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from appliance_cli.errors import ApplianceError, UsageError
 
@@ -39,7 +40,7 @@ def failed_sums(output: str) -> list[str]:
     return [m.group(1) for m in re.finditer(r"^(.+?): FAILED\b", output, re.M)]
 
 
-def unfinished(state: dict, name: str) -> str | None:
+def unfinished(state: dict[str, Any], name: str) -> str | None:
     """The new data dir of an unfinished restore of backup `name` (a killed run's), else None; an
     unfinished restore of another backup is refused: it must be finished first."""
     if state.get("phase") not in ("stopping", "restored"):
