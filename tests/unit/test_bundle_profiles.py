@@ -213,7 +213,7 @@ def test_lab_profile_is_test_only() -> None:
     assert not lab.production
     assert all(f.test_only for f in lab.files)
     standins = {f.name for f in lab.files if f.source == "tests/standin/k8s_standin"}
-    assert standins == {"kubeadm", "kubelet", "kubectl", "crictl", "helm"}
+    assert standins == {"kubeadm", "kubelet", "kubectl", "crictl", "helm", "etcdutl"}
     # helm where the helm role installs it from a production bundle
     helm_defaults = yaml.safe_load((ROOT / "roles" / "helm" / "defaults" / "main.yml").read_text())
     assert {f.name: f for f in lab.files}["helm"].install_path == f"{helm_defaults['helm_install_dir']}/helm"
