@@ -21,6 +21,8 @@ from appliance_cli.runner.events import RunOptions
 
 # Where the kube_upgrade role keeps the upgrade's state on the master (its default).
 STATE_FILE = "/var/lib/appliance/upgrade/state.json"
+# Where the chart_upgrade role saves each release's values before its upgrade (its default).
+CHART_VALUES_DIR = "/var/lib/appliance/upgrade/values"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,8 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     a = usub.add_parser(
         "apply",
         help="do the plan: an etcd snapshot on the master, kubeadm upgrade apply there, then the "
-        "workers one at a time (drain, kubeadm upgrade node, kubelet, Ready, uncordon); run again "
-        "after a failure, it goes on from the node that failed",
+        "workers one at a time (drain, kubeadm upgrade node, kubelet, Ready, uncordon), then the charts "
+        "with their saved values (helm get values, helm upgrade -f); run again after a failure, it goes "
+        "on from the node or chart that failed",
     )
     add_site_arg(a)
     a.add_argument("--bundle", metavar="DIR", required=True, help="the new bundle, as this machine sees it")
@@ -77,6 +80,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
             extravars = gate.extravars | {
                 "appliance_kubernetes_version": version,
                 "appliance_bundle_source": on_master,
+                # the charts move once, when every node is at the final version
+                "chart_upgrade_enabled": "true" if version == plan.passes[-1] else "false",
             }
             with Progress(f"upgrade to {version}") as progress:
                 result = run_playbook(make_runner(), cfg, "upgrade.yml", RunOptions(), progress, extravars)
@@ -91,12 +96,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
         f"from now on the site's bundle is {args.bundle}: point bundle.source (and bundle.master_source) "
         "at it for later installs"
     )
-    charts = [c for c, _, _ in plan.changes if c.startswith("chart ")]
-    if charts:
-        ui.warn(
-            f"not upgraded by upgrade apply: {', '.join(charts)}: `appliance install` from the new bundle "
-            "upgrades them (helm upgrade with the site's values)"
-        )
+    for release, change in sorted((state.get("charts") or {}).items()):
+        ui.info(f"chart {release}: {change}, with its saved values ({cfg.master.name}:{CHART_VALUES_DIR})")
     return 0
 
 

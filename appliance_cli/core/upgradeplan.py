@@ -41,11 +41,11 @@ class UpgradeRefused(ApplianceError):
 
 
 @cache
-def _kube_version_rule() -> ModuleType:
-    """helm's kubeVersion rule, one implementation: the helm role's filter (it runs on the
-    controller too), loaded by path since roles are not a package."""
-    path = roles_dir() / "helm" / "filter_plugins" / "helm_kube_version.py"
-    spec = importlib.util.spec_from_file_location("appliance_helm_kube_version", path)
+def _role_filter(role: str, name: str) -> ModuleType:
+    """A role's filter plugin, loaded by path since roles are not a package: one implementation
+    for the role on the nodes and the plan on the controller."""
+    path = roles_dir() / role / "filter_plugins" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"appliance_{role}_{name}", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -172,7 +172,7 @@ def plan_upgrade(cfg: SiteConfig, installed: Installed, target: Target) -> Plan:
         )
     if cfg.scheduler.stack == "kai" and parse_version(goal)[:2] < KAI_MIN_KUBERNETES:
         raise UpgradeRefused(f"scheduler.stack: kai needs Kubernetes >= 1.28, the bundle goes to {goal}")
-    rule = _kube_version_rule()
+    rule = _role_filter("helm", "helm_kube_version")  # helm's kubeVersion rule
     problems = [
         p
         for chart in target.charts.values()
@@ -222,8 +222,12 @@ def plan_upgrade(cfg: SiteConfig, installed: Installed, target: Target) -> Plan:
                 if release == "runai-backend"
                 else ""
             )
-            steps.append(f"helm upgrade {release} to {to} with its saved values (helm get values){extra}")
-    passes = path or ([goal] if stale else [])
+            steps.append(
+                f"{cfg.master.name}: helm get values {release} (saved there, 0600), "
+                f"helm upgrade {release} to {to} -f those values{extra}"
+            )
+    # charts alone still take one pass at the cluster's version: the playbook ends with them
+    passes = path or ([goal] if stale or changes else [])
     return Plan(changes, steps, drained, passes)
 
 
@@ -242,12 +246,6 @@ def render(plan: Plan, cfg: SiteConfig) -> list[str]:
     return lines
 
 
-def _split_chart(chart: str) -> tuple[str, str]:
-    """helm list's `chart` (name-version) -> (name, version)."""
-    m = re.match(r"^(.*)-(v?\d[^-]*(?:-[0-9A-Za-z.]+)?)$", chart)
-    return (m.group(1), m.group(2)) if m else (chart, "")
-
-
 def installed_from(kubectl_json: Any, helm_json: Any) -> Installed:
     """kubectl_json(args) -> parsed JSON of `kubectl ARGS -o json`; helm_json(args) the same for helm."""
     cm = kubectl_json("-n kube-system get configmap kubeadm-config")
@@ -258,8 +256,13 @@ def installed_from(kubectl_json: Any, helm_json: Any) -> Installed:
     }
     releases = {}
     for r in helm_json("list -A") or []:
-        name, version = _split_chart(r.get("chart", ""))
-        releases[r["name"]] = (r.get("namespace", ""), name, version)
+        name, version = _role_filter("chart_upgrade", "chart_upgrade").split_chart(r.get("chart", ""))
+        status = r.get("status") or "deployed"  # a failed upgrade is upgraded again
+        releases[r["name"]] = (
+            r.get("namespace", ""),
+            name,
+            version if status == "deployed" else f"{version} ({status})",
+        )
     version = str(cluster.get("kubernetesVersion") or "")
     if not version:
         raise ApplianceError(

@@ -10,11 +10,16 @@ What moves with the cluster's version, and nothing else:
   kubeadm 1.23's constants, the same for every 1.23 patch;
 * chart hami's `images:` entry registry.k8s.io/kube-scheduler:<lab version>: HAMi tags the control
   plane's kube-scheduler image with the cluster's version (bundles/values/hami-2.4.1.yaml).
+
+And, given a directory for it (`write_old_lab_profile` gives one), one chart an older version, so
+that `upgrade apply` has a chart to upgrade: the test chart nfs-subdir-external-provisioner copied
+with `version: 4.0.17` in its Chart.yaml (the same templates, values and image).
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +33,16 @@ KUBERNETES_FILES = ("kubeadm", "kubelet", "kubectl")
 STANDIN_FILES = ("kubeadm", "kubelet")  # kubectl is the real client: only what it is bundled for moves
 CONTROL_PLANE_IMAGES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
 _VERSION = re.compile(r"v1\.\d+\.\d+")
+OLD_CHART, OLD_CHART_VERSION = "nfs-subdir-external-provisioner", "4.0.17"
 
 
 def _retag(reference: str, version: str) -> str:
     return reference.rsplit(":", 1)[0] + ":" + version
 
 
-def old_lab_profile(version: str = "v1.23.16") -> dict[str, Any]:
-    """The lab profile (as loaded YAML) with what follows the cluster's version at `version`."""
+def old_lab_profile(version: str = "v1.23.16", old_chart: Path | None = None) -> dict[str, Any]:
+    """The lab profile (as loaded YAML) with what follows the cluster's version at `version`; with
+    `old_chart` (a chart directory `old_chart_dir` made), OLD_CHART at OLD_CHART_VERSION from there."""
     if not _VERSION.fullmatch(version):
         raise ValueError(f"{version}: not a Kubernetes version vX.Y.Z")
     prof = yaml.safe_load(LAB_PROFILE.read_text())
@@ -53,13 +60,32 @@ def old_lab_profile(version: str = "v1.23.16") -> dict[str, Any]:
     for c in prof["charts"]:
         if c["name"] == "hami":
             c["images"] = [_retag(r, version) if r == scheduler else r for r in c["images"]]
+        if c["name"] == OLD_CHART and old_chart is not None:
+            c["version"], c["source"] = OLD_CHART_VERSION, str(old_chart.resolve())
     return prof
 
 
+def old_chart_dir(path: Path) -> Path:
+    """OLD_CHART's test chart copied to `path`, its Chart.yaml saying OLD_CHART_VERSION."""
+    prof = yaml.safe_load(LAB_PROFILE.read_text())
+    entry = next(c for c in prof["charts"] if c["name"] == OLD_CHART)
+    shutil.rmtree(path, ignore_errors=True)
+    shutil.copytree(content_root() / entry["source"], path)
+    meta = path / "Chart.yaml"
+    text = meta.read_text()
+    line = f"version: {entry['version']}\n"
+    if line not in text:
+        raise ValueError(f"{meta}: no '{line.strip()}' line to change")
+    meta.write_text(text.replace(line, f"version: {OLD_CHART_VERSION}\n"))
+    return path
+
+
 def write_old_lab_profile(path: Path, version: str = "v1.23.16") -> Path:
-    """`old_lab_profile` as a profile file (no lock beside it: the lab profile has none either)."""
+    """`old_lab_profile` as a profile file (no lock beside it: the lab profile has none either), its
+    older chart in a directory beside it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(old_lab_profile(version), sort_keys=False))
+    chart = old_chart_dir(path.parent / f"{OLD_CHART}-{OLD_CHART_VERSION}")
+    path.write_text(yaml.safe_dump(old_lab_profile(version, chart), sort_keys=False))
     return path
 
 

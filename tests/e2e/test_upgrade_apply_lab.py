@@ -8,13 +8,17 @@ workers v1.23.16, none drained, and the state on the master says so. `upgrade ap
 goes on from the workers. Shown with kubectl: every kubelet and the cluster at v1.23.17, every node
 Ready and schedulable; the one etcd snapshot, taken before the master changed, is on the master
 (0600); a watcher that read the nodes every two seconds during both runs saw a worker
-unschedulable, and never two at once. Then: `upgrade apply` again has nothing to do, and once the
-site config names the new bundle, a second install changes nothing."""
+unschedulable, and never two at once. The old bundle carries nfs-subdir-external-provisioner 4.0.17
+(the new one 4.0.18); after the install the operator changes one of its values by hand (`helm
+upgrade --reuse-values --set`): the resumed apply upgrades the release to 4.0.18 with the values it
+had, that change among them (saved 0600 on the master). Then: `upgrade apply` again has nothing to
+do, and once the site config names the new bundle, a second install changes nothing."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -34,6 +38,14 @@ ADMIN = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
 NEW_STICK = "/srv/appliance-new-stick"  # where master1 sees the new bundle
 WORKERS_PLAY = "PLAY Upgrade | The workers, one at a time"
 STATE = "/var/lib/appliance/upgrade/state.json"
+HELM = "helm --kubeconfig /etc/kubernetes/admin.conf"
+CHART, RELEASE, CHART_NS = (
+    "nfs-subdir-external-provisioner",
+    "nfs-subdir-external-provisioner",
+    "nfs-provisioner",
+)
+OLD_CHART, NEW_CHART = "4.0.17", "4.0.18"
+TWEAK = ("podAnnotations", "upgrade-note", "kept")  # the operator's change after the install
 
 
 def _ssh(site_dir: Path, node: str, command: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
@@ -55,6 +67,14 @@ def _nodes(site_dir: Path) -> dict[str, dict[str, Any]]:
 
 def _ready(node: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
+
+
+def _release(site_dir: Path) -> tuple[str, dict[str, Any]]:
+    """(helm list's chart, helm get values) of the provisioner's release."""
+    res = _ssh(site_dir, "master1", f"{HELM} list -A -o json")
+    chart = next(r["chart"] for r in json.loads(res.stdout) if r["name"] == RELEASE)
+    res = _ssh(site_dir, "master1", f"{HELM} get values {RELEASE} -n {CHART_NS} -o json")
+    return chart, json.loads(res.stdout)
 
 
 def _changed(run) -> int:
@@ -112,6 +132,14 @@ def upgraded(own_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str, A
         first = cli("install", "--site", str(site_dir), "--skip-diagnose", timeout=1800)
         assert first.rc == 0, first.out[-2000:] + first.err[-3000:]
         before = _nodes(site_dir)
+        key, sub, value = TWEAK
+        tweak = _ssh(
+            site_dir, "master1",
+            f"{HELM} upgrade {RELEASE} /var/lib/appliance/charts/{CHART}-{OLD_CHART}.tgz -n {CHART_NS} "
+            f"--reuse-values --set {key}.{sub}={value}",
+        )  # fmt: skip
+        assert tweak.returncode == 0, tweak.stdout + tweak.stderr
+        chart_before = _release(site_dir)
         # The new "stick" on master1: the new bundle's files, linked into its root filesystem.
         stick = layout.node_root("master1") / NEW_STICK.lstrip("/")
         shutil.rmtree(stick, ignore_errors=True)
@@ -140,12 +168,17 @@ def upgraded(own_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str, A
                 "--yes", timeout=1800,
             )  # fmt: skip
         after = _nodes(site_dir)
+        chart_after = _release(site_dir)
+        saved = _ssh(
+            site_dir, "master1", f"stat -c %a /var/lib/appliance/upgrade/values/{CHART_NS}_{RELEASE}.yaml"
+        )
         snapshots = _ssh(site_dir, "master1", "ls /var/lib/appliance/etcd-snapshots").stdout.split()
         again = cli("upgrade", "apply", "--site", str(site_dir), *bundle_args, "--yes")
         yield {
             "site_dir": site_dir, "new": new, "before": before, "plan": plan, "killed": killed,
             "interrupted": interrupted, "state": state, "apply": apply, "after": after, "again": again,
-            "seen": watch.seen, "snapshots": snapshots,
+            "seen": watch.seen, "snapshots": snapshots, "chart_before": chart_before,
+            "chart_after": chart_after, "saved_mode": saved.stdout.strip(),
         }  # fmt: skip
 
 
@@ -153,7 +186,13 @@ def test_the_lab_ran_the_old_version_and_the_plan_says_what_changes(upgraded):
     assert {n["status"]["nodeInfo"]["kubeletVersion"] for n in upgraded["before"].values()} == {OLD}
     plan = upgraded["plan"]
     assert plan.rc == 0, plan.err[-2000:]
-    assert f"kubernetes  {OLD} -> {NEW}" in plan.out
+    assert re.search(rf"^  kubernetes +{OLD} -> {NEW}$", plan.out, re.M), plan.out
+    assert f"{CHART} {OLD_CHART} -> {CHART} {NEW_CHART}" in plan.out
+    steps = [ln.strip() for ln in plan.out.splitlines() if ln.startswith("  ") and ". " in ln]
+    assert steps[0].startswith("1. etcd snapshot on master1") and steps[-1] == (
+        f"{len(steps)}. master1: helm get values {RELEASE} (saved there, 0600), "
+        f"helm upgrade {RELEASE} to {CHART} {NEW_CHART} -f those values"
+    ), steps
 
 
 def test_an_apply_killed_after_the_master_left_the_workers_untouched(upgraded):
@@ -202,6 +241,21 @@ def test_never_two_workers_unschedulable_and_each_was_drained(upgraded):
     assert len(seen) > 10, "the watcher read the nodes too rarely"
     assert max(len(s) for s in seen) == 1, [s for s in seen if s]
     assert set().union(*seen) == {"worker1", "worker2"}
+
+
+def test_the_chart_was_upgraded_keeping_the_operators_change(upgraded):
+    key, sub, value = TWEAK
+    chart, values = upgraded["chart_before"]
+    assert chart == f"{CHART}-{OLD_CHART}" and values[key] == {sub: value}, values
+    chart, after = upgraded["chart_after"]
+    assert chart == f"{CHART}-{NEW_CHART}"
+    assert after == values  # the site's values and the operator's change, as they were
+    assert "nfs" in after  # the site's own (server, path) among them
+    assert upgraded["saved_mode"] == "600"
+    assert f"chart {CHART_NS}/{RELEASE}: {CHART} {OLD_CHART} -> {NEW_CHART}, with its saved values" in (
+        upgraded["apply"].out
+    )
+    assert "not upgraded by upgrade apply" not in upgraded["apply"].out + upgraded["apply"].err
 
 
 def test_apply_again_has_nothing_to_do_and_an_install_then_changes_nothing(upgraded, cli):

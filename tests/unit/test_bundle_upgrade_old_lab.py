@@ -12,7 +12,10 @@ import yaml
 from appliance_cli.bundle.completeness import check_profile
 from appliance_cli.bundle.profile import load_profile
 from appliance_cli.bundle.zipapp import build_modules
+from tests._support.paths import ROOT
 from tests._support.upgrade_bundles import LAB_PROFILE, old_lab_profile, write_old_lab_profile
+
+ROOT_CHARTS = ROOT / "tests" / "fixtures" / "charts"
 
 
 def diff(a: Any, b: Any, where: tuple = ()) -> list[tuple[tuple, Any, Any]]:
@@ -58,3 +61,16 @@ def test_the_old_profile_loads_and_is_complete_for_its_version(tmp_path: Path) -
 def test_a_bad_version_is_refused() -> None:
     with pytest.raises(ValueError, match="not a Kubernetes version"):
         old_lab_profile("1.23.16")
+
+
+def test_the_written_profile_carries_an_older_chart_that_packs(tmp_path: Path) -> None:
+    from appliance_cli.bundle import chartpack
+    from tests._support.upgrade_bundles import OLD_CHART, OLD_CHART_VERSION
+
+    prof = load_profile(write_old_lab_profile(tmp_path / "lab-v1.23.16.yml"))
+    spec = next(c for c in prof.charts if c.name == OLD_CHART)
+    lab = next(c for c in load_profile(LAB_PROFILE).charts if c.name == OLD_CHART)
+    assert (spec.version, lab.version) == (OLD_CHART_VERSION, "4.0.18")
+    src = Path(spec.source or "")
+    assert chartpack.chart_name(src, "t") == (OLD_CHART, OLD_CHART_VERSION)
+    assert chartpack.pack(src, "t") != chartpack.pack(ROOT_CHARTS / OLD_CHART, "t")

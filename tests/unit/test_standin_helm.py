@@ -210,3 +210,21 @@ def test_a_subchart_of_a_subchart_is_read_from_its_own_directory(tmp_path: Path)
     assert outer.subcharts["mid"].subcharts["inner"].crds == [
         ("crds/c.yaml", b"kind: CustomResourceDefinition\n")
     ]
+
+
+def test_reuse_values_merges_the_command_line_over_the_last_release(
+    cluster: Cluster, capsys, tmp_path: Path
+) -> None:
+    chart = str(_chart(tmp_path, "demo"))
+    values = tmp_path / "v.yaml"
+    values.write_text("replicas: 2\nimage: {repository: site}\n")
+    assert helm(cluster, capsys, "install", "demo", chart, "-n", "default", "-f", str(values))[0] == 0
+
+    def get() -> dict:
+        return json.loads(helm(cluster, capsys, "get", "values", "demo", "-n", "default", "-o", "json")[1])
+
+    assert helm(cluster, capsys, "upgrade", "demo", chart, "--reuse-values", "--set", "note=x")[0] == 0
+    assert get() == {"replicas": 2, "image": {"repository": "site"}, "note": "x"}
+    # without it, helm takes only what this command line gives (the operator's --set is gone)
+    assert helm(cluster, capsys, "upgrade", "demo", chart, "--set", "replicas=3")[0] == 0
+    assert get() == {"replicas": 3}

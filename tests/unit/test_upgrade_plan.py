@@ -60,9 +60,9 @@ def test_a_patch_upgrade_in_order_one_worker_at_a_time():
     assert plan.steps[2].startswith("gpu1: drain, kubeadm upgrade node") and plan.steps[3].startswith(
         "gpu2: drain"
     )
-    assert (
-        plan.steps[-1]
-        == "helm upgrade gpu-operator to gpu-operator v24.6.2 with its saved values (helm get values)"
+    assert plan.steps[-1] == (
+        "master1: helm get values gpu-operator (saved there, 0600), "
+        "helm upgrade gpu-operator to gpu-operator v24.6.2 -f those values"
     )
     assert plan.drained == ["gpu1", "gpu2"]
     text = "\n".join(u.render(plan, _site()))
@@ -161,6 +161,54 @@ def test_apply_runs_one_pass_per_minor_and_one_for_kubelets_left_behind():
     assert u.plan_upgrade(_site(), behind, u.target_of(_manifest("v1.23.17"), {})).passes == ["v1.23.17"]
     done = u.Installed("v1.23.17", {"master1": "v1.23.17"}, {})
     assert u.plan_upgrade(_site(), done, u.target_of(_manifest("v1.23.17"), {})).passes == []
+
+
+def test_charts_alone_take_one_pass_and_the_runai_backend_gets_the_guides_step():
+    done = u.Installed(
+        "v1.23.17",
+        {"master1": "v1.23.17", "gpu1": "v1.23.17"},
+        {"runai-backend": ("runai-backend", "runai-backend", "2.13.0"),
+         "runai-cluster": ("runai", "runai-cluster", "2.13.0"),
+         "gpu-operator": ("gpu-operator", "gpu-operator", "v24.6.2")},
+    )  # fmt: skip
+    charts = {"runai-backend": "2.13.5", "runai-cluster": "2.13.5", "gpu-operator": "v24.6.2"}
+    plan = u.plan_upgrade(_site(), done, u.target_of(_manifest("v1.23.17", charts=charts), {}))
+    assert plan.passes == ["v1.23.17"] and plan.drained == []  # no node is drained for charts
+    assert [c for c, _, _ in plan.changes] == [
+        "chart runai-backend (runai-backend)",
+        "chart runai-cluster (runai)",
+    ]
+    assert plan.steps == [
+        "master1: helm get values runai-backend (saved there, 0600), helm upgrade runai-backend to "
+        "runai-backend 2.13.5 -f those values (the guide's step first: delete deployment "
+        "runai-backend-nginx-ingress-controller)",
+        "master1: helm get values runai-cluster (saved there, 0600), helm upgrade runai-cluster to "
+        "runai-cluster 2.13.5 -f those values",
+    ]
+
+
+def test_a_release_whose_upgrade_failed_is_upgraded_again():
+    cm = {"data": {"ClusterConfiguration": "kubernetesVersion: v1.23.17\n"}}
+    nodes = {"items": []}
+    helm = [
+        {
+            "name": "nfs",
+            "namespace": "nfs",
+            "chart": "nfs-subdir-external-provisioner-4.0.18",
+            "status": "failed",
+        }
+    ]
+    got = u.installed_from(lambda a: cm if "configmap" in a else nodes, lambda a: helm)
+    assert got.releases == {"nfs": ("nfs", "nfs-subdir-external-provisioner", "4.0.18 (failed)")}
+    target = u.target_of(_manifest("v1.23.17", charts={"nfs-subdir-external-provisioner": "4.0.18"}), {})
+    plan = u.plan_upgrade(_site(), got, target)
+    assert plan.changes == [
+        (
+            "chart nfs (nfs)",
+            "nfs-subdir-external-provisioner 4.0.18 (failed)",
+            "nfs-subdir-external-provisioner 4.0.18",
+        )
+    ]
 
 
 def test_a_kubectl_of_another_version_counts_for_the_release_it_is_bundled_for():

@@ -110,8 +110,8 @@ def qualified(plural: str, group: str) -> str:
 class Store:
     """Cluster state (what etcd holds), persisted as one JSON file after every write."""
 
-    def __init__(self, state_dir: str) -> None:
-        self.path = os.path.join(state_dir, "state.json")
+    def __init__(self, state_dir: str, db: str = "state.json") -> None:
+        self.path = os.path.join(state_dir, db)
         self.lock = threading.RLock()
         self.rv = 1
         self.objects: dict[str, dict] = {}
@@ -176,8 +176,8 @@ def _uuid4() -> str:
 class ApiServer:
     """The stand-in kube-apiserver: REST subset + authn (x509 / bootstrap tokens) + node lifecycle."""
 
-    def __init__(self, state_dir: str, ca_cert: str, ca_key: str) -> None:
-        self.store = Store(state_dir)
+    def __init__(self, state_dir: str, ca_cert: str, ca_key: str, db: str = "state.json") -> None:
+        self.store = Store(state_dir, db)
         self.ca_cert = ca_cert
         self.ca_key = ca_key
         self.cluster_cidr = ""
@@ -743,9 +743,10 @@ class _TLSServer(http.server.ThreadingHTTPServer):
 
 
 def serve_api(state_dir: str, cert: str, key: str, client_ca: str, ca_key: str, bind: str, port: int,
-              cluster_cidr: str = "", git_version: str = VERSION) -> tuple[_TLSServer, ApiServer]:  # fmt: skip
+              cluster_cidr: str = "", git_version: str = VERSION,
+              db: str = "state.json") -> tuple[_TLSServer, ApiServer]:  # fmt: skip
     """Start the API server in a background thread (used by the unit and by tests)."""
-    api = ApiServer(state_dir, client_ca, ca_key)
+    api = ApiServer(state_dir, client_ca, ca_key, db)
     api.cluster_cidr = cluster_cidr
     api.git_version = git_version
     handler = type("H", (_Handler,), {"api": api})

@@ -1,4 +1,4 @@
-"""Dispatch on basename(argv[0]): kubeadm, kubelet, kubectl, crictl or helm."""
+"""Dispatch on basename(argv[0]): kubeadm, kubelet, kubectl, crictl, helm or etcdutl."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 
 from .crictl import crictl_main
+from .etcdutl import etcdutl_main
 from .helm import helm_main
 from .kubeadm_ops import kubeadm_main
 from .kubectl import kubectl_main
@@ -20,11 +21,11 @@ def main(argv: list[str]) -> int:
         name, argv = (argv[1], argv[1:]) if len(argv) > 1 else ("", argv)
     tools: dict[str, Callable[[list[str]], int]] = {
         "kubeadm": kubeadm_main, "kubelet": kubelet_main, "kubectl": kubectl_main, "crictl": crictl_main,
-        "helm": helm_main,
+        "helm": helm_main, "etcdutl": etcdutl_main,
     }  # fmt: skip
     if name not in tools:
         sys.stderr.write(
-            "usage: python3 -m k8s_standin {kubeadm|kubelet|kubectl|crictl|helm} ...  (or install under those names)\n"
+            "usage: python3 -m k8s_standin {kubeadm|kubelet|kubectl|crictl|helm|etcdutl} ...  (or install under those names)\n"
         )
         return 2
     if name == "kubelet" and "--version" in argv[1:]:

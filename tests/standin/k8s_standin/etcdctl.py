@@ -1,7 +1,7 @@
 """etcdctl 3.5 inside the etcd static pod (`crictl exec <etcd> etcdctl ...`): snapshot save|status.
 
-There is no etcd: the API server's store (STATE_DIR/state.json, what etcd would hold) is the
-database. `snapshot save` copies it as one consistent file (the API server replaces it by an atomic
+There is no etcd: the API server's store (files.store_path(): member/snap/db under the data dir
+the etcd manifest names, what etcd would hold) is the database. `snapshot save` copies it as one consistent file (the API server replaces it by an atomic
 rename, util.write_file, so one read sees one whole state), the way etcdctl writes PATH.part and
 renames it; `snapshot status` reads such a file. The paths are the etcd container's hostPath mounts
 (/etc/kubernetes/pki/etcd, /var/lib/etcd), the same on the host.
@@ -15,7 +15,7 @@ import os
 import sys
 import zlib
 
-from .files import STATE_DIR
+from .files import store_path
 from .flags import parse_flags
 from .util import Fail, hp, read_text
 
@@ -52,7 +52,7 @@ def _save(flags: dict, path: str) -> int:
     part = f"{path}.part"
     endpoint = (flags.get("endpoints") or "127.0.0.1:2379").split(",")[0]
     try:
-        with open(hp(os.path.join(STATE_DIR, "state.json")), "rb") as f:  # one read: one whole state
+        with open(store_path(), "rb") as f:  # one read: one whole state
             data = f.read()
     except OSError as e:
         raise Fail(f"Error: context deadline exceeded (standin: {e.strerror})", EXIT_INTERRUPTED) from e
@@ -75,16 +75,18 @@ def _save(flags: dict, path: str) -> int:
     return 0
 
 
-def _status(flags: dict, path: str) -> int:
-    sys.stderr.write("Deprecated: Use `etcdutl snapshot status` instead.\n\n")
+def snapshot_status(flags: dict, path: str, deprecated: bool = True) -> int:
+    """`snapshot status PATH` (etcdctl's, deprecated there, or etcdutl's)."""
+    if deprecated:
+        sys.stderr.write("Deprecated: Use `etcdutl snapshot status` instead.\n\n")
     text = read_text(hp(path))
     if text is None:
         raise Fail(f"Error: stat {path}: no such file or directory", EXIT_ERROR)
     try:
-        doc = json.loads(text)
+        doc = parse_snapshot(text)
         st = {"hash": zlib.crc32(text.encode()), "revision": int(doc["resourceVersion"]),
               "totalKey": len(doc["objects"]), "totalSize": os.path.getsize(hp(path))}  # fmt: skip
-    except (ValueError, KeyError, TypeError) as e:
+    except ValueError as e:
         raise Fail("Error: invalid database", EXIT_ERROR) from e
     fmt = flags.get("write-out") or "simple"
     if fmt == "json":
@@ -94,6 +96,18 @@ def _status(flags: dict, path: str) -> int:
     else:
         raise Fail(f'Error: unsupported output format "{fmt}" (standin: json and simple only)', EXIT_BAD_ARGS)
     return 0
+
+
+def parse_snapshot(text: str) -> dict:
+    """The store a snapshot holds (ValueError: not one; bbolt's "invalid database")."""
+    try:
+        doc = json.loads(text)
+        int(doc["resourceVersion"])
+        if not isinstance(doc["objects"], dict):
+            raise TypeError("objects")
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(str(e)) from e
+    return doc
 
 
 def etcdctl_main(argv: list[str]) -> int:
@@ -108,4 +122,4 @@ def etcdctl_main(argv: list[str]) -> int:
         )
     if len(pos) != 3:
         raise Fail(f"Error: snapshot {pos[1]} expects one argument", EXIT_BAD_ARGS)
-    return _save(flags, pos[2]) if pos[1] == "save" else _status(flags, pos[2])
+    return _save(flags, pos[2]) if pos[1] == "save" else snapshot_status(flags, pos[2])

@@ -7,10 +7,12 @@ import os
 import tempfile
 from typing import Any
 
+import yaml
+
 from .client import kubeconfig
 from .config import InitConfig, control_plane_images
 from .pki import _openssl, gen_key, make_ca, make_cert
-from .util import PAUSE_VERSION, VERSION, b64, hostname, hp, read_text, write_file
+from .util import PAUSE_VERSION, VERSION, Fail, b64, hostname, hp, read_text, write_file
 
 # --------------------------------------------------------------------------- kubeadm: files it writes
 
@@ -19,6 +21,34 @@ PKI = "/etc/kubernetes/pki"
 MANIFESTS = "/etc/kubernetes/manifests"
 KUBELET_DIR = "/var/lib/kubelet"
 STATE_DIR = "/var/lib/standin-apiserver"
+ETCD_MANIFEST = f"{MANIFESTS}/etcd.yaml"
+
+
+def store_path() -> str:
+    """The stand-in's etcd database (the API server's store, one JSON file): `member/snap/db` under
+    the data dir the etcd static pod's manifest names (its --data-dir, through the volumeMount to
+    that mount's hostPath, as real etcd in its pod sees the host), where real etcd keeps its bbolt
+    file. So `etcdutl snapshot restore` into a new dir and a manifest pointed at it brings the old
+    state back, and a missing or empty data dir is a fresh etcd. No etcd manifest (external etcd):
+    STATE_DIR/state.json."""
+    text = read_text(hp(ETCD_MANIFEST))
+    if text is None:
+        return hp(f"{STATE_DIR}/state.json")
+    try:
+        spec = yaml.safe_load(text)["spec"]
+        container = spec["containers"][0]
+        data = next(a.split("=", 1)[1] for a in container["command"] if a.startswith("--data-dir="))
+        vols = {v["name"]: v for v in spec.get("volumes") or []}
+        for m in container.get("volumeMounts") or []:
+            mp = m["mountPath"].rstrip("/")
+            if (data == mp or data.startswith(mp + "/")) and "hostPath" in vols.get(m["name"], {}):
+                data = vols[m["name"]]["hostPath"]["path"].rstrip("/") + data[len(mp) :]
+                break
+    except (yaml.YAMLError, KeyError, IndexError, TypeError, StopIteration, AttributeError) as e:
+        raise Fail(f"static pod manifest {ETCD_MANIFEST} is invalid: no --data-dir ({e!r})") from e
+    return hp(os.path.join(data, "member/snap/db"))
+
+
 KUBELET_CONFIG_CM = f"kubelet-config-{VERSION[1:5]}"
 
 

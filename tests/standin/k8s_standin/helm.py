@@ -44,7 +44,7 @@ HELM_VERSION = "v3.14.4"
 FLAGS = {
     "namespace": "str", "kubeconfig": "str", "install": "bool", "create-namespace": "bool", "values": "list",
     "set": "list", "wait": "bool", "timeout": "str", "atomic": "bool", "output": "str", "all-namespaces": "bool",
-    "all": "bool", "revision": "str", "short": "bool", "version": "str", "debug": "bool", "short-q": "bool",
+    "all": "bool", "revision": "str", "reuse-values": "bool", "reset-values": "bool", "short": "bool", "version": "str", "debug": "bool", "short-q": "bool",
 }  # fmt: skip
 SHORT = {"n": "namespace", "f": "values", "o": "output", "A": "all-namespaces", "a": "all", "q": "short-q"}
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -132,6 +132,9 @@ class Helm:
             raise Fail(f'Error: UPGRADE FAILED: "{name}" has no deployed releases')
         verb = "INSTALLATION" if not history else "UPGRADE"
         user = self.user_values()
+        if history and self.flags.get("reuse-values") and not self.flags.get("reset-values"):
+            # helm: the last release's values, the command line's -f and --set merged over them
+            user = coalesce(history[-1]["config"], user)
         values = release_values(chart, user)
         self.check_chart(chart, values, verb)
         self.ensure_namespace(verb)

@@ -18,7 +18,7 @@ from .apiserver import res_path, version_info
 from .client import ApiClient, ApiError, Unreachable
 from .config import InitConfig, control_plane_images, load_init_config, parse_version
 from .containerd import image_exists, pull_image
-from .files import K8S, KUBELET_CONFIG_CM, KUBELET_DIR, MANIFESTS, PKI, STATE_DIR
+from .files import ETCD_MANIFEST, K8S, KUBELET_CONFIG_CM, KUBELET_DIR, MANIFESTS, PKI, STATE_DIR, store_path
 from .flags import parse_flags
 from .join import cmd_kubeadm_join
 from .kubeadm import admin_client, cmd_kubeadm_init, dump
@@ -156,7 +156,12 @@ def cmd_kubeadm_reset(argv: list[str]) -> int:
     files = [f"{K8S}/{n}" for n in ("admin.conf", "kubelet.conf", "bootstrap-kubelet.conf", "controller-manager.conf",
                                      "scheduler.conf")]  # fmt: skip
     out.write(f"[reset] Deleting files: [{' '.join(files)}]\n")
-    stateful = ["/var/lib/etcd", KUBELET_DIR, "/var/lib/dockershim", "/var/run/kubernetes", "/var/lib/cni"]
+    # 1.23's getEtcdDataDir: the data volume's hostPath in etcd's manifest (a restored one included)
+    etcd_dir = "/var/lib/etcd"
+    with contextlib.suppress(Fail):
+        if os.path.exists(hp(ETCD_MANIFEST)):
+            etcd_dir = store_path()[len(hp("")) :].removesuffix("/member/snap/db")
+    stateful = [etcd_dir, KUBELET_DIR, "/var/lib/dockershim", "/var/run/kubernetes", "/var/lib/cni"]
     out.write(f"[reset] Deleting contents of stateful directories: [{' '.join(stateful)}]\n")
     for d in dirs + stateful + [STATE_DIR]:  # STATE_DIR is the stand-in's etcd
         p = hp(d)

@@ -22,7 +22,7 @@ import yaml
 from .apiserver import res_path, serve_api
 from .client import ApiClient, ApiError, Credentials, Unreachable, load_kubeconfig
 from .containerd import cni_ready, containerd_config, containerd_version, ctr, sock_path
-from .files import K8S, KUBELET_DIR, MANIFESTS, STATE_DIR
+from .files import K8S, KUBELET_DIR, MANIFESTS, store_path
 from .flags import parse_flags
 from .pki import gen_key, make_csr
 from .pods import PodWorker
@@ -123,9 +123,11 @@ def apiserver_main(argv: list[str]) -> int:
             if cm.get("allocate-node-cidrs") == "true":
                 cidr = cm.get("cluster-cidr", "")
         ca = hp(f["client-ca-file"])
-        srv, _ = serve_api(hp(STATE_DIR), hp(f["tls-cert-file"]), hp(f["tls-private-key-file"]), ca,
+        db = store_path()  # etcd's data dir, as its manifest names it
+        srv, _ = serve_api(os.path.dirname(db), hp(f["tls-cert-file"]), hp(f["tls-private-key-file"]), ca,
                            os.path.join(os.path.dirname(ca), "ca.key"), f.get("bind-address", "0.0.0.0"),
-                           int(f.get("secure-port", "6443")), cidr, image_version(manifest))  # fmt: skip
+                           int(f.get("secure-port", "6443")), cidr, image_version(manifest),
+                           os.path.basename(db))  # fmt: skip
     except Fail as e:
         log_klog("E", "run.go:74", f'"command failed" err="{e.message}"')
         return 1
@@ -205,6 +207,7 @@ class Kubelet:
         self.client: ApiClient | None = None
         self.registered = False
         self.static_mtime: float | None = None
+        self.etcd_mtime: float | None = None  # etcd's manifest as last started (the store's place)
         self.static_pod: dict | None = None  # the manifest the running apiserver started from
         self.static_hash = ""
         self.static_started = ""
@@ -370,10 +373,13 @@ class Kubelet:
         except OSError:
             mtime = None
         active = systemctl("is-active", "--quiet", APISERVER_UNIT)[0] == 0
+        # etcd runs inside the API server unit (its store): a rewritten etcd manifest (a restore's
+        # new data dir) restarts it, as the kubelet restarts the etcd pod
+        etcd = self._etcd_mtime()
         if mtime is None:
             if active:
                 systemctl("stop", APISERVER_UNIT)
-        elif mtime != self.static_mtime:
+        elif mtime != self.static_mtime or etcd != self.etcd_mtime:
             if self.static_mtime is not None:
                 log_klog(
                     "I",
@@ -387,7 +393,13 @@ class Kubelet:
                 return
             self.static_backoff = min(self.static_backoff * 2, BACKOFF_MAX)
             mtime = self._start_static_pod(manifest)
-        self.static_mtime = mtime
+        self.static_mtime, self.etcd_mtime = mtime, etcd
+
+    def _etcd_mtime(self) -> float | None:
+        try:
+            return os.stat(os.path.join(hp(self.cfg.get("staticPodPath", MANIFESTS)), "etcd.yaml")).st_mtime
+        except OSError:
+            return None
 
     def _start_static_pod(self, manifest: str) -> float | None:
         # the file as read now, with its own mtime: one rewritten since the caller's stat (a restore

@@ -1,0 +1,221 @@
+"""The restore drill (issue 19) on a lab of its own (master1, worker1), installed from the session's
+lab bundle: ConfigMap drill-before, `appliance backup`; then drill-before deleted, drill-after
+created, worker1 labelled. `appliance restore --backup <that> --yes` is killed (-9) once etcd is
+restored and before the control plane is back, then run again: it finishes that restore (the state on
+the master says so; no second data dir). Then drill-before is back, drill-after and the label gone,
+every node Ready, the helm releases as before, etcd's manifest points at the new data dir and the old
+one is kept (and named). A second `appliance install` changes nothing; a backup taken after the
+restore works (etcd_snapshot follows the manifest's data dir). A backup with one byte flipped is
+refused in one line naming the file, and nothing changes; so is one whose sums match but whose
+snapshot etcdutl cannot read."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests._support.killed_runs import kill_when_printed
+
+LAB = os.environ.get("APPLIANCE_E2E_RESTORE_LAB", "rst")
+ADMIN = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
+STATE = "/var/lib/appliance/restore/state.json"
+RESTORED_STEP = "Etcd restore | Point etcd's manifest at the new data dir"
+LABEL = "drill.example.com/after"
+
+
+def _ssh(site_dir: Path, command: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
+    q = "'" + command.replace("'", "'\\''") + "'"
+    return subprocess.run(
+        ["ssh", "-F", str(site_dir / "ssh_config"), "-o", "BatchMode=yes", "master1", f"sudo sh -c {q}"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _ok(site_dir: Path, command: str) -> str:
+    res = _ssh(site_dir, command)
+    assert res.returncode == 0, f"{command}: {res.stderr}"
+    return res.stdout
+
+
+def _create_configmap(site_dir: Path, name: str) -> None:
+    doc = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"},
+                      "data": {"drill": name}})  # fmt: skip
+    _ok(site_dir, f"echo '{doc}' | {ADMIN} apply -f -")
+
+
+def _cluster(site_dir: Path) -> dict[str, Any]:
+    """What the drill compares: ConfigMaps in default, node labels and Ready, helm releases."""
+    cms = json.loads(_ok(site_dir, f"{ADMIN} -n default get configmaps -o json"))["items"]
+    nodes = json.loads(_ok(site_dir, f"{ADMIN} get nodes -o json"))["items"]
+    releases = json.loads(_ok(site_dir, "helm --kubeconfig /etc/kubernetes/admin.conf list -A -o json"))
+    return {
+        "configmaps": sorted(c["metadata"]["name"] for c in cms),
+        "labels": {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in nodes},
+        "ready": {
+            n["metadata"]["name"]: any(
+                c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"]
+            )
+            for n in nodes
+        },
+        "releases": sorted((r["namespace"], r["name"], r["revision"], r["chart"]) for r in releases),
+    }
+
+
+def _changed(run) -> int:
+    return sum(r["changed"] for r in run.recap.values())
+
+
+@pytest.fixture(scope="module")
+def drill(own_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
+    if os.environ.get("APPLIANCE_E2E_SITE"):
+        pytest.skip("restores etcd: lab only")
+    bundle = request.getfixturevalue("lab_bundle")
+    with own_lab_cm(LAB, 2, bundle) as layout:
+        site_dir = layout.site_dir
+        site = ["--site", str(site_dir)]
+        first = cli("install", *site, "--skip-diagnose", timeout=1800)
+        assert first.rc == 0, first.out[-2000:] + first.err[-3000:]
+        _create_configmap(site_dir, "drill-before")
+        backup = cli("backup", *site, timeout=600)
+        assert backup.rc == 0, backup.out[-2000:] + backup.err[-2000:]
+        name = re.search(r"^backup on master1: /var/lib/appliance/backups/(\S+) ", backup.out, re.M).group(1)
+        before = _cluster(site_dir)
+        _ok(site_dir, f"{ADMIN} -n default delete configmap drill-before")
+        _create_configmap(site_dir, "drill-after")
+        _ok(site_dir, f"{ADMIN} label node worker1 {LABEL}=yes")
+        changed = _cluster(site_dir)
+        old_manifest = _ok(site_dir, "cat /etc/kubernetes/manifests/etcd.yaml")
+        args = ["restore", *site, "--backup", name, "--yes"]
+        killed = kill_when_printed(args, RESTORED_STEP)
+        interrupted = json.loads(_ssh(site_dir, f"cat {STATE}").stdout or "{}")
+        restore = cli(*args, timeout=1200)
+        after = _cluster(site_dir)
+        manifest = _ok(site_dir, "cat /etc/kubernetes/manifests/etcd.yaml")
+        dirs = _ok(site_dir, "ls -d /var/lib/etcd /var/lib/etcd-restore-* 2>/dev/null; true").split()
+        state = json.loads(_ok(site_dir, f"cat {STATE}"))
+        again = cli("install", *site, "--skip-diagnose", timeout=1800)
+        backup2 = cli("backup", *site, timeout=600)
+        # one byte of the (first) backup's snapshot flipped: refused before anything stops
+        snap = f"/var/lib/appliance/backups/{name}/etcd-snapshot.db"
+        _ok(site_dir, f"printf 'X' | dd of={snap} bs=1 seek=10 count=1 conv=notrunc 2>/dev/null")
+        pre_corrupt = _cluster(site_dir)
+        corrupt = cli(*args)
+        post_corrupt = _cluster(site_dir)
+        # a backup whose sums match but whose snapshot is no database: etcdutl refuses it
+        bogus = "20000101T000000Z"
+        _ok(site_dir, f"cd /var/lib/appliance/backups && rm -rf {bogus} && cp -a {name} {bogus} && cd {bogus} && "
+                      "head -c 4096 /dev/urandom > etcd-snapshot.db && "
+                      "find . -type f ! -name SHA256SUMS -printf '%P\\n' | sort | xargs sha256sum > SHA256SUMS")  # fmt: skip
+        unreadable = cli("restore", *site, "--backup", bogus, "--yes")
+        post_unreadable = _cluster(site_dir)
+        manifest_after_corrupt = _ok(site_dir, "cat /etc/kubernetes/manifests/etcd.yaml")
+        for what, run in {
+            "restore": restore,
+            "corrupt": corrupt,
+            "unreadable": unreadable,
+            "again": again,
+        }.items():
+            print(f"--- appliance {what}: rc={run.rc}\n{run.out}\n--- stderr\n{run.err}")  # the record (-s)
+        yield {
+            "name": name, "before": before, "changed": changed, "killed": killed, "interrupted": interrupted,
+            "restore": restore, "after": after, "old_manifest": old_manifest, "manifest": manifest,
+            "dirs": dirs, "state": state, "again": again, "backup2": backup2, "corrupt": corrupt,
+            "pre_corrupt": pre_corrupt, "post_corrupt": post_corrupt,
+            "manifest_after_corrupt": manifest_after_corrupt, "unreadable": unreadable,
+            "post_unreadable": post_unreadable,
+        }  # fmt: skip
+
+
+def test_the_drill_changed_the_cluster_after_the_backup(drill):
+    assert (
+        "drill-before" in drill["before"]["configmaps"] and "drill-after" not in drill["before"]["configmaps"]
+    )
+    assert (
+        "drill-after" in drill["changed"]["configmaps"]
+        and "drill-before" not in drill["changed"]["configmaps"]
+    )
+    assert drill["changed"]["labels"]["worker1"].get(LABEL) == "yes"
+
+
+def test_a_restore_killed_after_etcd_was_restored_is_finished_not_redone(drill):
+    assert drill["killed"], f"the first restore ended before '{RESTORED_STEP}'"
+    mid = drill["interrupted"]
+    assert mid["backup"] == drill["name"] and mid["phase"] in ("stopping", "restored"), mid
+    restore = drill["restore"]
+    assert restore.rc == 0, restore.out[-3000:] + restore.err[-3000:]
+    state = drill["state"]
+    assert state["phase"] == "done" and state["data_dir"] == mid["data_dir"], (mid, state)
+    assert [d for d in drill["dirs"] if d.startswith("/var/lib/etcd-restore-")] == [mid["data_dir"]]
+    assert f"an unfinished restore of {drill['name']} is on master1" in restore.out
+    assert f"new etcd data dir, {mid['data_dir']}; the live one is kept" in restore.out
+
+
+def test_the_restore_brought_back_the_backups_state(drill):
+    before, after = drill["before"], drill["after"]
+    assert "drill-before" in after["configmaps"] and "drill-after" not in after["configmaps"], after
+    assert after["configmaps"] == before["configmaps"]
+    assert LABEL not in after["labels"]["worker1"]
+    assert after["ready"] == {"master1": True, "worker1": True}, after
+    assert after["releases"] == before["releases"] and after["releases"], after
+
+
+def test_etcd_runs_from_the_new_data_dir_and_the_old_one_is_kept(drill):
+    state, manifest = drill["state"], drill["manifest"]
+    new, old = state["data_dir"], state["old_data_dir"]
+    assert old == "/var/lib/etcd" and new.startswith("/var/lib/etcd-restore-")
+    assert f"--data-dir={old}\n" in drill["old_manifest"]
+    assert (
+        f"--data-dir={new}\n" in manifest
+        and f"path: {new}\n" in manifest
+        and f"mountPath: {new}\n" in manifest
+    )
+    assert f"{old}\n" not in manifest
+    assert "/var/lib/etcd" in drill["dirs"]  # kept
+    out = drill["restore"].out
+    assert f"the data dir it replaced is kept: master1:{old}" in out
+    assert f"etcd's data dir is {new} now" in out
+    assert re.search(rf"restored backup {drill['name']} on master1: etcd revision \d+, \d+ keys", out), out
+
+
+def test_install_after_the_restore_changes_nothing_and_backups_still_work(drill):
+    again = drill["again"]
+    assert again.rc == 0, again.out[-2000:] + again.err[-3000:]
+    assert _changed(again) == 0, again.recap
+    assert drill["backup2"].rc == 0, drill["backup2"].out[-2000:] + drill["backup2"].err[-2000:]
+
+
+def test_a_corrupted_backup_is_refused_in_one_line_and_nothing_changes(drill):
+    run = drill["corrupt"]
+    assert run.rc != 0
+    lines = [ln for ln in run.err.strip().splitlines() if ln.strip()]
+    assert any(
+        re.search(
+            rf"backup {drill['name']}: sha256 mismatch in etcd-snapshot\.db \(SHA256SUMS on master1\)", ln
+        )
+        for ln in lines
+    ), run.err
+    assert "Traceback" not in run.err
+    assert drill["post_corrupt"] == drill["pre_corrupt"]
+    assert drill["manifest_after_corrupt"] == drill["manifest"]
+
+
+def test_a_snapshot_etcdutl_cannot_read_is_refused_before_anything_stops(drill):
+    run = drill["unreadable"]
+    assert run.rc != 0
+    assert re.search(
+        r"backup 20000101T000000Z: etcd-snapshot\.db is not a snapshot etcdutl can read: Error: invalid database",
+        run.err,
+    ), run.err
+    assert "Etcd restore | Stop the control plane" not in run.out
+    assert drill["post_unreadable"] == drill["pre_corrupt"]
+    assert drill["manifest_after_corrupt"] == drill["manifest"]

@@ -1,0 +1,159 @@
+"""The chart_upgrade role run by Ansible against localhost, with the Run:ai backend path the lab's
+open stack never takes: helm and kubectl are the test stand-ins (tests/standin/k8s_standin) on PATH,
+talking to the stand-in API server; the new chart is served over loopback HTTP as the master's
+bundle server serves it. Shown: the guide's step (the backend's ingress controller deployment
+deleted) before `helm upgrade`; the values the release had, the operator's `--reuse-values --set`
+among them, carried over (saved 0600); the release at the new chart version; the state file
+records it; a re-run changes nothing."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests._support.standin_cluster import Cluster
+from tests.unit.test_standin_helm import chart_archive_bytes
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+PLAYBOOK = str(BIN / "ansible-playbook") if (BIN / "ansible-playbook").exists() else "ansible-playbook"
+NS, INGRESS = "runai-backend", "runai-backend-nginx-ingress-controller"
+
+
+def _chart(version: str) -> bytes:
+    return chart_archive_bytes({
+        "runai-backend/Chart.yaml": f"apiVersion: v2\nname: runai-backend\nversion: {version}\n".encode(),
+        "runai-backend/values.yaml": b"global: {domain: example}\ntenant: {}\n",
+    })  # fmt: skip
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[dict]:
+    if os.geteuid() != 0:
+        pytest.skip("the role writes files owned by root")
+    (tmp_path / "cluster").mkdir()
+    cluster = Cluster(tmp_path / "cluster")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("helm", "kubectl"):
+        (tools / tool).write_text(
+            f"#!/bin/sh\nexec {sys.executable} -c 'import sys; from tests.standin.k8s_standin.entry import main; "
+            f'sys.exit(main(sys.argv[1:]))\' {tool} "$@"\n'
+        )
+        (tools / tool).chmod(0o755)
+    www = tmp_path / "www"
+    www.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(www))
+    handler.log_message = lambda *a, **k: None  # type: ignore[method-assign]
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    path = f"{tools}:{os.environ['PATH']}"
+    try:
+        yield {"cluster": cluster, "www": www, "url": f"http://127.0.0.1:{srv.server_address[1]}",
+               "path": path, "tmp": tmp_path}  # fmt: skip
+    finally:
+        srv.shutdown()
+        cluster.srv.shutdown()
+
+
+def _sh(env: dict, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [argv[0], f"--kubeconfig={env['cluster'].kubeconfig}", *argv[1:]], capture_output=True, text=True,
+        env=os.environ | {"PATH": env["path"], "PYTHONPATH": str(REPO)}, check=False, timeout=60,
+    )  # fmt: skip
+
+
+def _run(env: dict, new: bytes, *flags: str) -> subprocess.CompletedProcess[str]:
+    tmp = env["tmp"]
+    (env["www"] / "runai-backend-2.13.5.tgz").write_bytes(new)
+    play = [{"hosts": "localhost", "gather_facts": False, "connection": "local",
+             "roles": [{"role": "chart_upgrade"}]}]  # fmt: skip
+    extra = {
+        "appliance_bundle_charts": {"runai-backend": {
+            "version": "2.13.5", "url": f"{env['url']}/runai-backend-2.13.5.tgz",
+            "sha256": hashlib.sha256(new).hexdigest()}},
+        "appliance_kubernetes_version": "v1.23.17",
+        "chart_upgrade_kubeconfig": str(env["cluster"].kubeconfig),
+        "chart_upgrade_state_file": str(tmp / "upgrade" / "state.json"),
+        "chart_upgrade_values_dir": str(tmp / "upgrade" / "values"),
+        "helm_chart_dir": str(tmp / "charts"),
+        "helm_values_dir": str(tmp / "helm-values"),
+    }  # fmt: skip
+    (tmp / "play.yml").write_text(yaml.safe_dump(play))
+    (tmp / "extra.yml").write_text(yaml.safe_dump(extra))
+    run_env = os.environ | {
+        "ANSIBLE_ROLES_PATH": str(REPO / "roles"), "ANSIBLE_NOCOLOR": "1", "PATH": env["path"],
+        "PYTHONPATH": str(REPO), "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+        "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
+    }  # fmt: skip
+    return subprocess.run(
+        [PLAYBOOK, "-i", "localhost,", str(tmp / "play.yml"), "-e", f"@{tmp / 'extra.yml'}", *flags],
+        capture_output=True, text=True, env=run_env, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def _changed(out: str) -> int:
+    line = next(ln for ln in out.splitlines() if ln.startswith("localhost") and "changed=" in ln)
+    return int(line.split("changed=")[1].split()[0])
+
+
+def test_the_runai_backend_is_upgraded_the_guides_way_keeping_the_operators_values(env) -> None:
+    old = env["tmp"] / "runai-backend-2.13.0.tgz"
+    old.write_bytes(_chart("2.13.0"))
+    site = env["tmp"] / "site-values.yaml"
+    site.write_text("global: {domain: runai.lab.internal}\n")
+    assert _sh(env, "helm", "install", "runai-backend", str(old), "-n", NS, "--create-namespace",
+               "-f", str(site)).returncode == 0  # fmt: skip
+    # the operator's change after the install, which the upgrade must keep
+    tweak = _sh(env, "helm", "upgrade", "runai-backend", str(old), "-n", NS, "--reuse-values",
+                "--set", "tenant.note=kept")  # fmt: skip
+    assert tweak.returncode == 0, tweak.stderr
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": INGRESS, "namespace": NS},
+                  "spec": {"selector": {"matchLabels": {"app": "x"}},
+                           "template": {"metadata": {"labels": {"app": "x"}},
+                                        "spec": {"containers": [{"name": "c", "image": "x"}]}}}}  # fmt: skip
+    env["cluster"].admin().call("POST", f"/apis/apps/v1/namespaces/{NS}/deployments", deployment)
+    assert _sh(env, "kubectl", "-n", NS, "get", "deployment", INGRESS).returncode == 0
+
+    (env["tmp"] / "charts").mkdir()  # the install made it (helm's chart.yml: a dry run needs it there)
+    dry = _run(env, _chart("2.13.5"), "--check")  # changes nothing on the cluster
+    assert dry.returncode == 0, dry.stdout[-4000:]
+    assert _sh(env, "kubectl", "-n", NS, "get", "deployment", INGRESS).returncode == 0
+    assert "runai-backend-2.13.0" in _sh(env, "helm", "list", "-A").stdout
+
+    first = _run(env, _chart("2.13.5"))
+    assert first.returncode == 0, first.stdout[-4000:]
+    out = first.stdout
+    # the guide's order: the ingress controller deleted, the values saved, then helm upgrade
+    order = [out.index(t) for t in ("Delete the Run:ai backend's ingress controller",
+                                    "Save the release's values", "helm upgrade with the saved values")]  # fmt: skip
+    assert order == sorted(order)
+    assert _sh(env, "kubectl", "-n", NS, "get", "deployment", INGRESS).returncode != 0
+    releases = json.loads(_sh(env, "helm", "list", "-A", "-o", "json").stdout)
+    assert [(r["name"], r["chart"], r["status"]) for r in releases] == [
+        ("runai-backend", "runai-backend-2.13.5", "deployed")
+    ]
+    values = json.loads(_sh(env, "helm", "get", "values", "runai-backend", "-n", NS, "-o", "json").stdout)
+    assert values == {"global": {"domain": "runai.lab.internal"}, "tenant": {"note": "kept"}}
+    saved = env["tmp"] / "upgrade" / "values" / f"{NS}_runai-backend.yaml"
+    assert oct(saved.stat().st_mode & 0o777) == "0o600" and yaml.safe_load(saved.read_text()) == values
+    assert "runai.lab.internal" not in out  # the values are never shown
+    state = json.loads((env["tmp"] / "upgrade" / "state.json").read_text())
+    assert state["charts"] == {f"{NS}/runai-backend": "runai-backend 2.13.0 -> 2.13.5"}
+    assert state["charts_upgrading"] == ""
+
+    again = _run(env, _chart("2.13.5"))
+    assert again.returncode == 0 and _changed(again.stdout) == 0, again.stdout[-3000:]
+    history = json.loads(_sh(env, "helm", "history", "runai-backend", "-n", NS, "-o", "json").stdout)
+    assert len(history) == 3  # install, the operator's change, the upgrade: no revision from the re-run

@@ -1,0 +1,86 @@
+"""kube_upgrade's Run:ai drain undone (roles/kube_upgrade/tasks/worker.yml), run by Ansible against
+localhost with the stand-in kubectl and API server (tests/integration/test_chart_upgrade_role.py's
+setup): a worker an interrupted pass left cordoned and tainted runai=drain:NoExecute (the state
+names it draining) is untainted, uncordoned and recorded done; a second run finds no taint and
+does not fail. The drain side (cordon and taint) runs inside the per-node upgrade, which the lab
+e2e covers for the open stack's kubectl drain."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.integration.test_chart_upgrade_role import REPO, _sh, env  # noqa: F401  (env: the fixture)
+
+BIN = Path(sys.executable).parent
+PLAYBOOK = str(BIN / "ansible-playbook") if (BIN / "ansible-playbook").exists() else "ansible-playbook"
+
+
+def _run(env: dict, stack: str) -> subprocess.CompletedProcess[str]:  # noqa: F811
+    tmp = env["tmp"]
+    state = tmp / "upgrade" / "state.json"
+    play = [{"hosts": "localhost", "gather_facts": False, "connection": "local", "tasks": [
+        {"name": "Read the state", "ansible.builtin.set_fact": {
+            "kube_upgrade_state": f"{{{{ lookup('ansible.builtin.file', '{state}') | from_json }}}}"}},
+        {"name": "The worker", "ansible.builtin.include_role": {"name": "kube_upgrade", "tasks_from": "worker.yml"}},
+    ]}]  # fmt: skip
+    extra = {
+        "appliance_kubernetes_version": "v1.23.17", "appliance_scheduler_stack": stack,
+        "kube_upgrade_master": "localhost", "kube_upgrade_node_behind": False,
+        "kube_upgrade_kubeconfig": str(env["cluster"].kubeconfig), "kube_upgrade_state_file": str(state),
+    }  # fmt: skip
+    (tmp / "play.yml").write_text(yaml.safe_dump(play))
+    (tmp / "extra.yml").write_text(yaml.safe_dump(extra))
+    run_env = os.environ | {
+        "ANSIBLE_ROLES_PATH": str(REPO / "roles"), "ANSIBLE_NOCOLOR": "1", "PATH": env["path"],
+        "PYTHONPATH": str(REPO), "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+        "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
+    }  # fmt: skip
+    return subprocess.run(
+        [PLAYBOOK, "-i", "localhost,", str(tmp / "play.yml"), "-e", f"@{tmp / 'extra.yml'}"],
+        capture_output=True, text=True, env=run_env, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def _node(env: dict) -> dict:  # noqa: F811
+    return json.loads(_sh(env, "kubectl", "get", "node", "localhost", "-o", "json").stdout)
+
+
+def _taints(env: dict) -> list[str]:  # noqa: F811
+    return [t["key"] for t in _node(env)["spec"].get("taints") or []]
+
+
+def test_a_worker_left_tainted_for_runai_is_put_back_in_service(env) -> None:  # noqa: F811
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "localhost"}, "spec": {}}
+    env["cluster"].admin().call("POST", "/api/v1/nodes", node)
+    for args in (("cordon", "localhost"), ("taint", "nodes", "localhost", "runai=drain:NoExecute")):
+        assert _sh(env, "kubectl", *args).returncode == 0
+    assert "runai" in _taints(env)
+    state = env["tmp"] / "upgrade" / "state.json"
+    state.parent.mkdir()
+    state.write_text(json.dumps({"target": "v1.23.17", "done": ["master1"], "draining": "localhost"}))
+
+    first = _run(env, "runai")
+    assert first.returncode == 0, first.stdout[-3000:]
+    assert "runai" not in _taints(env) and not _node(env)["spec"].get("unschedulable")
+    got = json.loads(state.read_text())
+    assert got["draining"] == "" and got["done"] == ["master1", "localhost"]
+    again = _run(env, "runai")  # no taint left: kubectl says "not found", which is fine here
+    assert again.returncode == 0, again.stdout[-3000:]
+
+
+def test_the_open_stack_leaves_taints_alone(env) -> None:  # noqa: F811
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "localhost"}, "spec": {}}
+    env["cluster"].admin().call("POST", "/api/v1/nodes", node)
+    assert _sh(env, "kubectl", "taint", "nodes", "localhost", "runai=drain:NoExecute").returncode == 0
+    state = env["tmp"] / "upgrade" / "state.json"
+    state.parent.mkdir()
+    state.write_text(json.dumps({"target": "v1.23.17", "done": [], "draining": "localhost"}))
+    run = _run(env, "open")
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "runai" in _taints(env)

@@ -1,0 +1,172 @@
+"""`appliance restore` without a cluster: which backup, the one-line refusals (unknown backup, a
+sha256 mismatch naming the file, the master unreachable, no confirmation) made before the playbook
+runs, and what it passes to the playbook and prints after it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from appliance_cli.cli import restore_cmd
+from appliance_cli.cli.main import main
+from appliance_cli.core import restoreplan
+from appliance_cli.errors import ApplianceError, Unreachable, UsageError
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "inventories" / "example" / "appliance.yml"
+ROOT = "/var/lib/appliance/backups"
+OLD, NEW = "20261124T101500Z", "20261125T010203Z"
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    (tmp_path / "appliance.yml").write_text(EXAMPLE.read_text())
+    return tmp_path
+
+
+class FakeMaster:
+    """run_on on the master: backups listed, their sums checked, the state read; nothing else."""
+
+    def __init__(self, sums: str = "", state: dict | None = None) -> None:
+        self.sums, self.state, self.commands = sums, state or {}, []  # type: ignore[var-annotated]
+
+    def __call__(self, cfg, node, command, timeout=60):  # type: ignore[no-untyped-def]
+        self.commands.append(command)
+        if command.startswith(f"ls -1 {ROOT}"):
+            return f"{OLD}\n{NEW}\nnotes.txt\n"
+        if "sha256sum" in command:
+            return self.sums
+        if command.startswith(f"cat {restore_cmd.STATE_FILE}"):
+            return json.dumps(self.state)
+        raise AssertionError(command)
+
+
+def _no_playbook(*a, **k):  # type: ignore[no-untyped-def]
+    pytest.fail("the playbook ran")
+
+
+def test_latest_is_the_newest_and_a_name_must_be_one_of_them() -> None:
+    listing = [NEW, "notes.txt", OLD]
+    assert restoreplan.pick_backup(listing, "latest", ROOT, "m1") == NEW
+    assert restoreplan.pick_backup(listing, OLD, ROOT, "m1") == OLD
+    with pytest.raises(ApplianceError) as e:
+        restoreplan.pick_backup(listing, "20200101T000000Z", ROOT, "m1")
+    assert e.value.message == f"--backup 20200101T000000Z: no such backup on m1 under {ROOT}"
+    assert e.value.hint == f"the backups there (latest last): {OLD}, {NEW}"
+    with pytest.raises(UsageError, match=r"--backup notes\.txt: not a backup name"):
+        restoreplan.pick_backup(listing, "notes.txt", ROOT, "m1")
+    with pytest.raises(ApplianceError, match=f"no backup on m1 under {ROOT}"):
+        restoreplan.pick_backup(["notes.txt"], "latest", ROOT, "m1")
+
+
+def test_the_files_that_fail_their_sums_are_named() -> None:
+    out = (
+        "etcd-snapshot.db: FAILED\nhelm-values/a_b.yaml: FAILED open or read\n"
+        "sha256sum: helm-values/a_b.yaml: No such file or directory\n"
+        "sha256sum: WARNING: 1 computed checksum did NOT match\n"
+    )
+    assert restoreplan.failed_sums(out) == ["etcd-snapshot.db", "helm-values/a_b.yaml"]
+    assert restoreplan.failed_sums("") == []
+
+
+def test_an_unknown_backup_is_refused_in_one_line(site, capsys, monkeypatch) -> None:
+    monkeypatch.setattr(restore_cmd, "run_on", FakeMaster())
+    monkeypatch.setattr(restore_cmd, "run_playbook", _no_playbook)
+    assert main(["restore", "--site", str(site), "--backup", "20200101T000000Z", "--yes"]) == 1
+    err = capsys.readouterr().err
+    assert f"--backup 20200101T000000Z: no such backup on master1 under {ROOT}" in err
+    assert f"{OLD}, {NEW}" in err and "Traceback" not in err
+
+
+def test_a_sum_mismatch_names_the_file_and_changes_nothing(site, capsys, monkeypatch) -> None:
+    master = FakeMaster(
+        sums="etcd-snapshot.db: FAILED\nsha256sum: WARNING: 1 computed checksum did NOT match\n"
+    )
+    monkeypatch.setattr(restore_cmd, "run_on", master)
+    monkeypatch.setattr(restore_cmd, "run_playbook", _no_playbook)
+    assert main(["restore", "--site", str(site), "--yes"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"backup {NEW}: sha256 mismatch in etcd-snapshot.db (SHA256SUMS on master1); nothing was changed"
+        in err
+    )
+    # one command for run_on's `sudo -n`: the cd and the check in one shell
+    assert (
+        master.commands[1]
+        == f"sh -c 'cd {ROOT}/{NEW} && sha256sum --strict --quiet -c SHA256SUMS 2>&1; true'"
+    )
+
+
+def test_an_unreachable_master_is_one_line(site, capsys, monkeypatch) -> None:
+    def unreachable(cfg, node, command, timeout=60):  # type: ignore[no-untyped-def]
+        raise Unreachable(
+            f"{node.name} ({node.address}): SSH cannot connect: No route to host", hint="check it"
+        )
+
+    monkeypatch.setattr(restore_cmd, "run_on", unreachable)
+    monkeypatch.setattr(restore_cmd, "run_playbook", _no_playbook)
+    assert main(["restore", "--site", str(site), "--yes"]) == Unreachable.exit_code
+    err = capsys.readouterr().err
+    assert "master1 (192.168.10.11): SSH cannot connect: No route to host" in err and "Traceback" not in err
+
+
+def test_without_yes_it_says_what_will_happen_and_asks(site, capsys, monkeypatch) -> None:
+    monkeypatch.setattr(restore_cmd, "run_on", FakeMaster())
+    monkeypatch.setattr(restore_cmd, "run_playbook", _no_playbook)
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    assert main(["restore", "--site", str(site), "--backup", OLD]) == 2
+    cap = capsys.readouterr()
+    assert f"restore from backup {OLD} (master1:{ROOT}/{OLD}):" in cap.out
+    assert re.search(r"new etcd data dir, /var/lib/etcd-restore-\d{8}T\d{6}Z; the live one is kept", cap.out)
+    assert "not restoring without confirmation" in cap.err
+
+
+def test_the_playbook_gets_the_backup_and_the_result_is_printed(site, capsys, monkeypatch) -> None:
+    state = {"backup": OLD, "phase": "done", "data_dir": "/var/lib/etcd-restore-X", "old_data_dir": "/var/lib/etcd",
+             "snapshot": {"revision": 812, "totalKey": 301}, "nodes": ["master1", "gpu1"]}  # fmt: skip
+    monkeypatch.setattr(restore_cmd, "run_on", FakeMaster(state=state))
+    seen = {}
+
+    class Result:
+        ok, recap, artifact_dir = True, {}, "/tmp/x"
+
+    def playbook(runner, cfg, name, opts, progress, extravars):  # type: ignore[no-untyped-def]
+        seen.update(extravars, playbook=name)
+        return Result()
+
+    monkeypatch.setattr(restore_cmd, "run_playbook", playbook)
+    monkeypatch.setattr(restore_cmd, "make_runner", lambda: None)
+    monkeypatch.setattr(restore_cmd, "print_recap", lambda r: None)
+    # the lock is taken on the master over SSH: never towards the example's (a real site's) addresses
+    monkeypatch.setattr(restore_cmd.sitelock, "site_lock", lambda cfg, what: contextlib.nullcontext())
+    assert main(["restore", "--site", str(site), "--backup", OLD, "--yes"]) == 0
+    assert seen["playbook"] == "restore.yml" and seen["etcd_restore_backup"] == OLD
+    assert re.fullmatch(r"\d{8}T\d{6}Z", seen["etcd_restore_name"])
+    out = capsys.readouterr().out
+    assert f"restored backup {OLD} on master1: etcd revision 812, 301 keys; nodes Ready: master1, gpu1" in out
+    assert "the data dir it replaced is kept: master1:/var/lib/etcd" in out
+
+
+def test_an_unfinished_restore_is_finished_and_one_of_another_backup_refused() -> None:
+    assert restoreplan.unfinished({}, OLD) is None
+    assert restoreplan.unfinished({"backup": NEW, "phase": "done", "data_dir": "/x"}, OLD) is None
+    mid = {"backup": OLD, "phase": "restored", "data_dir": "/var/lib/etcd-restore-1"}
+    assert restoreplan.unfinished(mid, OLD) == "/var/lib/etcd-restore-1"
+    with pytest.raises(ApplianceError) as e:
+        restoreplan.unfinished(mid, NEW)
+    assert e.value.message == f"an unfinished restore from backup {OLD} is on the master (phase restored)"
+    assert e.value.hint == f"finish it first: appliance restore --backup {OLD} --yes"
+
+
+def test_a_resumed_restore_names_the_dir_it_finishes(site, capsys, monkeypatch) -> None:
+    mid = {"backup": OLD, "phase": "stopping", "data_dir": "/var/lib/etcd-restore-20261125T000000Z"}
+    monkeypatch.setattr(restore_cmd, "run_on", FakeMaster(state=mid))
+    monkeypatch.setattr(restore_cmd, "run_playbook", _no_playbook)
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    assert main(["restore", "--site", str(site), "--backup", OLD]) == 2
+    out = capsys.readouterr().out
+    assert "new etcd data dir, /var/lib/etcd-restore-20261125T000000Z; the live one is kept" in out
+    assert f"an unfinished restore of {OLD} is on master1" in out
