@@ -292,16 +292,21 @@ class _Builder:
             source=source,
             install_path=spec.install_path,
             role=spec.role if kind == "file" else None,
+            kubernetes=spec.kubernetes if kind == "file" else None,
             **extra,
         )
 
     def _packed_from_deb(self, spec: FileSpec, label: str) -> tuple[FileEntry, Source]:
-        """The tarball of a directory of a package in this profile's apt repositories (built before)."""
-        assert spec.from_deb and spec.filename  # the profile model requires both together
+        """The tarball of a directory (or one file) of a package in this profile's apt repositories
+        (built before)."""
+        assert spec.from_deb
         deb = debdir.find_deb(
             [self.cache / "apt" / a.name for a in self.prof.apt], spec.from_deb.package, label
         )
         deb_sha = hash_file(deb)[0]
+        if spec.from_deb.file:
+            return self._file_from_deb(spec, deb, deb_sha, label)
+        assert spec.from_deb.path and spec.filename  # the profile model requires both together
         # packed once per package file and directory: the same input makes the same bytes
         key = hashlib.sha256(f"{debdir.PACK_VERSION} {deb_sha} {spec.from_deb.path}".encode()).hexdigest()
         packed = self.cache / "from-deb" / key[:16] / spec.filename
@@ -312,6 +317,20 @@ class _Builder:
             self.note(label, f"packed {n} files of /{spec.from_deb.path} from {deb.name}")
         entry = self.store.add_file(spec.filename, packed, mode=spec.mode)
         return entry, Source(deb=deb.name, path=spec.from_deb.path, sha256=deb_sha)
+
+    def _file_from_deb(self, spec: FileSpec, deb: Path, deb_sha: str, label: str) -> tuple[FileEntry, Source]:
+        """One file of the package, its bytes as the package has them (Debian's kubectl client)."""
+        assert spec.from_deb and spec.from_deb.file
+        member = spec.from_deb.file
+        fname = spec.filename or Path(member).name
+        out = self.cache / "from-deb" / deb_sha[:16] / "file" / member
+        if not out.is_file():
+            out.parent.mkdir(parents=True, exist_ok=True)
+            debdir.extract_file(deb, member, out.with_suffix(".part"), label)
+            out.with_suffix(".part").rename(out)
+            self.note(label, f"took /{member} from {deb.name}")
+        entry = self.store.add_file(fname, out, mode=spec.mode)
+        return entry, Source(deb=deb.name, path=member, sha256=deb_sha)
 
     def _packed_zipapp(self, spec: FileSpec, label: str) -> tuple[FileEntry, Source]:
         """A package directory (a test stand-in) as one executable zipapp; same files, same bytes."""

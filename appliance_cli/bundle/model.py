@@ -12,7 +12,7 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from appliance_cli.errors import BundleError
 
@@ -137,6 +137,9 @@ class Artifact(_Strict):
     apt: AptInfo | None = None
     images: list[str] | None = None  # helm-chart: image references the chart's values pull
     role: Role | None = None  # file: "controller-runtime" = the Python install-toolkit.sh unpacks
+    # file, test_only: the Kubernetes release a kubeadm/kubelet/kubectl is bundled for when its own
+    # `version` differs (the lab's Debian kubectl client, v1.20, for a 1.23 cluster)
+    kubernetes: str | None = None
 
     _d = field_validator("digest")(classmethod(lambda cls, v: check_digest(v)))
 
@@ -145,6 +148,13 @@ class Artifact(_Strict):
     def _name(cls, v: str) -> str:
         if not _NAME_RE.match(v):
             raise ValueError(f"artifact name {v!r} must match {_NAME_RE.pattern}")
+        return v
+
+    @field_validator("kubernetes")
+    @classmethod
+    def _kubernetes(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and not info.data.get("test_only"):
+            raise ValueError("kubernetes (a tool bundled for another release than its own) is test_only")
         return v
 
     @property

@@ -24,10 +24,18 @@ class _Spec(BaseModel):
 
 
 class DebDirSpec(_Spec):
-    """One directory of a Debian package that an apt entry of the same profile downloads."""
+    """One directory (`path`, packed as a tarball) or one file (`file`, as it is) of a Debian package
+    that an apt entry of the same profile downloads."""
 
     package: str = Field(pattern=r"^[a-z0-9][a-z0-9.+-]+$")
-    path: str = Field(pattern=r"^[^/].*[^/]$")  # inside the package, e.g. usr/lib/cni
+    path: str | None = Field(default=None, pattern=r"^[^/].*[^/]$")  # inside the package, e.g. usr/lib/cni
+    file: str | None = Field(default=None, pattern=r"^[^/].*[^/]$")  # e.g. usr/bin/kubectl
+
+    @model_validator(mode="after")
+    def _one(self) -> DebDirSpec:
+        if (self.path is None) == (self.file is None):
+            raise ValueError("give exactly one of path (a directory, packed) or file (one file, as it is)")
+        return self
 
 
 class FileSpec(_Spec):
@@ -50,6 +58,9 @@ class FileSpec(_Spec):
     # "controller-runtime": the relocatable CPython (a .tar.gz holding one top directory with
     # bin/python3, e.g. python-build-standalone's install_only build) install-toolkit.sh runs on
     role: Literal["controller-runtime"] | None = None
+    # Test profiles only: the Kubernetes release a kube tool is bundled for when its own version
+    # differs (the lab's kubectl is Debian's v1.20 client); production tools are that release.
+    kubernetes: str | None = Field(default=None, pattern=r"^v\d+\.\d+\.\d+$")
 
     @model_validator(mode="after")
     def _one_origin(self) -> FileSpec:
@@ -59,8 +70,13 @@ class FileSpec(_Spec):
             raise ValueError(
                 "a tarball repacked from a Debian package is a test stand-in: set test_only: true"
             )
-        if self.from_deb and not self.filename:
+        if self.from_deb and self.from_deb.path and not self.filename:
             raise ValueError("from_deb needs the filename of the tarball it makes")
+        if self.kubernetes and not self.test_only:
+            raise ValueError(
+                "a tool whose version differs from the Kubernetes release it is bundled for is a "
+                "test stand-in: set test_only: true (production ships that release's own kubectl)"
+            )
         if self.checksum_url and not self.url:
             raise ValueError("checksum_url belongs to a url entry")
         if self.source and not self.test_only and not self.sha256:

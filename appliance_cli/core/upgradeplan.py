@@ -104,7 +104,8 @@ def target_of(manifest: dict[str, Any], chart_meta: dict[str, dict[str, Any]]) -
     for a in manifest.get("artifacts") or []:
         tool = Path(a.get("install_path") or "").name
         if a.get("kind") == "file" and tool in by_tool and a.get("version"):
-            by_tool[tool].add(clean(a["version"]))
+            # `kubernetes`: the release a test tool of another version is bundled for (lab kubectl)
+            by_tool[tool].add(clean(a.get("kubernetes") or a["version"]))
         elif a.get("kind") == "helm-chart":
             meta = chart_meta.get(a["name"]) or {}
             charts[a["name"]] = Chart(

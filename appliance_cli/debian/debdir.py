@@ -64,6 +64,23 @@ def pack_deb_dir(deb: Path, path: str, out: Path, label: str) -> int:
     return len(members)
 
 
+def extract_file(deb: Path, member: str, out: Path, label: str) -> None:
+    """Write the one regular file `member` of `deb` to `out`, its bytes unchanged."""
+    try:
+        data = DebFile(str(deb)).data.tgz()
+        info = next(
+            (m for m in data.getmembers() if m.name.removeprefix("./") == member and m.isfile()), None
+        )
+        if info is None:
+            raise BundleError(f"{label}: {deb.name} has no file /{member}")
+        src = data.extractfile(info)
+        assert src is not None  # a regular file
+        out.write_bytes(src.read())
+    except (DebError, tarfile.TarError, OSError) as exc:
+        out.unlink(missing_ok=True)
+        raise BundleError(f"{label}: cannot read /{member} of {deb.name}: {exc}") from None
+
+
 def _in_dir(name: str, prefix: str) -> bool:
     """Directly inside the directory (not in a subdirectory of it)."""
     name = name if name.startswith("./") else "./" + name

@@ -2,8 +2,9 @@
 the Kubernetes stand-in tools and the control-plane images one patch version back.
 
 What moves with the cluster's version, and nothing else:
-* files kubeadm, kubelet, kubectl: `version: <version>-standin` (the builder stamps that version into
-  the zipapp: appliance_cli/bundle/zipapp.py `build_modules`); helm and crictl keep theirs;
+* files kubeadm, kubelet: `version: <version>-standin` (the builder stamps that version into
+  the zipapp: appliance_cli/bundle/zipapp.py `build_modules`); kubectl, Debian's real v1.20 client,
+  stays that client and is bundled `kubernetes: <version>`; helm and crictl keep theirs;
 * images kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy: `:<version>` (what
   kubeadm init pulls for kubernetesVersion <version>); pause 3.6, etcd 3.5.6-0 and CoreDNS v1.8.6 are
   kubeadm 1.23's constants, the same for every 1.23 patch;
@@ -29,6 +30,7 @@ from appliance_cli.content import content_root
 
 LAB_PROFILE = content_root() / "bundles" / "profiles" / "lab.yml"
 KUBERNETES_FILES = ("kubeadm", "kubelet", "kubectl")
+STANDIN_FILES = ("kubeadm", "kubelet")  # kubectl is the real client: only what it is bundled for moves
 CONTROL_PLANE_IMAGES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
 _VERSION = re.compile(r"v1\.\d+\.\d+")
 OLD_CHART, OLD_CHART_VERSION = "nfs-subdir-external-provisioner", "4.0.17"
@@ -47,8 +49,10 @@ def old_lab_profile(version: str = "v1.23.16", old_chart: Path | None = None) ->
     lab_version = next(f["version"] for f in prof["files"] if f["name"] == "kubeadm").removesuffix("-standin")
     prof["description"] = f"{prof['description']} (Kubernetes {version}: tests/_support/upgrade_bundles.py)"
     for f in prof["files"]:
-        if f["name"] in KUBERNETES_FILES:
+        if f["name"] in STANDIN_FILES:
             f["version"] = f"{version}-standin"
+        elif f["name"] in KUBERNETES_FILES:
+            f["kubernetes"] = version
     for i in prof["images"]:
         if i["name"] in CONTROL_PLANE_IMAGES:
             i["reference"] = _retag(i["reference"], version)

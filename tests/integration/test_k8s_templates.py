@@ -351,14 +351,17 @@ def test_kube_binaries_names_every_missing_artifact_at_once(
         assert message in proc.stdout
 
 
-def _record_versions(tmp: Path, record: dict[str, str] | None, downloaded: bool) -> tuple[str, int]:
-    """kube_binaries' 0050-facts.yml with fake binaries on PATH: (the fact file, how often they ran)."""
+def _record_versions(
+    tmp: Path, record: dict[str, str] | None, downloaded: bool, kubectl: dict[str, str] | None = None
+) -> tuple[str, int]:
+    """kube_binaries' 0050-facts.yml with fake binaries on PATH: (the fact file, how often they ran).
+    `kubectl`: the bundle's kubectl artifact (version, kubernetes) and the fake's answer follows it."""
     bindir, calls = tmp / "bin", tmp / "calls"
     bindir.mkdir(parents=True)
     outputs = {
         "kubeadm": "v1.23.17",
         "kubelet": "Kubernetes v1.23.17",
-        "kubectl": json.dumps({"clientVersion": {"gitVersion": "v1.23.17"}}),
+        "kubectl": json.dumps({"clientVersion": {"gitVersion": (kubectl or {}).get("version", "v1.23.17")}}),
         "crictl": "crictl version v1.23.0",
     }
     for name, out in outputs.items():
@@ -386,8 +389,13 @@ def _record_versions(tmp: Path, record: dict[str, str] | None, downloaded: bool)
             },
         ],
     }
-    files = {"cni-plugins": {"sha256": SHA, "version": "v1.1.1"}}
-    run_playbook(tmp, [play], {**SITE, "appliance_bundle_files": files, "kube_binaries_fact_file": str(fact)})
+    files: dict[str, Any] = {"cni-plugins": {"sha256": SHA, "version": "v1.1.1"}}
+    if kubectl:
+        files["kubectl"] = {"sha256": SHA, **kubectl}
+    extra = {**SITE, "appliance_bundle_files": files, "kube_binaries_fact_file": str(fact)}
+    proc = run_playbook(tmp, [play], extra, check=False)
+    if proc.returncode != 0:
+        return proc.stdout, -1
     ran = len(calls.read_text().split()) if calls.exists() else 0
     return (fact.read_text() if fact.exists() else ""), ran
 
@@ -398,6 +406,7 @@ RECORD = {
     "kubectl": "v1.23.17",
     "crictl": "v1.23.0",
     "cni_plugins": "v1.1.1",
+    "kubernetes": "v1.23.17",
     "installed_at": "2026-01-01T00:00:00Z",
 }
 
@@ -972,3 +981,57 @@ def test_a_failed_join_masks_the_token_and_still_deletes_the_file(tmp_path: Path
     assert "kubeadm join failed on localhost (rc=1)" in proc.stdout
     assert "<token>" in proc.stdout and JOIN_TOKEN not in proc.stdout + proc.stderr
     assert not cfg_file.exists()
+
+
+def test_kube_binaries_checks_each_tool_against_the_bundle(tmp_path: Path) -> None:
+    """A test bundle's kubectl of another version (the lab's Debian v1.20 client) passes when the
+    manifest declares that version bundled for the wanted release; not otherwise."""
+    tmp = tmp_path
+    lab = {"version": "v1.20.2", "kubernetes": "v1.23.17"}
+    text, ran = _record_versions(tmp / "lab", None, downloaded=True, kubectl=lab)
+    assert ran == 4 and json.loads(text)["kubectl"] == "v1.20.2"
+    text, _ = _record_versions(tmp / "same", {**RECORD, "kubectl": "v1.20.2"}, downloaded=False, kubectl=lab)
+    assert json.loads(text)["installed_at"] == RECORD["installed_at"]  # nothing asked again
+    # a v1.20 kubectl the manifest does not declare bundled for 1.23: refused, saying so
+    text, ran = _record_versions(tmp / "undeclared", None, downloaded=True, kubectl={"version": "v1.20.2"})
+    assert ran == -1
+    assert (
+        "kubectl is v1.20.2, the bundle declares v1.20.2 for Kubernetes v1.20.2, expected Kubernetes v1.23.17"
+        in text
+    )
+
+
+def _researcher_kubectl_check(
+    tmp: Path, reported: str, artifact: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """researcher_cli's kubectl check (the task itself, from the role) on what kubectl reported."""
+    tasks = yaml.safe_load((ROLES / "researcher_cli/tasks/main.yml").read_text())
+    check = next(t for t in tasks if t["name"].startswith("Researcher CLI | kubectl is the bundle's"))
+    version = {"stdout": json.dumps({"clientVersion": {"gitVersion": reported}})}
+    play = {"name": "Check", "hosts": "localhost", "gather_facts": False,
+            "tasks": [{"name": "Check | kubectl answered", "ansible.builtin.set_fact": {
+                "researcher_cli_kubectl_version": version}}, check]}  # fmt: skip
+    extra = {"researcher_cli_install_dir": "/usr/local/bin", "researcher_cli_kubectl_artifact": "kubectl",
+             "researcher_cli_kubernetes_version": "v1.23.17", "researcher_cli_bundle_files": {"kubectl": artifact}}  # fmt: skip
+    return run_playbook(tmp, [play], extra, check=False)
+
+
+def test_researcher_kubectl_is_the_bundles_for_the_clusters_release(tmp_path: Path) -> None:
+    lab = {"version": "v1.20.2", "kubernetes": "v1.23.17"}
+    assert _researcher_kubectl_check(tmp_path / "lab", "v1.20.2", lab).returncode == 0
+    assert (
+        _researcher_kubectl_check(
+            tmp_path / "prod", "v1.23.17", {"version": "v1.23.17", "kubernetes": ""}
+        ).returncode
+        == 0
+    )
+    bad = _researcher_kubectl_check(
+        tmp_path / "undeclared", "v1.20.2", {"version": "v1.20.2", "kubernetes": ""}
+    )
+    assert (
+        bad.returncode != 0 and "/usr/local/bin/kubectl is not v1.20.2 for Kubernetes v1.23.17" in bad.stdout
+    )
+    wrong = _researcher_kubectl_check(
+        tmp_path / "wrong", "v1.23.16", {"version": "v1.23.17", "kubernetes": ""}
+    )
+    assert wrong.returncode != 0 and "is not v1.23.17 for Kubernetes v1.23.17" in wrong.stdout

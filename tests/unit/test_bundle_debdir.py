@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from appliance_cli.bundle.profile import load_profile
-from appliance_cli.debian.debdir import find_deb, pack_deb_dir
+from appliance_cli.debian.debdir import extract_file, find_deb, pack_deb_dir
 from appliance_cli.errors import BundleError
 
 pytestmark = pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs dpkg-deb to make a .deb")
@@ -90,6 +90,21 @@ def test_a_broken_package_is_one_line(tmp_path: Path) -> None:
         pack_deb_dir(bad, "usr/lib/cni", tmp_path / "x.tgz", "files/cni")
 
 
+def test_one_file_as_the_package_has_it(tmp_path: Path) -> None:
+    """`from_deb: {file}` (the lab's kubectl): the member's bytes, nothing else; a missing one named."""
+    deb = make_deb(tmp_path)
+    out = tmp_path / "bridge"
+    extract_file(deb, "usr/lib/cni/bridge", out, "file/kubectl")
+    assert out.read_bytes() == b"\x7fELF bridge"
+    with pytest.raises(
+        BundleError, match=r"^file/kubectl: cni-demo_1.0-1_amd64.deb has no file /usr/bin/kubectl$"
+    ):
+        extract_file(deb, "usr/bin/kubectl", tmp_path / "k", "file/kubectl")
+    with pytest.raises(BundleError, match=r"has no file /usr/lib/cni/link$"):  # a link is not a file
+        extract_file(deb, "usr/lib/cni/link", tmp_path / "k", "file/kubectl")
+    assert not (tmp_path / "k").exists()
+
+
 def test_find_deb_names_a_missing_or_ambiguous_package(tmp_path: Path) -> None:
     deb = make_deb(tmp_path)
     assert find_deb([tmp_path / "repo", tmp_path / "other"], "cni-demo", "files/cni") == deb
@@ -126,10 +141,23 @@ def test_find_deb_names_a_missing_or_ambiguous_package(tmp_path: Path) -> None:
             },
             "give exactly one of url, source or from_deb",
         ),
+        (
+            {"from_deb": {"package": "pkg", "path": "usr/lib/cni", "file": "usr/bin/x"}, "test_only": True},
+            "give exactly one of path \\(a directory, packed\\) or file",
+        ),
+        (
+            {
+                "source": "tests/standin/k8s_standin",
+                "version": "v1.20.2",
+                "kubernetes": "v1.23.17",
+                "sha256": "0" * 64,
+            },
+            "a tool whose version differs from the Kubernetes release it is bundled for is a test stand-in",
+        ),
     ],
 )
 def test_profile_rules_for_from_deb(tmp_path: Path, entry: dict, message: str) -> None:
     p = tmp_path / "p.yml"
     p.write_text(yaml.safe_dump({"name": "p", "files": [{"name": "cni", **entry}]}))
-    with pytest.raises(BundleError, match=rf"files/cni: Value error, {message}"):
+    with pytest.raises(BundleError, match=rf"files/cni(\.from_deb)?: Value error, {message}"):
         load_profile(p)

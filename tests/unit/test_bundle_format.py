@@ -56,6 +56,10 @@ def test_manifest_matches_json_schema(tmp_path: Path) -> None:
         (lambda d: d["artifacts"][0].update(digest="md5:abc"), "not a sha256 digest"),
         (lambda d: d["artifacts"][0].update(name="bad/name"), "artifact name"),
         (lambda d: d["artifacts"].append(dict(d["artifacts"][0])), "duplicate artifact"),
+        (
+            lambda d: d["artifacts"][0].update(kubernetes="v1.23.17", test_only=False),
+            "bundled for another release",
+        ),
     ],
 )
 def test_manifest_rejects_bad_fields(tmp_path: Path, mutate, needle: str) -> None:

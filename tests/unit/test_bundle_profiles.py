@@ -213,7 +213,15 @@ def test_lab_profile_is_test_only() -> None:
     assert not lab.production
     assert all(f.test_only for f in lab.files)
     standins = {f.name for f in lab.files if f.source == "tests/standin/k8s_standin"}
-    assert standins == {"kubeadm", "kubelet", "kubectl", "crictl", "helm", "etcdutl"}
+    assert standins == {"kubeadm", "kubelet", "crictl", "helm", "etcdutl"}
+    # kubectl is the real client: Debian's, from the apt closure, declared bundled for the cluster's release
+    kubectl = {f.name: f for f in lab.files}["kubectl"]
+    assert kubectl.from_deb and (kubectl.from_deb.package, kubectl.from_deb.file) == (
+        "kubernetes-client",
+        "usr/bin/kubectl",
+    )
+    assert (kubectl.version, kubectl.kubernetes) == ("v1.20.2", "v1.23.17")
+    assert any("kubernetes-client" in a.packages for a in lab.apt)
     # helm where the helm role installs it from a production bundle
     helm_defaults = yaml.safe_load((ROOT / "roles" / "helm" / "defaults" / "main.yml").read_text())
     assert {f.name: f for f in lab.files}["helm"].install_path == f"{helm_defaults['helm_install_dir']}/helm"

@@ -209,3 +209,14 @@ def test_a_release_whose_upgrade_failed_is_upgraded_again():
             "nfs-subdir-external-provisioner 4.0.18",
         )
     ]
+
+
+def test_a_kubectl_of_another_version_counts_for_the_release_it_is_bundled_for():
+    """The lab's kubectl is Debian's v1.20.2 client, `kubernetes: v1.23.17` in the manifest: the
+    bundle carries Kubernetes v1.23.17. Without that field the set is incomplete."""
+    manifest = _manifest("v1.23.17-standin")
+    kubectl = next(a for a in manifest["artifacts"] if a["name"] == "kubectl")
+    kubectl["version"] = "v1.20.2"
+    assert u.target_of(manifest, {}).kubernetes == []
+    kubectl["kubernetes"] = "v1.23.17"
+    assert u.target_of(manifest, {}).kubernetes == ["v1.23.17"]

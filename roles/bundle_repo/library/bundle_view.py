@@ -170,6 +170,8 @@ def served_index(manifest: dict[str, Any], base_url: str) -> dict[str, Any]:
                 entry["install_path"] = art.get("install_path") or ""
                 entry["mode"] = f.get("mode") or ""
                 entry["source_url"] = (art.get("source") or {}).get("url") or ""
+                # the release a kube tool is bundled for ("" = its own version; lab kubectl: 1.23)
+                entry["kubernetes"] = art.get("kubernetes") or ""
                 files[name] = entry
             else:
                 entry["images"] = art.get("images") or []

@@ -18,7 +18,7 @@ import threading
 import urllib.parse
 from typing import Any
 
-from . import controllers, validation
+from . import controllers, serverside, validation
 from .client import ApiError, not_found
 from .pki import TOKEN_RE, csr_subject, jws_detached, secret_data, sign_csr, token_expired
 from .util import (
@@ -239,6 +239,9 @@ class ApiServer:
              "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}
             for r in res if (r[0], r[1]) == gv
         ]  # fmt: skip
+        if gv == ("", "v1"):  # kubectl drain evicts when the server lists this subresource
+            lst.append({"name": "pods/eviction", "singularName": "", "namespaced": True, "group": "policy",
+                        "version": "v1", "kind": "Eviction", "verbs": ["create"]})  # fmt: skip
         if not lst:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         return {"kind": "APIResourceList", "apiVersion": "v1",
@@ -488,12 +491,14 @@ class ApiServer:
         return 201, self.store.put(key, obj), warn
 
     def handle(self, method: str, path: str, query: dict[str, str], body: bytes, peer: dict | None,
-               authz: str | None) -> tuple[int, Any, list[str]]:  # fmt: skip
+               authz: str | None, ctype: str = "") -> tuple[int, Any, list[str]]:  # fmt: skip
         if path in ("/healthz", "/livez", "/readyz"):
             return 200, "ok", []
         if path == "/version":
             return 200, version_info(self.git_version), []
         user, groups = self.authenticate(peer, authz)
+        if path == "/openapi/v2" and user != "system:anonymous":
+            return 200, serverside.openapi_v2(self.git_version), []
         parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/") if p]
         disc = self.discovery(parts)
         if disc is not None:
@@ -527,6 +532,8 @@ class ApiServer:
         qn = qualified(plural, group)
         with self.store.lock:
             self.purge_expired_tokens()
+            if plural == "pods" and sub == "eviction" and method == "POST":
+                return self._evict(ns, name, qn, warn)
             if method == "GET" and not name:
                 return self._list(r, group, version, plural, ns, query, warn)
             key = Store.key(group, plural, ns, name)
@@ -561,10 +568,22 @@ class ApiServer:
                 res = self._create(obj, r, group, version, plural, ns, qn, user, groups, warn)
                 self._reconcile_if(plural, None, res[1])
                 return res
-            return self._update(method, obj, cur, key, r, group, plural, qn, name, sub, warn)
+            return self._update(method, obj, cur, key, r, group, plural, qn, name, sub, warn, ctype)
+
+    def _evict(self, ns: str, name: str, qn: str, warn: list[str]) -> tuple[int, Any, list[str]]:
+        """POST pods/NAME/eviction (policy/v1 or v1beta1 Eviction): a delete a budget may refuse."""
+        key = Store.key("", "pods", ns, name)
+        pod = self.store.objects.get(key)
+        if pod is None:
+            raise not_found(qn, name)
+        serverside.check_eviction(
+            pod, self.store.items("", "pods", ns), self.store.items("policy", "poddisruptionbudgets", ns)
+        )
+        self.store.delete(key)
+        return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}, warn
 
     def _update(self, method: str, obj: dict, cur: dict | None, key: str, r: tuple, group: str, plural: str,
-                qn: str, name: str, sub: str, warn: list[str]) -> tuple[int, Any, list[str]]:  # fmt: skip
+                qn: str, name: str, sub: str, warn: list[str], ctype: str = "") -> tuple[int, Any, list[str]]:  # fmt: skip
         """PUT (whole object, or its status) and PATCH (JSON merge patch), validated, stored."""
         if cur is None:
             raise not_found(qn, name)
@@ -578,12 +597,28 @@ class ApiServer:
                 new = dict(cur, status=obj.get("status", {}))
             for f in ("uid", "creationTimestamp"):
                 new.setdefault("metadata", {})[f] = cur["metadata"][f]
-        else:  # PATCH: JSON merge patch (strategic patches are treated the same way here)
-            new = merge_patch(cur, obj)
+        else:
+            new = self._patched(cur, obj, ctype.split(";")[0].strip(), r[2], group)
         validation.validate(r[2], group, new)
         stored = self.store.put(key, new)
         self._reconcile_if(plural, cur, stored)
         return 200, stored, warn
+
+    @staticmethod
+    def _patched(cur: dict, patch: Any, ctype: str, kind: str, group: str) -> Any:
+        """PATCH by its content type, as the real server: strategic merge for built-in kinds only."""
+        if ctype == serverside.JSON_PATCH:
+            return serverside.json_patch(cur, patch)
+        if ctype == serverside.STRATEGIC:
+            if any(r[0] == group and r[2] == kind for r in BUILTIN_RESOURCES):
+                return serverside.strategic_merge(cur, patch, kind)
+            raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - "
+                           f"accepted media types include: {serverside.JSON_PATCH}, {serverside.MERGE_PATCH}, "
+                           f"{serverside.APPLY_PATCH}")  # fmt: skip
+        if ctype == serverside.MERGE_PATCH:
+            return merge_patch(cur, patch)
+        raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted "
+                       f"media types include: {serverside.JSON_PATCH}, {serverside.MERGE_PATCH}, {serverside.STRATEGIC}")  # fmt: skip
 
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -661,22 +696,33 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         with contextlib.suppress(AttributeError, ValueError):
             peer = self.connection.getpeercert() or None  # type: ignore[attr-defined]
         warn: list[str] = []
+        if self.command == "GET" and q.get("watch") in ("true", "1"):
+            self._watch(u.path, q, peer)
+            return
         try:
-            code, doc, warn = self.api.handle(
-                self.command, u.path, q, body, peer, self.headers.get("Authorization")
-            )
+            code, doc, warn = self.api.handle(self.command, u.path, q, body, peer, self.headers.get("Authorization"),
+                                              self.headers.get("Content-Type") or "")  # fmt: skip
+            if code == 200 and serverside.wants_table(self.headers.get("Accept") or "", doc):
+                doc = serverside.table(doc, q.get("includeObject", "Metadata"))
         except ApiError as e:
             code, doc = e.code, e.status()
         except Fail as e:
             code, doc = 500, ApiError(500, "InternalError", e.message).status()
-        payload = doc.encode() if isinstance(doc, str) else json.dumps(doc).encode()
+        ctype = "text/plain" if isinstance(doc, str) else "application/json"
+        if isinstance(doc, bytes):
+            payload, ctype = doc, "application/octet-stream"  # what kube-openapi serves the protobuf as
+        else:
+            payload = doc.encode() if isinstance(doc, str) else json.dumps(doc).encode()
         self.send_response(code)
-        self.send_header("Content-Type", "text/plain" if isinstance(doc, str) else "application/json")
+        self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(payload)))
         for w in warn:
             self.send_header("Warning", f'299 - "{w}"')
         self.end_headers()
         self.wfile.write(payload)
+
+    def _watch(self, path: str, q: dict[str, str], peer: dict | None) -> None:
+        serverside.watch(self, self.api.handle, path, q, peer)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 

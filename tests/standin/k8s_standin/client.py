@@ -215,7 +215,11 @@ class ApiClient:
         data = None
         if body is not None:
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
-            headers["Content-Type"] = ctype
+            # a PATCH says which patch it is; the stand-in's own clients send JSON merge patches
+            json_body = ctype == "application/json"
+            headers["Content-Type"] = (
+                "application/merge-patch+json" if method == "PATCH" and json_body else ctype
+            )
         for attempt in (0, 1):
             conn = self._connect()
             try:
