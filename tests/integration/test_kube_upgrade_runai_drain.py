@@ -1,5 +1,5 @@
 """kube_upgrade's Run:ai drain undone (roles/kube_upgrade/tasks/worker.yml), run by Ansible against
-localhost with the stand-in kubectl and API server (tests/integration/test_chart_upgrade_role.py's
+localhost with the stand-in kubectl and API server (tests/integration/test_chart_upgrade_playbook.py's
 setup): a worker an interrupted pass left cordoned and tainted runai=drain:NoExecute (the state
 names it draining) is untainted, uncordoned and recorded done; a second run finds no taint and
 does not fail. The drain side (cordon and taint) runs inside the per-node upgrade, which the lab
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.integration.test_chart_upgrade_role import REPO, _sh, env  # noqa: F401  (env: the fixture)
+from tests.integration.test_chart_upgrade_playbook import REPO, _sh, env  # noqa: F401  (env: the fixture)
 
 BIN = Path(sys.executable).parent
 PLAYBOOK = str(BIN / "ansible-playbook") if (BIN / "ansible-playbook").exists() else "ansible-playbook"

@@ -129,3 +129,13 @@ def test_no_standin_module_over_800_lines() -> None:
     standin = PKG.parent / "tests" / "standin" / "k8s_standin"
     assert standin.is_dir()
     assert [p.name for p in standin.glob("*.py") if len(p.read_text().splitlines()) > 800] == []
+
+
+def test_test_module_names_are_unique_across_the_test_dirs() -> None:
+    """`make test` collects tests/unit, tests/integration and tests/e2e in one pytest run (rootdir
+    import mode, no __init__.py there): two modules with one basename stop it at collection."""
+    tests = Path(__file__).resolve().parents[1]
+    seen: dict[str, list[str]] = {}
+    for path in sorted(tests.glob("*/test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(tests)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
