@@ -43,13 +43,20 @@ def _local(address: Any) -> bool:
         return address[0] == "localhost"
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _no_remote_connections(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+@pytest.fixture(scope="session")
+def _ssh_shims(tmp_path_factory: pytest.TempPathFactory) -> str:
     shims = tmp_path_factory.mktemp("no-ssh")
     for tool in ("ssh", "scp", "sftp"):
         real = shutil.which(tool) or f"/usr/bin/{tool}"
         (shims / tool).write_text(_SHIM.replace("@REAL@", real))
         (shims / tool).chmod(0o755)
+    return str(shims)
+
+
+# Per test, not per session: a session fixture would stay in force over the integration tests
+# that run after these in the same pytest (and fetch from the Debian mirror).
+@pytest.fixture(autouse=True)
+def _no_remote_connections(_ssh_shims: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     real_connect = socket.socket.connect
 
     def connect(self: socket.socket, address: Any) -> None:
@@ -57,7 +64,6 @@ def _no_remote_connections(tmp_path_factory: pytest.TempPathFactory) -> Iterator
             raise AssertionError(f"unit tests connect to no other machine: {address!r}")
         real_connect(self, address)
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PATH", f"{shims}{os.pathsep}{os.environ.get('PATH', '')}")
-        mp.setattr(socket.socket, "connect", connect)
-        yield
+    monkeypatch.setenv("PATH", f"{_ssh_shims}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    yield
