@@ -72,8 +72,13 @@ def run_playbook(
 
 def _silent_nodes(cfg: SiteConfig, result: RunResult) -> list[Node]:
     """When a connection died under a task and Ansible could not say whose (a task delegated to
-    another node fails on the node that delegated it): the nodes that do not answer SSH now."""
-    lost = [f for f in result.failures if f.status == "unreachable" and f.message.startswith(LOST_MID_RUN)]
+    another node fails on the node that delegated it; a no_log task's result is censored, with no
+    address): the nodes that do not answer SSH now."""
+    lost = [
+        f
+        for f in result.failures
+        if f.status == "unreachable" and (f.message.startswith(LOST_MID_RUN) or not f.address)
+    ]
     if not lost or any(f.address for f in lost):
         return []
 

@@ -80,7 +80,13 @@ def _unreachable(
     delegation's target (found by its address), not the node that ran the task."""
     items = [r for r in res.get("results") or [] if isinstance(r, dict) and r.get("unreachable")]
     address, cause = unreachable_cause(str((items[0] if items else res).get("msg", "")))
-    if not address:  # ssh's words named no address ("Connection closed by remote host"): the node's own
+    # A no_log task's result is censored: no words, and a delegated one names only the node that
+    # delegated it. No address then: whose connection failed is found out afterwards.
+    censored = "censored" in res and not items
+    if censored:
+        cause = "the task's output is hidden (no_log), ssh's words with it"
+    # ssh's words named no address ("Connection closed by remote host"): the node's own
+    if not address and not censored:
         address = next((a for a, name in names.items() if name == host), "")
     return HostResult(host=names.get(address, host), task=task, status="unreachable", message=cause,
                       ignored=ignored, address=address)  # fmt: skip

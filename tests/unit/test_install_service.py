@@ -129,3 +129,26 @@ def test_a_connection_lost_under_a_delegated_task_names_the_node_that_went_silen
         f"gpu1 (192.168.10.21) unreachable: {lost} (task 'Helm | Pull the images ahead on gpu1' on master1; "
         "it does not answer SSH now)"
     )
+
+
+def test_an_unreachable_no_log_task_names_the_node_that_went_silent(site, tmp_path, monkeypatch):
+    """A no_log task delegated to a worker whose cable was pulled: Ansible reports it on the master,
+    censored, with no address (translate leaves it empty); the node that does not answer is named."""
+    from appliance_cli.core import install as service
+    from appliance_cli.errors import Unreachable
+
+    def fake_run_on(cfg, node, command, timeout=60):
+        if node.name == "gpu1":
+            raise Unreachable(f"{node.name}: no answer within {timeout}s")
+        return ""
+
+    monkeypatch.setattr(service, "run_on", fake_run_on)
+    hidden = "the task's output is hidden (no_log), ssh's words with it"
+    failed = RunResult("failed", 2, {}, tmp_path / "artifacts",
+                       failures=[HostResult("master1", "Verify | Pull from gpu1", "unreachable", hidden)])  # fmt: skip
+    with pytest.raises(RunFailed) as exc:
+        install(FakeRunner(failed), site, RunOptions(), lambda e: None)
+    assert exc.value.message == (
+        f"gpu1 (192.168.10.21) unreachable: {hidden} (task 'Verify | Pull from gpu1' on master1; "
+        "it does not answer SSH now)"
+    )

@@ -282,3 +282,20 @@ def test_a_download_that_does_not_match_the_bundle_is_a_bundle_error_naming_the_
         f"to sha256:{got}, not the manifest's sha256:{want} (corrupt on master1)"
     )
     assert f"remove /srv/appliance/bundle/blobs/sha256/{want} there" in (e.value.hint or "")
+
+
+def test_an_unreachable_no_log_task_names_no_address_whose_connection_failed_is_unknown():
+    """A censored result (no_log) has no ssh words, and a delegated task's names only the node that
+    delegated it: no address, so the service asks which node went silent."""
+    censored = "the output has been hidden due to the fact that 'no_log: true' was specified for this result"
+    [r] = translate(
+        ev(
+            "runner_on_unreachable",
+            host="master1",
+            task="Verify | Pull from worker1",
+            res={"censored": censored},
+        ),
+        {"10.77.0.11": "master1", "10.77.0.12": "worker1"},
+    )
+    assert (r.host, r.address, r.status) == ("master1", "", "unreachable")
+    assert "no_log" in r.message

@@ -153,7 +153,7 @@ def _join_preflight(
             ccm = boot.get(res_path("", "v1", "configmaps", "kube-system", "kubeadm-config"))
         except (ApiError, Unreachable) as e:
             raise Fail(
-                f"unable to fetch the kubeadm-config ConfigMap: {getattr(e, 'message', None) or e}"
+                f"unable to fetch the kubeadm-config ConfigMap: failed to get config map: {getattr(e, 'message', None) or e}"
             ) from e
         state["kubelet_cfg"] = kcm["data"]["kubelet"]
         state["cluster_cfg"] = yaml.safe_load(ccm["data"]["ClusterConfiguration"]) or {}
