@@ -8,26 +8,15 @@ records it; a re-run changes nothing."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import json
-import os
 import subprocess
-import sys
-import threading
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 import yaml
 
-from tests._support.standin_cluster import Cluster
+from tests._support.standin_localhost import env, run_play, sh  # noqa: F401  (env: the fixture)
 from tests.unit.test_standin_helm import chart_archive_bytes
 
-REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-PLAYBOOK = str(BIN / "ansible-playbook") if (BIN / "ansible-playbook").exists() else "ansible-playbook"
 NS, INGRESS = "runai-backend", "runai-backend-nginx-ingress-controller"
 
 
@@ -38,43 +27,7 @@ def _chart(version: str) -> bytes:
     })  # fmt: skip
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> Iterator[dict]:
-    if os.geteuid() != 0:
-        pytest.skip("the role writes files owned by root")
-    (tmp_path / "cluster").mkdir()
-    cluster = Cluster(tmp_path / "cluster")
-    tools = tmp_path / "bin"
-    tools.mkdir()
-    for tool in ("helm", "kubectl"):
-        (tools / tool).write_text(
-            f"#!/bin/sh\nexec {sys.executable} -c 'import sys; from tests.standin.k8s_standin.entry import main; "
-            f'sys.exit(main(sys.argv[1:]))\' {tool} "$@"\n'
-        )
-        (tools / tool).chmod(0o755)
-    www = tmp_path / "www"
-    www.mkdir()
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(www))
-    handler.log_message = lambda *a, **k: None  # type: ignore[method-assign]
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    path = f"{tools}:{os.environ['PATH']}"
-    try:
-        yield {"cluster": cluster, "www": www, "url": f"http://127.0.0.1:{srv.server_address[1]}",
-               "path": path, "tmp": tmp_path}  # fmt: skip
-    finally:
-        srv.shutdown()
-        cluster.srv.shutdown()
-
-
-def _sh(env: dict, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [argv[0], f"--kubeconfig={env['cluster'].kubeconfig}", *argv[1:]], capture_output=True, text=True,
-        env=os.environ | {"PATH": env["path"], "PYTHONPATH": str(REPO)}, check=False, timeout=60,
-    )  # fmt: skip
-
-
-def _run(env: dict, new: bytes, *flags: str) -> subprocess.CompletedProcess[str]:
+def _run(env: dict, new: bytes, *flags: str) -> subprocess.CompletedProcess[str]:  # noqa: F811
     tmp = env["tmp"]
     (env["www"] / "runai-backend-2.13.5.tgz").write_bytes(new)
     play = [{"hosts": "localhost", "gather_facts": False, "connection": "local",
@@ -90,17 +43,7 @@ def _run(env: dict, new: bytes, *flags: str) -> subprocess.CompletedProcess[str]
         "helm_chart_dir": str(tmp / "charts"),
         "helm_values_dir": str(tmp / "helm-values"),
     }  # fmt: skip
-    (tmp / "play.yml").write_text(yaml.safe_dump(play))
-    (tmp / "extra.yml").write_text(yaml.safe_dump(extra))
-    run_env = os.environ | {
-        "ANSIBLE_ROLES_PATH": str(REPO / "roles"), "ANSIBLE_NOCOLOR": "1", "PATH": env["path"],
-        "PYTHONPATH": str(REPO), "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
-        "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
-    }  # fmt: skip
-    return subprocess.run(
-        [PLAYBOOK, "-i", "localhost,", str(tmp / "play.yml"), "-e", f"@{tmp / 'extra.yml'}", *flags],
-        capture_output=True, text=True, env=run_env, timeout=300, check=False,
-    )  # fmt: skip
+    return run_play(env, play, extra, *flags)
 
 
 def _changed(out: str) -> int:
@@ -108,15 +51,15 @@ def _changed(out: str) -> int:
     return int(line.split("changed=")[1].split()[0])
 
 
-def test_the_runai_backend_is_upgraded_the_guides_way_keeping_the_operators_values(env) -> None:
+def test_the_runai_backend_is_upgraded_the_guides_way_keeping_the_operators_values(env) -> None:  # noqa: F811
     old = env["tmp"] / "runai-backend-2.13.0.tgz"
     old.write_bytes(_chart("2.13.0"))
     site = env["tmp"] / "site-values.yaml"
     site.write_text("global: {domain: runai.lab.internal}\n")
-    assert _sh(env, "helm", "install", "runai-backend", str(old), "-n", NS, "--create-namespace",
+    assert sh(env, "helm", "install", "runai-backend", str(old), "-n", NS, "--create-namespace",
                "-f", str(site)).returncode == 0  # fmt: skip
     # the operator's change after the install, which the upgrade must keep
-    tweak = _sh(env, "helm", "upgrade", "runai-backend", str(old), "-n", NS, "--reuse-values",
+    tweak = sh(env, "helm", "upgrade", "runai-backend", str(old), "-n", NS, "--reuse-values",
                 "--set", "tenant.note=kept")  # fmt: skip
     assert tweak.returncode == 0, tweak.stderr
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": INGRESS, "namespace": NS},
@@ -124,13 +67,13 @@ def test_the_runai_backend_is_upgraded_the_guides_way_keeping_the_operators_valu
                            "template": {"metadata": {"labels": {"app": "x"}},
                                         "spec": {"containers": [{"name": "c", "image": "x"}]}}}}  # fmt: skip
     env["cluster"].admin().call("POST", f"/apis/apps/v1/namespaces/{NS}/deployments", deployment)
-    assert _sh(env, "kubectl", "-n", NS, "get", "deployment", INGRESS).returncode == 0
+    assert sh(env, "kubectl", "-n", NS, "get", "deployment", INGRESS).returncode == 0
 
     (env["tmp"] / "charts").mkdir()  # the install made it (helm's chart.yml: a dry run needs it there)
     dry = _run(env, _chart("2.13.5"), "--check")  # changes nothing on the cluster
     assert dry.returncode == 0, dry.stdout[-4000:]
-    assert _sh(env, "kubectl", "-n", NS, "get", "deployment", INGRESS).returncode == 0
-    assert "runai-backend-2.13.0" in _sh(env, "helm", "list", "-A").stdout
+    assert sh(env, "kubectl", "-n", NS, "get", "deployment", INGRESS).returncode == 0
+    assert "runai-backend-2.13.0" in sh(env, "helm", "list", "-A").stdout
 
     first = _run(env, _chart("2.13.5"))
     assert first.returncode == 0, first.stdout[-4000:]
@@ -139,12 +82,12 @@ def test_the_runai_backend_is_upgraded_the_guides_way_keeping_the_operators_valu
     order = [out.index(t) for t in ("Delete the Run:ai backend's ingress controller",
                                     "Save the release's values", "helm upgrade with the saved values")]  # fmt: skip
     assert order == sorted(order)
-    assert _sh(env, "kubectl", "-n", NS, "get", "deployment", INGRESS).returncode != 0
-    releases = json.loads(_sh(env, "helm", "list", "-A", "-o", "json").stdout)
+    assert sh(env, "kubectl", "-n", NS, "get", "deployment", INGRESS).returncode != 0
+    releases = json.loads(sh(env, "helm", "list", "-A", "-o", "json").stdout)
     assert [(r["name"], r["chart"], r["status"]) for r in releases] == [
         ("runai-backend", "runai-backend-2.13.5", "deployed")
     ]
-    values = json.loads(_sh(env, "helm", "get", "values", "runai-backend", "-n", NS, "-o", "json").stdout)
+    values = json.loads(sh(env, "helm", "get", "values", "runai-backend", "-n", NS, "-o", "json").stdout)
     assert values == {"global": {"domain": "runai.lab.internal"}, "tenant": {"note": "kept"}}
     saved = env["tmp"] / "upgrade" / "values" / f"{NS}_runai-backend.yaml"
     assert oct(saved.stat().st_mode & 0o777) == "0o600" and yaml.safe_load(saved.read_text()) == values
@@ -155,5 +98,5 @@ def test_the_runai_backend_is_upgraded_the_guides_way_keeping_the_operators_valu
 
     again = _run(env, _chart("2.13.5"))
     assert again.returncode == 0 and _changed(again.stdout) == 0, again.stdout[-3000:]
-    history = json.loads(_sh(env, "helm", "history", "runai-backend", "-n", NS, "-o", "json").stdout)
+    history = json.loads(sh(env, "helm", "history", "runai-backend", "-n", NS, "-o", "json").stdout)
     assert len(history) == 3  # install, the operator's change, the upgrade: no revision from the re-run

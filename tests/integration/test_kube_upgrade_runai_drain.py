@@ -1,24 +1,16 @@
 """kube_upgrade's Run:ai drain undone (roles/kube_upgrade/tasks/worker.yml), run by Ansible against
-localhost with the stand-in kubectl and API server (tests/integration/test_chart_upgrade_playbook.py's
-setup): a worker an interrupted pass left cordoned and tainted runai=drain:NoExecute (the state
-names it draining) is untainted, uncordoned and recorded done; a second run finds no taint and
+localhost with the stand-in kubectl and API server (tests/_support/standin_localhost.py): a
+worker an interrupted pass left cordoned and tainted runai=drain:NoExecute (the state names it
+draining) is untainted, uncordoned and recorded done; a second run finds no taint and
 does not fail. The drain side (cordon and taint) runs inside the per-node upgrade, which the lab
 e2e covers for the open stack's kubectl drain."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 
-import yaml
-
-from tests.integration.test_chart_upgrade_playbook import REPO, _sh, env  # noqa: F401  (env: the fixture)
-
-BIN = Path(sys.executable).parent
-PLAYBOOK = str(BIN / "ansible-playbook") if (BIN / "ansible-playbook").exists() else "ansible-playbook"
+from tests._support.standin_localhost import env, run_play, sh  # noqa: F401  (env: the fixture)
 
 
 def _run(env: dict, stack: str) -> subprocess.CompletedProcess[str]:  # noqa: F811
@@ -34,21 +26,11 @@ def _run(env: dict, stack: str) -> subprocess.CompletedProcess[str]:  # noqa: F8
         "kube_upgrade_master": "localhost", "kube_upgrade_node_behind": False,
         "kube_upgrade_kubeconfig": str(env["cluster"].kubeconfig), "kube_upgrade_state_file": str(state),
     }  # fmt: skip
-    (tmp / "play.yml").write_text(yaml.safe_dump(play))
-    (tmp / "extra.yml").write_text(yaml.safe_dump(extra))
-    run_env = os.environ | {
-        "ANSIBLE_ROLES_PATH": str(REPO / "roles"), "ANSIBLE_NOCOLOR": "1", "PATH": env["path"],
-        "PYTHONPATH": str(REPO), "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
-        "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
-    }  # fmt: skip
-    return subprocess.run(
-        [PLAYBOOK, "-i", "localhost,", str(tmp / "play.yml"), "-e", f"@{tmp / 'extra.yml'}"],
-        capture_output=True, text=True, env=run_env, timeout=300, check=False,
-    )  # fmt: skip
+    return run_play(env, play, extra)
 
 
 def _node(env: dict) -> dict:  # noqa: F811
-    return json.loads(_sh(env, "kubectl", "get", "node", "localhost", "-o", "json").stdout)
+    return json.loads(sh(env, "kubectl", "get", "node", "localhost", "-o", "json").stdout)
 
 
 def _taints(env: dict) -> list[str]:  # noqa: F811
@@ -59,7 +41,7 @@ def test_a_worker_left_tainted_for_runai_is_put_back_in_service(env) -> None:  #
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "localhost"}, "spec": {}}
     env["cluster"].admin().call("POST", "/api/v1/nodes", node)
     for args in (("cordon", "localhost"), ("taint", "nodes", "localhost", "runai=drain:NoExecute")):
-        assert _sh(env, "kubectl", *args).returncode == 0
+        assert sh(env, "kubectl", *args).returncode == 0
     assert "runai" in _taints(env)
     state = env["tmp"] / "upgrade" / "state.json"
     state.parent.mkdir()
@@ -77,7 +59,7 @@ def test_a_worker_left_tainted_for_runai_is_put_back_in_service(env) -> None:  #
 def test_the_open_stack_leaves_taints_alone(env) -> None:  # noqa: F811
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "localhost"}, "spec": {}}
     env["cluster"].admin().call("POST", "/api/v1/nodes", node)
-    assert _sh(env, "kubectl", "taint", "nodes", "localhost", "runai=drain:NoExecute").returncode == 0
+    assert sh(env, "kubectl", "taint", "nodes", "localhost", "runai=drain:NoExecute").returncode == 0
     state = env["tmp"] / "upgrade" / "state.json"
     state.parent.mkdir()
     state.write_text(json.dumps({"target": "v1.23.17", "done": [], "draining": "localhost"}))
