@@ -204,6 +204,17 @@ def _runtime_rows(
     return rows, notes
 
 
+def _runtime_plan(
+    cfg: SiteConfig, installed: Installed, target: Target, changes: list[tuple[str, str, str]]
+) -> tuple[dict[str, str], list[tuple[str, str]], list[str]]:
+    """The containerd rows of the nodes behind added to `changes`; returns node -> target of those,
+    (component, version) of the others, and the notes."""
+    runtime, notes = _runtime_rows(cfg, installed, target)
+    behind = {n: to for n, cur, to in runtime if cur != to}
+    changes += [(f"containerd ({n})", cur, to) for n, cur, to in runtime if n in behind]
+    return behind, [(f"containerd ({n})", to) for n, _, to in runtime if n not in behind], notes
+
+
 def _runtime_steps(
     cfg: SiteConfig, steps: list[str], drained: list[str], behind: dict[str, str]
 ) -> list[str]:
@@ -280,9 +291,7 @@ def plan_upgrade(cfg: SiteConfig, installed: Installed, target: Target) -> Plan:
     stale = {n: clean(v) for n, v in installed.kubelets.items() if clean(v) != goal}
     if stale and not path:
         changes.append(("kubelet", ", ".join(f"{n} {v}" for n, v in sorted(stale.items())), goal))
-    runtime, notes = _runtime_rows(cfg, installed, target)
-    behind = {n: to for n, cur, to in runtime if cur != to}
-    changes += [(f"containerd ({n})", cur, to) for n, cur, to in runtime if n in behind]
+    behind, unchanged, notes = _runtime_plan(cfg, installed, target, changes)
     for release, (ns, name, version) in sorted(installed.releases.items()):
         chart = target.charts.get(name)
         if chart and chart.version != version:
@@ -321,7 +330,6 @@ def plan_upgrade(cfg: SiteConfig, installed: Installed, target: Target) -> Plan:
             )
     # charts alone still take one pass at the cluster's version: the playbook ends with them
     passes = path or ([goal] if stale or changes else [])
-    unchanged = [(f"containerd ({n})", to) for n, cur, to in runtime if n not in behind]
     return Plan(changes, steps, drained, passes, unchanged, notes)
 
 
