@@ -54,6 +54,7 @@ CHART, RELEASE, CHART_NS = (
 OLD_CHART, NEW_CHART = "4.0.17", "4.0.18"
 NODES = ("master1", "worker1", "worker2")
 CONTAINERD = "dpkg-query -W -f='${Version}' containerd"
+STARTED = "systemctl show -p ExecMainStartTimestampMonotonic --value containerd"  # its last (re)start
 TWEAK = ("podAnnotations", "upgrade-note", "kept")  # the operator's change after the install
 
 
@@ -86,8 +87,16 @@ def _release(site_dir: Path) -> tuple[str, dict[str, Any]]:
     return chart, json.loads(res.stdout)
 
 
-def _containerd(site_dir: Path) -> dict[str, str]:
-    return {n: _ssh(site_dir, n, CONTAINERD).stdout.strip() for n in NODES}
+def _containerd(site_dir: Path) -> dict[str, tuple[str, str]]:
+    """node -> (containerd's package version, when its daemon last started)."""
+    return {
+        n: (_ssh(site_dir, n, CONTAINERD).stdout.strip(), _ssh(site_dir, n, STARTED).stdout.strip())
+        for n in NODES
+    }
+
+
+def _versions(ctr: dict[str, tuple[str, str]]) -> dict[str, str]:
+    return {n: v for n, (v, _) in ctr.items()}
 
 
 def _runtime_answers(site_dir: Path) -> dict[str, str]:
@@ -228,7 +237,9 @@ def test_the_lab_ran_the_old_version_and_the_plan_says_what_changes(upgraded):
         f"helm upgrade {RELEASE} to {CHART} {NEW_CHART} -f those values"
     ), steps
     new_ctr = upgraded["new_containerd"]
-    assert new_ctr != OLD_CONTAINERD and upgraded["ctr_before"] == dict.fromkeys(NODES, OLD_CONTAINERD)
+    assert new_ctr != OLD_CONTAINERD and _versions(upgraded["ctr_before"]) == dict.fromkeys(
+        NODES, OLD_CONTAINERD
+    )
     for node in NODES:
         assert re.search(
             rf"^  containerd \({node}\) +{re.escape(OLD_CONTAINERD)} -> {re.escape(new_ctr)}$", plan.out, re.M
@@ -239,15 +250,19 @@ def test_the_lab_ran_the_old_version_and_the_plan_says_what_changes(upgraded):
 
 
 def test_the_killed_apply_upgraded_the_masters_containerd_alone(upgraded):
-    assert upgraded["ctr_mid"] == {
-        "master1": upgraded["new_containerd"],
-        "worker1": OLD_CONTAINERD,
-        "worker2": OLD_CONTAINERD,
-    }
+    before, mid = upgraded["ctr_before"], upgraded["ctr_mid"]
+    assert _versions(mid) == {
+        "master1": upgraded["new_containerd"], "worker1": OLD_CONTAINERD, "worker2": OLD_CONTAINERD,
+    }  # fmt: skip
+    # restarted with its package, on the master alone: the workers' daemons were left running
+    assert [n for n in NODES if mid[n][1] != before[n][1]] == ["master1"], (before, mid)
 
 
 def test_every_node_runs_the_new_bundles_containerd(upgraded):
-    assert upgraded["ctr_after"] == dict.fromkeys(NODES, upgraded["new_containerd"])
+    mid, after_ctr = upgraded["ctr_mid"], upgraded["ctr_after"]
+    assert _versions(after_ctr) == dict.fromkeys(NODES, upgraded["new_containerd"])
+    # the resumed apply restarted each worker's containerd with its package, not the master's again
+    assert [n for n in NODES if after_ctr[n][1] != mid[n][1]] == ["worker1", "worker2"], (mid, after_ctr)
     after = upgraded["after"]
     assert {n: d["status"]["nodeInfo"]["containerRuntimeVersion"] for n, d in after.items()} == {
         n: f"containerd://{v}" for n, v in upgraded["ctr_answers"].items()
