@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     a = usub.add_parser(
         "apply",
         help="do the plan: an etcd snapshot on the master, kubeadm upgrade apply there, then the "
-        "workers one at a time (drain, kubeadm upgrade node, kubelet, Ready, uncordon), then the charts "
+        "workers one at a time (drain, kubeadm upgrade node, kubelet, Ready, uncordon), containerd in "
+        "each node's own window (from the new bundle's apt repository), then the charts "
         "with their saved values (helm get values, helm upgrade -f); run again after a failure, it goes "
         "on from the node or chart that failed",
     )
@@ -110,6 +112,7 @@ def _verified_plan(
     root = Path(args.bundle).expanduser()
     manifest = json.loads((root / "manifest.json").read_text())
     target = upgradeplan.target_of(manifest, upgradeplan.chart_metadata(root, manifest))
+    target.containerd = upgradeplan.containerd_of(root, manifest)
 
     def kubectl_json(a: str) -> Any:
         return _json(cluster.kubectl(cfg, f"{a} -o json", timeout=120), f"kubectl {a}")
@@ -121,7 +124,17 @@ def _verified_plan(
         return _json(out, f"helm {a}")
 
     installed = upgradeplan.installed_from(kubectl_json, helm_json)
+    installed.runtimes = _runtimes(cfg)
     return gate, upgradeplan.plan_upgrade(cfg, installed, target)
+
+
+def _runtimes(cfg: SiteConfig) -> dict[str, tuple[str, str]]:
+    """Each node's containerd package version and codename (dpkg, over SSH, a few nodes at once)."""
+    if cfg.kubernetes.container_runtime != upgradeplan.RUNTIME_PACKAGE:
+        return {}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = pool.map(lambda n: run_on(cfg, n, upgradeplan.RUNTIME_PROBE, timeout=60), cfg.nodes)
+        return upgradeplan.runtimes_from(dict(zip([n.name for n in cfg.nodes], answers, strict=True)))
 
 
 def _json(text: str, what: str) -> Any:

@@ -4,8 +4,8 @@ Reads what is installed (the cluster's kubeadm ClusterConfiguration, each node's
 releases) and what the new, verified bundle carries (kubeadm/kubelet/kubectl versions, charts and
 their `kubeVersion`), then lays out the steps in the order `upgrade apply` runs them: an etcd
 snapshot, `kubeadm upgrade apply` on the master one minor at a time, the workers one at a time
-(drain, `kubeadm upgrade node`, kubelet and kubectl, uncordon, Ready), then the container runtime
-and the charts with their saved values (Run:ai's backend with the guide's extra step).
+(drain, `kubeadm upgrade node`, kubelet and kubectl, uncordon, Ready), containerd upgraded in each
+node's own window (the master's step, each worker while drained), then the charts with their saved values (Run:ai's backend with the guide's extra step).
 
 Refused, one line each, before anything changes: a downgrade; skipping a minor the bundle has no
 binaries for (Kubernetes upgrades one minor at a time); the docker runtime past 1.23 (no
@@ -19,18 +19,25 @@ import importlib.util
 import re
 import tarfile
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cmp_to_key
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import yaml
+from debian.debian_support import version_compare
 
 from appliance_cli.content import roles_dir
 from appliance_cli.core.siteconfig import KAI_MIN_KUBERNETES, SiteConfig
 from appliance_cli.errors import ApplianceError
 
 KUBE_TOOLS = ("kubeadm", "kubelet", "kubectl")
+RUNTIME_PACKAGE = "containerd"
+# What a node runs: its containerd package's version (empty: not installed), then its codename.
+RUNTIME_PROBE = (
+    f"dpkg-query -W -f='${{Version}}' {RUNTIME_PACKAGE} 2>/dev/null; echo; "
+    '. /etc/os-release && echo "$VERSION_CODENAME"'
+)
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
 
 
@@ -77,12 +84,14 @@ class Installed:
     kubernetes: str  # ClusterConfiguration kubernetesVersion
     kubelets: dict[str, str]  # node -> kubelet version
     releases: dict[str, tuple[str, str, str]]  # release -> (namespace, chart name, chart version)
+    runtimes: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> (codename, containerd)
 
 
 @dataclass
 class Target:
     kubernetes: list[str]  # every Kubernetes version the bundle has kubeadm, kubelet and kubectl for
     charts: dict[str, Chart] = field(default_factory=dict)
+    containerd: dict[str, str] = field(default_factory=dict)  # apt repo codename -> containerd version
 
 
 @dataclass
@@ -91,6 +100,8 @@ class Plan:
     steps: list[str]
     drained: list[str]  # workers drained, in order, one at a time
     passes: list[str] = field(default_factory=list)  # `upgrade apply` runs one pass per version
+    unchanged: list[tuple[str, str]] = field(default_factory=list)  # component, version: shown only
+    notes: list[str] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -133,6 +144,95 @@ def chart_metadata(bundle: Path, manifest: dict[str, Any]) -> dict[str, dict[str
         except (OSError, tarfile.TarError, StopIteration, yaml.YAMLError):
             out[a["name"]] = {}  # chunked or unreadable: no kubeVersion to check
     return out
+
+
+def containerd_of(bundle: Path, manifest: dict[str, Any]) -> dict[str, str]:
+    """codename -> the containerd version of each apt repository of the bundle (its flat repo's
+    Packages index; the highest when it holds several: apt's candidate on the node)."""
+    out: dict[str, str] = {}
+    for a in manifest.get("artifacts") or []:
+        index = next((f for f in a.get("files") or [] if f.get("path") == "Packages"), None)
+        if a.get("kind") != "apt-repo" or index is None or index.get("chunks"):
+            continue
+        try:
+            text = (bundle / "blobs" / "sha256" / index["digest"].split(":", 1)[1]).read_text(
+                errors="replace"
+            )
+        except OSError:
+            continue  # a verified bundle has it; nothing to compare with otherwise
+        versions = []
+        for para in text.split("\n\n"):
+            fields = dict(ln.split(": ", 1) for ln in para.splitlines() if ": " in ln and not ln[0].isspace())
+            if fields.get("Package") == RUNTIME_PACKAGE and fields.get("Version"):
+                versions.append(fields["Version"])
+        if versions:
+            codename = str((a.get("apt") or {}).get("codename") or a.get("version") or "")
+            out[codename] = max(versions, key=cmp_to_key(version_compare))
+    return out
+
+
+def runtimes_from(answers: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """node -> (codename, containerd version) from each node's answer to RUNTIME_PROBE."""
+    out = {}
+    for node, text in answers.items():
+        lines = [*text.splitlines(), "", ""]
+        out[node] = (lines[1].strip(), lines[0].strip())
+    return out
+
+
+def _runtime_rows(
+    cfg: SiteConfig, installed: Installed, target: Target
+) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """(node, current, target) of containerd for each node, and notes: `upgrade apply` upgrades
+    containerd only (docker stays as installed), never downgrades, and only to what the bundle has."""
+    runtime = cfg.kubernetes.container_runtime
+    if runtime != RUNTIME_PACKAGE:
+        return [], [f"container runtime {runtime}: not upgraded by upgrade apply (only containerd is)"]
+    if not target.containerd:
+        return [], ["containerd: the bundle carries no containerd package: not upgraded"]
+    only = set(target.containerd.values())
+    rows, notes = [], []
+    for n in cfg.nodes:
+        codename, current = installed.runtimes.get(n.name, ("", ""))
+        want = target.containerd.get(codename) or (next(iter(only)) if len(only) == 1 else "")
+        if n.name not in installed.runtimes or not want:
+            continue
+        if current and version_compare(current, want) > 0:
+            notes.append(f"containerd ({n.name}): {current} is newer than the bundle's {want}: kept")
+            want = current
+        rows.append((n.name, current or "(not installed)", want))
+    return rows, notes
+
+
+def _runtime_plan(
+    cfg: SiteConfig, installed: Installed, target: Target, changes: list[tuple[str, str, str]]
+) -> tuple[dict[str, str], list[tuple[str, str]], list[str]]:
+    """The containerd rows of the nodes behind added to `changes`; returns node -> target of those,
+    (component, version) of the others, and the notes."""
+    runtime, notes = _runtime_rows(cfg, installed, target)
+    behind = {n: to for n, cur, to in runtime if cur != to}
+    changes += [(f"containerd ({n})", cur, to) for n, cur, to in runtime if n in behind]
+    return behind, [(f"containerd ({n})", to) for n, _, to in runtime if n not in behind], notes
+
+
+def _runtime_steps(
+    cfg: SiteConfig, steps: list[str], drained: list[str], behind: dict[str, str]
+) -> list[str]:
+    """containerd in each node's own window (`steps` changed in place; returns the workers drained):
+    within the node's Kubernetes step (after the drain of a worker), else a step of its own."""
+    master, workers = cfg.master.name, [n.name for n in cfg.nodes if n.name != cfg.master.name]
+    for node, to in behind.items():
+        what = f"containerd {to} from the new bundle's apt repository (restarted)"
+        first = next((i for i, st in enumerate(steps) if st.startswith(f"{node}: ")), None)
+        if first is not None:
+            head = f"{node}: drain, " if steps[first].startswith(f"{node}: drain, ") else f"{node}: "
+            steps[first] = f"{head}{what}, {steps[first].removeprefix(head)}"
+        elif node == master:
+            at = sum(1 for st in steps if st.startswith("etcd snapshot"))
+            steps.insert(at, f"{master}: {what}, wait Ready")
+        else:
+            steps.append(f"{node}: drain, {what}, uncordon, wait Ready")
+    return [w for w in workers if w in drained or w in behind]
 
 
 def _minor_path(current: str, target: str, available: list[str]) -> list[str]:
@@ -191,6 +291,7 @@ def plan_upgrade(cfg: SiteConfig, installed: Installed, target: Target) -> Plan:
     stale = {n: clean(v) for n, v in installed.kubelets.items() if clean(v) != goal}
     if stale and not path:
         changes.append(("kubelet", ", ".join(f"{n} {v}" for n, v in sorted(stale.items())), goal))
+    behind, unchanged, notes = _runtime_plan(cfg, installed, target, changes)
     for release, (ns, name, version) in sorted(installed.releases.items()):
         chart = target.charts.get(name)
         if chart and chart.version != version:
@@ -214,6 +315,7 @@ def plan_upgrade(cfg: SiteConfig, installed: Installed, target: Target) -> Plan:
             for w in sorted(stale):
                 steps.append(f"{w}: drain, kubelet and kubectl {goal}, restart, uncordon, wait Ready")
             drained = [w for w in workers if w in stale]
+    drained = _runtime_steps(cfg, steps, drained, behind)
     for component, _, to in changes:
         if component.startswith("chart "):
             release = component.split()[1]
@@ -228,15 +330,21 @@ def plan_upgrade(cfg: SiteConfig, installed: Installed, target: Target) -> Plan:
             )
     # charts alone still take one pass at the cluster's version: the playbook ends with them
     passes = path or ([goal] if stale or changes else [])
-    return Plan(changes, steps, drained, passes)
+    return Plan(changes, steps, drained, passes, unchanged, notes)
 
 
 def render(plan: Plan, cfg: SiteConfig) -> list[str]:
+    width = max([len(c) for c, _, _ in plan.changes] + [len(c) for c, _ in plan.unchanged] + [0])
+    same = [f"  {c:<{width}}  {v} (unchanged)" for c, v in plan.unchanged]
     if plan.empty:
-        return [f"{cfg.site.name}: nothing to upgrade: every component is at the bundle's version"]
-    width = max(len(c) for c, _, _ in plan.changes)
+        return [
+            f"{cfg.site.name}: nothing to upgrade: every component is at the bundle's version",
+            *same,
+            *plan.notes,
+        ]
     lines = [f"{cfg.site.name}: upgrade plan"]
     lines += [f"  {c:<{width}}  {cur} -> {to}" for c, cur, to in plan.changes]
+    lines += same + plan.notes
     lines.append("steps, in order:")
     lines += [f"  {i}. {s}" for i, s in enumerate(plan.steps, 1)]
     if plan.drained:

@@ -4,6 +4,7 @@ download exactly what was resolved: the `bundle lock` side of the production (Ub
 Rules (apt's defaults where apt has one; bundles/README.md, "The apt closure"):
 * candidate: for each name the highest version across every source (apt's rule when no pin is
   set: all sources have priority 500). Equal versions: the first source in the sources text wins.
+  A package asked for as `name=version` (apt-get's syntax) takes exactly that version instead.
 * Depends and Pre-Depends are followed; Recommends, Suggests, Conflicts and Breaks are not (as
   `apt-get install --no-install-recommends`; apt on the node still checks conflicts).
 * `a (>= 1) | b`: a clause some chosen or installed package already meets needs nothing; else
@@ -25,7 +26,7 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cmp_to_key
 from pathlib import Path
 from typing import Any
 
@@ -97,15 +98,38 @@ def installed_from_dpkg_status(text: str) -> dict[str, str]:
     return out
 
 
-class Universe:
-    """The candidates (highest version per name) and, per virtual name, who provides it."""
+def split_pins(packages: Iterable[str]) -> tuple[list[str], dict[str, str]]:
+    """`name=version` (apt-get's syntax for an exact version) -> the names, and name -> version."""
+    names, pins = [], {}
+    for p in packages:
+        name, sep, version = p.partition("=")
+        names.append(name)
+        if sep:
+            pins[name] = version
+    return names, pins
 
-    def __init__(self, candidates: Iterable[Candidate]):
+
+class Universe:
+    """The candidates (highest version per name, or the pinned one) and, per virtual name, who
+    provides it."""
+
+    def __init__(self, candidates: Iterable[Candidate], pins: Mapping[str, str] | None = None):
         self.best: dict[str, Candidate] = {}
+        versions: dict[str, list[Candidate]] = {}
         for c in candidates:
+            versions.setdefault(c.name, []).append(c)
             old = self.best.get(c.name)
             if old is None or version_compare(c.version, old.version) > 0:
                 self.best[c.name] = c
+        for name, want in (pins or {}).items():
+            exact = [c for c in versions.get(name, []) if version_compare(c.version, want) == 0]
+            if not exact:
+                have = sorted({c.version for c in versions.get(name, [])}, key=cmp_to_key(version_compare))
+                raise AptResolveError(
+                    f"package {name}={want}: no such version in the index (it has: {', '.join(have) or 'none'})",
+                    hint="pin a version the profile's apt sources carry, or drop the pin",
+                )
+            self.best[name] = exact[0]  # the first source line's, as for equal versions
         self.providers: dict[str, list[tuple[Candidate, str | None]]] = {}
         for c in sorted(self.best.values(), key=lambda c: c.name):
             for name, version in provided_by(c):
@@ -311,6 +335,7 @@ def resolve_closure(
     indexes_out: list[IndexFile] | None = None,
 ) -> list[LockedDeb]:
     """Every package `packages` need on `arch` that the target does not have, sorted by name.
+    A `name=version` entry takes that exact version (AptResolveError naming the versions there are).
 
     `assume_installed`: ESSENTIAL_AND_REQUIRED (the index's Essential/required packages), or the
     target's installed packages (name -> version, e.g. `installed_from_dpkg_status`, or bare
@@ -320,9 +345,10 @@ def resolve_closure(
     indexes, candidates = load_candidates(sources, arch, fetch, keyring)
     if indexes_out is not None:
         indexes_out += indexes
-    universe = Universe(candidates)
+    names, pins = split_pins(packages)
+    universe = Universe(candidates, pins)
     resolver = Resolver(universe, assumed_set(universe, assume_installed, extra_installed, arch), arch)
-    return [locked(c) for c in resolver.run(packages)]
+    return [locked(c) for c in resolver.run(names)]
 
 
 def _have(path: Path, deb: LockedDeb) -> bool:

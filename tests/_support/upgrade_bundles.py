@@ -11,6 +11,10 @@ What moves with the cluster's version, and nothing else:
 * chart hami's `images:` entry registry.k8s.io/kube-scheduler:<lab version>: HAMi tags the control
   plane's kube-scheduler image with the cluster's version (bundles/values/hami-2.4.1.yaml).
 
+And containerd one Debian build back: `containerd=OLD_CONTAINERD` in the apt packages (apt-get's
+exact-version syntax; bookworm-security still carries +deb12u2, bookworm itself +deb12u3, which
+the session's lab bundle resolves), so that `upgrade apply` has a container runtime to upgrade.
+
 And, given a directory for it (`write_old_lab_profile` gives one), one chart an older version, so
 that `upgrade apply` has a chart to upgrade: the test chart nfs-subdir-external-provisioner copied
 with `version: 4.0.17` in its Chart.yaml (the same templates, values and image).
@@ -34,6 +38,7 @@ STANDIN_FILES = ("kubeadm", "kubelet")  # kubectl is the real client: only what 
 CONTROL_PLANE_IMAGES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
 _VERSION = re.compile(r"v1\.\d+\.\d+")
 OLD_CHART, OLD_CHART_VERSION = "nfs-subdir-external-provisioner", "4.0.17"
+OLD_CONTAINERD = "1.6.20~ds1-1+deb12u2"  # bookworm-security's build before bookworm's +deb12u3
 
 
 def _retag(reference: str, version: str) -> str:
@@ -56,6 +61,10 @@ def old_lab_profile(version: str = "v1.23.16", old_chart: Path | None = None) ->
     for i in prof["images"]:
         if i["name"] in CONTROL_PLANE_IMAGES:
             i["reference"] = _retag(i["reference"], version)
+    for repo in prof["apt"]:
+        repo["packages"] = [
+            f"containerd={OLD_CONTAINERD}" if p == "containerd" else p for p in repo["packages"]
+        ]
     scheduler = f"registry.k8s.io/kube-scheduler:{lab_version}"
     for c in prof["charts"]:
         if c["name"] == "hami":

@@ -12,7 +12,13 @@ unschedulable, and never two at once. The old bundle carries nfs-subdir-external
 (the new one 4.0.18); after the install the operator changes one of its values by hand (`helm
 upgrade --reuse-values --set`): the resumed apply upgrades the release to 4.0.18 with the values it
 had, that change among them (saved 0600 on the master). Then: `upgrade apply` again has nothing to
-do, and once the site config names the new bundle, a second install changes nothing."""
+do, and once the site config names the new bundle, a second install changes nothing.
+
+containerd moves too: the old bundle pins Debian's older build (OLD_CONTAINERD, +deb12u2), the new
+one carries bookworm's (+deb12u3). Before: every node runs the old one (dpkg); the killed apply
+upgraded the master's alone (in its own step); after: every node runs the new one, and the
+runtime version the kubelet reports is what the running containerd answers (`ctr version`; both
+Debian builds are upstream 1.6.20~ds1, so that string does not move, as with a real kubelet)."""
 
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ import yaml
 
 from appliance_cli.core.siteconfig import SITE_FILE
 from tests._support.killed_runs import kill_when_printed
+from tests._support.upgrade_bundles import OLD_CONTAINERD
 
 LAB = os.environ.get("APPLIANCE_E2E_UPGRADE_LAB", "upg")
 OLD, NEW = "v1.23.16", "v1.23.17"
@@ -45,6 +52,9 @@ CHART, RELEASE, CHART_NS = (
     "nfs-provisioner",
 )
 OLD_CHART, NEW_CHART = "4.0.17", "4.0.18"
+NODES = ("master1", "worker1", "worker2")
+CONTAINERD = "dpkg-query -W -f='${Version}' containerd"
+STARTED = "systemctl show -p ExecMainStartTimestampMonotonic --value containerd"  # its last (re)start
 TWEAK = ("podAnnotations", "upgrade-note", "kept")  # the operator's change after the install
 
 
@@ -75,6 +85,27 @@ def _release(site_dir: Path) -> tuple[str, dict[str, Any]]:
     chart = next(r["chart"] for r in json.loads(res.stdout) if r["name"] == RELEASE)
     res = _ssh(site_dir, "master1", f"{HELM} get values {RELEASE} -n {CHART_NS} -o json")
     return chart, json.loads(res.stdout)
+
+
+def _containerd(site_dir: Path) -> dict[str, tuple[str, str]]:
+    """node -> (containerd's package version, when its daemon last started)."""
+    return {
+        n: (_ssh(site_dir, n, CONTAINERD).stdout.strip(), _ssh(site_dir, n, STARTED).stdout.strip())
+        for n in NODES
+    }
+
+
+def _versions(ctr: dict[str, tuple[str, str]]) -> dict[str, str]:
+    return {n: v for n, (v, _) in ctr.items()}
+
+
+def _runtime_answers(site_dir: Path) -> dict[str, str]:
+    """node -> the version the running containerd gives (ctr version's Server Version)."""
+    out = {}
+    for n in NODES:
+        text = _ssh(site_dir, n, "ctr version").stdout
+        out[n] = re.search(r"Server:\s*\n\s*Version:\s*(\S+)", text).group(1)  # type: ignore[union-attr]
+    return out
 
 
 def _changed(run) -> int:
@@ -132,6 +163,7 @@ def upgraded(own_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str, A
         first = cli("install", "--site", str(site_dir), "--skip-diagnose", timeout=1800)
         assert first.rc == 0, first.out[-2000:] + first.err[-3000:]
         before = _nodes(site_dir)
+        ctr_before = _containerd(site_dir)
         key, sub, value = TWEAK
         tweak = _ssh(
             site_dir, "master1",
@@ -162,12 +194,14 @@ def upgraded(own_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str, A
                 WORKERS_PLAY,
             )  # SIGKILLed with its process group as the workers' play starts
             interrupted = _nodes(site_dir)
+            ctr_mid = _containerd(site_dir)
             state = json.loads(_ssh(site_dir, "master1", f"cat {STATE}").stdout or "{}")
             apply = cli(
                 "upgrade", "apply", "--site", str(site_dir), *bundle_args, "--master-bundle", NEW_STICK,
                 "--yes", timeout=1800,
             )  # fmt: skip
         after = _nodes(site_dir)
+        ctr_after, ctr_answers = _containerd(site_dir), _runtime_answers(site_dir)
         chart_after = _release(site_dir)
         saved = _ssh(
             site_dir, "master1", f"stat -c %a /var/lib/appliance/upgrade/values/{CHART_NS}_{RELEASE}.yaml"
@@ -178,8 +212,17 @@ def upgraded(own_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str, A
             "site_dir": site_dir, "new": new, "before": before, "plan": plan, "killed": killed,
             "interrupted": interrupted, "state": state, "apply": apply, "after": after, "again": again,
             "seen": watch.seen, "snapshots": snapshots, "chart_before": chart_before,
-            "chart_after": chart_after, "saved_mode": saved.stdout.strip(),
+            "chart_after": chart_after, "saved_mode": saved.stdout.strip(), "ctr_before": ctr_before,
+            "ctr_mid": ctr_mid, "ctr_after": ctr_after, "ctr_answers": ctr_answers,
+            "new_containerd": _bundle_containerd(new.path),
         }  # fmt: skip
+
+
+def _bundle_containerd(bundle: Path) -> str:
+    from appliance_cli.core.upgradeplan import containerd_of
+
+    (version,) = containerd_of(bundle, json.loads((bundle / "manifest.json").read_text())).values()
+    return version
 
 
 def test_the_lab_ran_the_old_version_and_the_plan_says_what_changes(upgraded):
@@ -193,6 +236,37 @@ def test_the_lab_ran_the_old_version_and_the_plan_says_what_changes(upgraded):
         f"{len(steps)}. master1: helm get values {RELEASE} (saved there, 0600), "
         f"helm upgrade {RELEASE} to {CHART} {NEW_CHART} -f those values"
     ), steps
+    new_ctr = upgraded["new_containerd"]
+    assert new_ctr != OLD_CONTAINERD and _versions(upgraded["ctr_before"]) == dict.fromkeys(
+        NODES, OLD_CONTAINERD
+    )
+    for node in NODES:
+        assert re.search(
+            rf"^  containerd \({node}\) +{re.escape(OLD_CONTAINERD)} -> {re.escape(new_ctr)}$", plan.out, re.M
+        )
+    assert steps[1].startswith(f"2. master1: containerd {new_ctr} from the new bundle's apt repository"), (
+        steps
+    )
+
+
+def test_the_killed_apply_upgraded_the_masters_containerd_alone(upgraded):
+    before, mid = upgraded["ctr_before"], upgraded["ctr_mid"]
+    assert _versions(mid) == {
+        "master1": upgraded["new_containerd"], "worker1": OLD_CONTAINERD, "worker2": OLD_CONTAINERD,
+    }  # fmt: skip
+    # restarted with its package, on the master alone: the workers' daemons were left running
+    assert [n for n in NODES if mid[n][1] != before[n][1]] == ["master1"], (before, mid)
+
+
+def test_every_node_runs_the_new_bundles_containerd(upgraded):
+    mid, after_ctr = upgraded["ctr_mid"], upgraded["ctr_after"]
+    assert _versions(after_ctr) == dict.fromkeys(NODES, upgraded["new_containerd"])
+    # the resumed apply restarted each worker's containerd with its package, not the master's again
+    assert [n for n in NODES if after_ctr[n][1] != mid[n][1]] == ["worker1", "worker2"], (mid, after_ctr)
+    after = upgraded["after"]
+    assert {n: d["status"]["nodeInfo"]["containerRuntimeVersion"] for n, d in after.items()} == {
+        n: f"containerd://{v}" for n, v in upgraded["ctr_answers"].items()
+    }
 
 
 def test_an_apply_killed_after_the_master_left_the_workers_untouched(upgraded):
@@ -262,6 +336,7 @@ def test_apply_again_has_nothing_to_do_and_an_install_then_changes_nothing(upgra
     again = upgraded["again"]
     assert again.rc == 0, again.err[-2000:]
     assert "nothing to upgrade" in again.out
+    assert all(f"containerd ({n})" in again.out for n in NODES) and "(unchanged)" in again.out
     site_dir, new = upgraded["site_dir"], upgraded["new"]
     path = site_dir / SITE_FILE
     data = yaml.safe_load(path.read_text())  # the operator points the site at the new stick

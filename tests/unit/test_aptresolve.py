@@ -372,3 +372,45 @@ def test_release_gpg_is_verified_and_unsigned_refused(signer, tmp_path: Path) ->
     other.write_bytes(b"")
     with pytest.raises(AptResolveError, match=r"gpgv failed"):
         resolve_closure(f"deb {BASE} focal main", ["bash"], "amd64", served(files), keyring=other)
+
+
+def test_a_pinned_version_is_taken_over_the_highest() -> None:
+    """`name=version` (apt-get's syntax), as the OLD lab bundle pins containerd to bookworm-security's
+    older build; its dependencies are resolved from the pinned version's own Depends."""
+    files = archive(
+        {
+            "bookworm": [
+                stanza("containerd", "1.6.20~ds1-1+deb12u3", Depends="runc (>= 1.1)"),
+                stanza("runc", "1.1.5"),
+            ],
+            "bookworm-security": [
+                stanza("containerd", "1.6.20~ds1-1+deb12u2", Depends="tini"),
+                stanza("tini"),
+            ],
+        }
+    )
+    sources = f"deb {BASE} bookworm main\ndeb {BASE} bookworm-security main\n"
+    newest = resolve_closure(sources, ["containerd"], "amd64", served(files))
+    assert [(d.name, d.version) for d in newest] == [
+        ("containerd", "1.6.20~ds1-1+deb12u3"),
+        ("runc", "1.1.5"),
+    ]
+    pinned = resolve_closure(sources, ["containerd=1.6.20~ds1-1+deb12u2"], "amd64", served(files))
+    assert [(d.name, d.version, d.suite) for d in pinned] == [
+        ("containerd", "1.6.20~ds1-1+deb12u2", "bookworm-security"),
+        ("tini", "1.0", "bookworm-security"),
+    ]
+
+
+def test_a_pin_the_index_lacks_is_one_line_naming_the_package_and_its_versions() -> None:
+    files = archive({"focal": [stanza("containerd", "1.6.2"), stanza("containerd", "1.5.9")]})
+    with pytest.raises(AptResolveError) as err:
+        resolve_closure(f"deb {BASE} focal main\n", ["containerd=1.7.0"], "amd64", served(files))
+    assert err.value.message == (
+        "package containerd=1.7.0: no such version in the index (it has: 1.5.9, 1.6.2)"
+    )
+    assert "\n" not in err.value.message and err.value.hint
+    with pytest.raises(
+        AptResolveError, match=r"^package ghost=1: no such version in the index \(it has: none\)$"
+    ):
+        resolve_closure(f"deb {BASE} focal main\n", ["ghost=1"], "amd64", served(files))

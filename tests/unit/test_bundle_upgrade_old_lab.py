@@ -1,5 +1,6 @@
 """The old lab bundle's profile (tests/_support/upgrade_bundles.py): it differs from the lab
-profile only where the cluster's version shows, and is complete for that version."""
+profile only where the cluster's version shows and in its containerd pin, and is complete for
+that version."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from appliance_cli.bundle.completeness import check_profile
 from appliance_cli.bundle.profile import load_profile
 from appliance_cli.bundle.zipapp import build_modules
 from tests._support.paths import ROOT
-from tests._support.upgrade_bundles import LAB_PROFILE, old_lab_profile, write_old_lab_profile
+from tests._support.upgrade_bundles import LAB_PROFILE, OLD_CONTAINERD, old_lab_profile, write_old_lab_profile
 
 ROOT_CHARTS = ROOT / "tests" / "fixtures" / "charts"
 
@@ -31,7 +32,7 @@ def test_the_old_profile_differs_only_where_the_version_shows() -> None:
     lab = yaml.safe_load(LAB_PROFILE.read_text())
     old = old_lab_profile("v1.23.16")
     changes = diff(lab, old)
-    got = {(w[0], lab[w[0]][w[1]]["name"], a, b) for w, a, b in changes if w != ("description",)}
+    got = {(w[0], lab[w[0]][w[1]]["name"], a, b) for w, a, b in changes if w[0] not in ("description", "apt")}
     assert got == {
         *(("files", n, "v1.23.17-standin", "v1.23.16-standin") for n in ("kubeadm", "kubelet")),
         ("files", "kubectl", "v1.23.17", "v1.23.16"),  # Debian's client: only what it is bundled for moves
@@ -39,7 +40,11 @@ def test_the_old_profile_differs_only_where_the_version_shows() -> None:
           for n in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")),
         ("charts", "hami", "registry.k8s.io/kube-scheduler:v1.23.17", "registry.k8s.io/kube-scheduler:v1.23.16"),
     }  # fmt: skip
-    assert len(changes) == len(got) + 1  # and the description says what it is
+    # containerd one Debian build back, pinned with apt-get's syntax
+    assert [(w, a, b) for w, a, b in changes if w[0] == "apt"] == [
+        (("apt", 0, "packages", 0), "containerd", f"containerd={OLD_CONTAINERD}")
+    ]
+    assert len(changes) == len(got) + 2  # and the description says what it is
     versions = {f["name"]: f["version"] for f in old["files"]}
     assert all(build_modules(n, versions[n]) for n in ("kubeadm", "kubelet"))
     assert old["name"] == "lab" and old["production"] is False

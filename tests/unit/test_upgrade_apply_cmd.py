@@ -46,3 +46,27 @@ def test_without_yes_and_without_a_terminal_it_refuses(site, monkeypatch, capsys
     err = capsys.readouterr().err
     assert "error: not upgrading without confirmation" in err and "--yes" in err
     assert (site / "appliance.yml").read_text() == EXAMPLE.read_text()
+
+
+def test_each_nodes_containerd_is_asked_with_dpkg_and_docker_sites_are_not(site, monkeypatch):
+    from appliance_cli.core.siteconfig import load_site
+
+    asked = []
+
+    def run_on(cfg, node, command, timeout=60):
+        asked.append((node.name, command))
+        return {"master1": "1.6.20~ds1-1+deb12u2\nbookworm\n", "gpu1": "\nbookworm\n"}.get(
+            node.name, "x\nfocal\n"
+        )
+
+    monkeypatch.setattr(upgrade_cmd, "run_on", run_on)
+    cfg = load_site(site / "appliance.yml")
+    assert upgrade_cmd._runtimes(cfg) == {
+        "master1": ("bookworm", "1.6.20~ds1-1+deb12u2"),
+        "gpu1": ("bookworm", ""),
+        "gpu2": ("focal", "x"),
+    }
+    assert sorted(asked) == [(n, upgradeplan.RUNTIME_PROBE) for n in ("gpu1", "gpu2", "master1")]
+    cfg.kubernetes.container_runtime = "docker"
+    asked.clear()
+    assert upgrade_cmd._runtimes(cfg) == {} and asked == []

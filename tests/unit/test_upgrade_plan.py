@@ -125,7 +125,8 @@ def test_nothing_to_do_and_the_lab_suffix():
     target = u.target_of(_manifest("v1.23.17-standin", charts={"gpu-operator": "v24.6.2"}), {})
     plan = u.plan_upgrade(_site(), installed, target)
     assert plan.empty and u.render(plan, _site()) == [
-        "acme-ai-lab: nothing to upgrade: every component is at the bundle's version"
+        "acme-ai-lab: nothing to upgrade: every component is at the bundle's version",
+        "containerd: the bundle carries no containerd package: not upgraded",  # this test manifest has no apt
     ]
 
 
