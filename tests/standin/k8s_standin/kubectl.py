@@ -367,14 +367,54 @@ class Kubectl:
                 return 1
             if ds_pods:
                 sys.stderr.write(f"WARNING: ignoring DaemonSet-managed Pods: {', '.join(ds_pods)}\n")
-            for p in on_node:
-                if p not in ds_owned:  # DaemonSet pods stay: their controller would put them back
-                    ns, pn = p["metadata"]["namespace"], p["metadata"]["name"]
-                    self.out.write(f"evicting pod {ns}/{pn}\n")
-                    self.client.call("DELETE", res_path("", "v1", "pods", ns, pn))
-                    self.out.write(f"pod/{pn} evicted\n")
+            gone = [p for p in on_node if p not in ds_owned]  # DaemonSet pods stay: their controller
+            for p in gone:  # would put them back
+                ns, pn = p["metadata"]["namespace"], p["metadata"]["name"]
+                self.out.write(f"evicting pod {ns}/{pn}\n")
+                self.client.call("DELETE", res_path("", "v1", "pods", ns, pn))
+                self.out.write(f"pod/{pn} evicted\n")
+            pending = self._wait_deleted(gone)
+            if pending:
+                msg = f'error when waiting for pod "{pending}" terminating: global timeout reached: {self.flags["timeout"]}'
+                sys.stderr.write(f'error: unable to drain node "{n}" due to error:{msg}, continuing command...\n'
+                                 f"There are pending nodes to be drained:\n {n}\n{msg}\n")  # fmt: skip
+                return 1
             self.out.write(f"node/{n} drained\n")
         return 0
+
+    def _wait_deleted(self, pods: list[dict]) -> str:
+        """kubectl drain waits until each evicted pod is gone (the kubelet confirms it), skipping a pod
+        whose deletionTimestamp is older than --skip-wait-for-delete-timeout seconds (0: never), up to
+        --timeout (0: forever). Returns the name of a pod still there at the timeout, else ""."""
+        skip = int(self.flags.get("skip-wait-for-delete-timeout") or 0)
+        timeout = parse_duration(self.flags.get("timeout") or "0")
+        end = time.monotonic() + timeout if timeout else float("inf")
+        left = list(pods)
+        while left:
+            still = []
+            for p in left:
+                md = p["metadata"]
+                try:
+                    cur = self.client.get(res_path("", "v1", "pods", md["namespace"], md["name"]))
+                except ApiError as e:
+                    if e.code == 404:
+                        continue
+                    raise
+                if cur["metadata"].get("uid") != md.get("uid"):
+                    continue
+                stamp = cur["metadata"].get("deletionTimestamp")
+                if skip > 0 and stamp and now() - parse_rfc3339(stamp) > skip:
+                    self.out.write(
+                        f'pod "{md["name"]}" has DeletionTimestamp older than {skip} seconds, skipping\n'
+                    )
+                    continue
+                still.append(p)
+            left = still
+            if left and time.monotonic() > end:
+                return str(left[0]["metadata"]["name"])
+            if left:
+                time.sleep(1)
+        return ""
 
     def read_manifests(self) -> list[tuple[str, dict | None, str | None]]:
         """(source, object, error) for every document of every -f."""
