@@ -51,6 +51,10 @@ def run_playbook(
         if result.failures and result.failures[0].kind == "bundle":  # caught while copying the stick
             raise BundleError(line, hint="the bundle on the stick differs from its signed manifest: rebuild or "
                               "re-copy it (appliance bundle verify names every bad blob); nothing was installed")  # fmt: skip
+        if result.failures and result.failures[0].kind == "bundle-copy":  # the master's copy went bad
+            raise BundleError(line, hint="the bundle copy on the master changed after it was verified: remove the "
+                              "file the line names and run `appliance install` again, which copies it again "
+                              "from the stick")  # fmt: skip
         # a file fetched from the master's bundle copy is not what the manifest says
         checksum = bool(result.failures) and result.failures[0].kind == CHECKSUM_KIND
         corrupt = GET_URL_CHECKSUM.search(line) if checksum else None

@@ -212,6 +212,26 @@ def test_a_bad_stick_found_while_copying_is_a_bundle_error_exit_4(tmp_path, monk
     assert e.value.exit_code == 4 and "nothing was installed" in (e.value.hint or "")
 
 
+def test_a_blob_of_the_masters_copy_changed_since_verified_is_a_bundle_error_exit_4(tmp_path, monkeypatch):
+    """bundle_sync's appliance_failure=bundle-copy: exit 4 with the line naming the file, and a hint
+    about the master's copy (not the stick's)."""
+    import pytest
+
+    from appliance_cli.errors import BundleError
+
+    path = "/srv/appliance/bundle/blobs/sha256/" + "a" * 64
+    msg = (f"{path}: blob sha256:{'a' * 64} (helm-chart/gpu-operator) on the master has the manifest's size but "
+           f"other bytes (it hashes to sha256:{'b' * 64}): remove it and run the install again, which copies it "
+           "again from the stick")  # fmt: skip
+    failed = translate(ev("runner_on_failed", host="master1", task="Sync | Copy and verify the bundle",
+                          res={"msg": msg, "appliance_failure": "bundle-copy"}))  # fmt: skip
+    cfg = type("C", (), {"nodes": [], "site_dir": tmp_path, "ssh": type("S", (), {"mitogen": False})()})()
+    with pytest.raises(BundleError) as e:
+        _run_failing_install(failed, cfg, tmp_path, monkeypatch)
+    assert e.value.exit_code == 4 and path in str(e.value) and "\n" not in str(e.value)
+    assert "the bundle copy on the master changed after it was verified" in (e.value.hint or "")
+
+
 def test_a_connection_lost_under_a_task_is_the_far_nodes_unreachability():
     """Mitogen's words when a node drops off mid-task (seen in the lab with its link pulled during
     a pull delegated from master1 to worker1): the node named is the delegation's target."""
