@@ -111,6 +111,7 @@ def test_the_cut_off_node_is_removed_from_the_master_side_and_said_not_reset(cut
     assert f"{GONE}: drained and deleted from the cluster" in remove.out
     assert f"{GONE}: kubeadm reset done" not in remove.out
     assert "the node itself was NOT reset" in remove.out.splitlines()[-1], remove.out[-2000:]
+    print("\n".join([*warnings, remove.out.splitlines()[-1], f"took {cut_off['took']:.0f}s"]))  # pytest -rP
     # the evicted pod stays Terminating (no kubelet confirms it): the drain must not wait its 10m out
     assert cut_off["took"] < 540, cut_off["took"]
 
@@ -136,5 +137,6 @@ def test_a_re_run_is_refused_and_changes_nothing(cut_off):
     again, site_dir = cut_off["again"], cut_off["site_dir"]
     assert again.rc == 2, again.err[-2000:]
     assert f"node '{GONE}' is marked removed in the site config" in again.err
+    print(again.err.strip())  # pytest -rP
     assert (site_dir / SITE_FILE).read_text() == cut_off["after_remove"]
     assert GONE not in [n["metadata"]["name"] for n in _kubectl_json(site_dir, "get nodes")["items"]]

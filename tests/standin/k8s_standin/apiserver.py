@@ -439,14 +439,21 @@ class ApiServer:
                      "metadata": {"resourceVersion": str(self.store.rv)}, "items": items}, warn  # fmt: skip
 
     def _delete(
-        self, key: str, cur: Any, qn: str, name: str, plural: str, warn: list[str]
+        self, key: str, cur: Any, qn: str, name: str, plural: str, warn: list[str], graceful: bool = False
     ) -> tuple[int, Any, list[str]]:
+        """graceful: a delete the pod's kubelet confirms (not one by the kubelet, nor with grace 0)."""
         if cur is None:
             raise not_found(qn, name)
+        if plural == "pods" and graceful and (kept := self._terminating_if_kubelet_silent(key, cur)):
+            return 200, kept, warn
         self.store.delete(key)
         if plural == "namespaces":
             for k in [k for k in self.store.objects if k.split("|")[2] == name]:
                 self.store.delete(k)
+        if plural == "nodes":  # the pod garbage collector: pods bound to a node that is gone
+            for k, p in list(self.store.objects.items()):
+                if k.startswith("|pods|") and (p.get("spec") or {}).get("nodeName") == name:
+                    self.store.delete(k)
         return 200, cur, warn
 
     def _create(
@@ -557,19 +564,8 @@ class ApiServer:
                     if (cur.get("spec") or {}).get("nodeName") != node:
                         raise ApiError(403, "Forbidden", f'pods "{name}" is forbidden: node "{node}" can only delete '
                                        "pods with spec.nodeName set to itself")  # fmt: skip
-                if (
-                    plural == "pods"
-                    and query.get("gracePeriodSeconds") != "0"
-                    and not user.startswith("system:node:")
-                ):
-                    silent = self._terminating_if_kubelet_silent(key, cur)
-                    if silent is not None:
-                        return 200, silent, warn
-                res = self._delete(key, cur, qn, name, plural, warn)
-                if plural == "nodes":  # the pod garbage collector: pods bound to a node that is gone
-                    for k, p in list(self.store.objects.items()):
-                        if k.startswith("|pods|") and (p.get("spec") or {}).get("nodeName") == name:
-                            self.store.delete(k)
+                graceful = query.get("gracePeriodSeconds") != "0" and not user.startswith("system:node:")
+                res = self._delete(key, cur, qn, name, plural, warn, graceful)
                 self._reconcile_if(plural, cur, None)
                 return res
             try:

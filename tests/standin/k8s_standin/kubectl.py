@@ -15,6 +15,7 @@ import yaml
 
 from .apiserver import BUILTIN_RESOURCES, qualified, res_path, version_info
 from .client import ApiClient, ApiError, Credentials, Unreachable, load_kubeconfig
+from .drain import wait_deleted
 from .flags import parse_flags
 from .jsonpath import _jp_eval, _jp_path, jsonpath
 from .util import (
@@ -373,7 +374,10 @@ class Kubectl:
                 self.out.write(f"evicting pod {ns}/{pn}\n")
                 self.client.call("DELETE", res_path("", "v1", "pods", ns, pn))
                 self.out.write(f"pod/{pn} evicted\n")
-            pending = self._wait_deleted(gone)
+            pending = wait_deleted(
+                self.client, gone, int(self.flags.get("skip-wait-for-delete-timeout") or 0),
+                parse_duration(self.flags.get("timeout") or "0"), self.out,
+            )  # fmt: skip
             if pending:
                 msg = f'error when waiting for pod "{pending}" terminating: global timeout reached: {self.flags["timeout"]}'
                 sys.stderr.write(f'error: unable to drain node "{n}" due to error:{msg}, continuing command...\n'
@@ -381,40 +385,6 @@ class Kubectl:
                 return 1
             self.out.write(f"node/{n} drained\n")
         return 0
-
-    def _wait_deleted(self, pods: list[dict]) -> str:
-        """kubectl drain waits until each evicted pod is gone (the kubelet confirms it), skipping a pod
-        whose deletionTimestamp is older than --skip-wait-for-delete-timeout seconds (0: never), up to
-        --timeout (0: forever). Returns the name of a pod still there at the timeout, else ""."""
-        skip = int(self.flags.get("skip-wait-for-delete-timeout") or 0)
-        timeout = parse_duration(self.flags.get("timeout") or "0")
-        end = time.monotonic() + timeout if timeout else float("inf")
-        left = list(pods)
-        while left:
-            still = []
-            for p in left:
-                md = p["metadata"]
-                try:
-                    cur = self.client.get(res_path("", "v1", "pods", md["namespace"], md["name"]))
-                except ApiError as e:
-                    if e.code == 404:
-                        continue
-                    raise
-                if cur["metadata"].get("uid") != md.get("uid"):
-                    continue
-                stamp = cur["metadata"].get("deletionTimestamp")
-                if skip > 0 and stamp and now() - parse_rfc3339(stamp) > skip:
-                    self.out.write(
-                        f'pod "{md["name"]}" has DeletionTimestamp older than {skip} seconds, skipping\n'
-                    )
-                    continue
-                still.append(p)
-            left = still
-            if left and time.monotonic() > end:
-                return str(left[0]["metadata"]["name"])
-            if left:
-                time.sleep(1)
-        return ""
 
     def read_manifests(self) -> list[tuple[str, dict | None, str | None]]:
         """(source, object, error) for every document of every -f."""
