@@ -211,35 +211,59 @@ def cmd_remove(args: argparse.Namespace) -> int:
     node = cfg.node(args.node)
     siteedit.site_without(path, node.name)  # the site must still be valid without it
     gate = bundlegate.check(cfg, bundle=args.bundle, key=args.key)
+    silent = _silence(cfg, node)
+    if silent:
+        ui.warn(f"{silent}: it is drained and deleted from the master's side only; it cannot be reset now")
     plan = None
     if nodeops.member(_kubectl(cfg), node.name) is not None:
-        plan = nodeops.plan_drain(cfg, node.name, nodeops.pods_doc(_kubectl(cfg)), force=args.force)
+        pods = nodeops.pods_doc(_kubectl(cfg))
+        plan = nodeops.plan_drain(cfg, node.name, pods, force=args.force, silent=bool(silent))
         _show_drain(plan, args.force)
         ui.info(f"{node.name}: then `kubectl delete node {node.name}`")
     else:
         ui.info(f"{node.name}: not a member of the cluster: nothing to drain or delete")
-    ui.info(f"{node.name}: then kubeadm reset -f on it (when it answers): {nodeops.RESET_REMOVES}")
+    if not silent:
+        ui.info(f"{node.name}: then kubeadm reset -f on it: {nodeops.RESET_REMOVES}")
     ui.info(f"{node.name}: then its entry in {path} is marked `removed: true`")
     if not args.yes:
         ui.confirm(f"remove {node.name} from the cluster?", "removing")
     with sitelock.site_lock(cfg, f"node remove {node.name}"):
-        _remove(cfg, node, plan)
+        reset = _remove(cfg, node, plan, reset=not silent)
         siteedit.mark_removed_in_file(path, node.name)
         rest = load_site(path)
         _site_in_step(rest, gate.extravars)
-    ui.info(f"{node.name}: removed from the cluster and marked `removed: true` in {path}")
+    done = f"{node.name}: removed from the cluster and marked `removed: true` in {path}"
+    ui.info(done if reset else f"{done}; the node itself was NOT reset (see above)")
     return 0
 
 
-def _remove(cfg: SiteConfig, node: Node, plan: nodeops.DrainPlan | None) -> None:
+def _silence(cfg: SiteConfig, node: Node) -> str:
+    """Why the node does not answer over SSH, or "" when it does."""
+    try:
+        run_on(cfg, node, "true", timeout=30)
+    except Unreachable as exc:
+        return exc.message
+    return ""
+
+
+def _remove(cfg: SiteConfig, node: Node, plan: nodeops.DrainPlan | None, reset: bool) -> bool:
+    """Drain and delete from the master, then kubeadm reset on the node; whether it was reset."""
     kubectl = _kubectl(cfg)
     if plan is not None:
         for command in plan.commands:
             kubectl(command)
         kubectl(f"delete node {node.name} --ignore-not-found")
         ui.info(f"{node.name}: drained and deleted from the cluster")
-    try:
-        run_on(cfg, node, "kubeadm reset -f", timeout=300)
-        ui.info(f"{node.name}: kubeadm reset done")
-    except Unreachable as exc:
-        ui.warn(f"{exc.message}: not reset; run `kubeadm reset -f` on it before it is used again")
+    why = f"{node.name} ({node.address}) did not answer"
+    if reset:
+        try:
+            run_on(cfg, node, "kubeadm reset -f", timeout=300)
+            ui.info(f"{node.name}: kubeadm reset done")
+            return True
+        except Unreachable as exc:  # it went away since it answered
+            why = exc.message
+    ui.warn(
+        f"{why}: not reset; when it is back, run `kubeadm reset -f` on it (or reinstall it) before it "
+        "is used again: it still holds its kubelet credentials and would register itself again"
+    )
+    return False

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -16,10 +15,7 @@ from appliance_cli.core.remote import run_on
 from appliance_cli.core.siteconfig import Node, SiteConfig
 from appliance_cli.errors import ApplianceError, BundleError, RunFailed
 from appliance_cli.runner.events import Event, RunOptions, RunRequest, RunResult
-from appliance_cli.runner.translate import LOST_MID_RUN
-
-# get_url's words when a download does not match `checksum:` (the path is its temporary file).
-GET_URL_CHECKSUM = re.compile(r"The checksum for (\S+) did not match ([0-9a-f]{64}); it was ([0-9a-f]{64})\.")
+from appliance_cli.runner.translate import CHECKSUM_KIND, GET_URL_CHECKSUM, LOST_MID_RUN
 
 
 def runs_dir(cfg: SiteConfig) -> Path:
@@ -55,12 +51,18 @@ def run_playbook(
         if result.failures and result.failures[0].kind == "bundle":  # caught while copying the stick
             raise BundleError(line, hint="the bundle on the stick differs from its signed manifest: rebuild or "
                               "re-copy it (appliance bundle verify names every bad blob); nothing was installed")  # fmt: skip
-        corrupt = GET_URL_CHECKSUM.search(line)
-        if corrupt:  # a file fetched from the master's bundle copy is not what the manifest says
-            want, got = corrupt.group(2), corrupt.group(3)
-            host = result.failures[0].host if result.failures else "the master"
+        if result.failures and result.failures[0].kind == "bundle-copy":  # the master's copy went bad
+            raise BundleError(line, hint="the bundle copy on the master changed after it was verified: remove the "
+                              "file the line names and run `appliance install` again, which copies it again "
+                              "from the stick")  # fmt: skip
+        # a file fetched from the master's bundle copy is not what the manifest says
+        checksum = bool(result.failures) and result.failures[0].kind == CHECKSUM_KIND
+        corrupt = GET_URL_CHECKSUM.search(line) if checksum else None
+        if corrupt:
+            want, got, url = corrupt.group(2), corrupt.group(3), corrupt.group(1)
+            host = result.failures[0].host
             raise BundleError(
-                line[: corrupt.start()] + f"what the bundle copy served hashes to sha256:{got}, "
+                line[: corrupt.start()] + f"what the bundle copy served at {url} hashes to sha256:{got}, "
                 f"not the manifest's sha256:{want} (corrupt on {host})" + line[corrupt.end() :],
                 hint=f"a blob of the bundle copy on {host} changed after it was verified: remove "
                 f"{cfg.bundle.path}/blobs/sha256/{want} there (the file's chunks, if the manifest splits it) "

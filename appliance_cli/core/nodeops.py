@@ -101,14 +101,21 @@ def check_new_node(cfg: SiteConfig, name: str) -> None:
         )
 
 
-def plan_drain(cfg: SiteConfig, node: str, pods_doc: dict[str, Any], force: bool = False) -> DrainPlan:
+def plan_drain(
+    cfg: SiteConfig, node: str, pods_doc: dict[str, Any], force: bool = False, silent: bool = False
+) -> DrainPlan:
+    """silent: the node does not answer. Its kubelet cannot confirm a pod's deletion, so its
+    evicted pods stay Terminating and kubectl drain would wait for them until DRAIN_TIMEOUT and
+    fail; it is told not to wait for a pod once its grace period is over."""
     check_node(cfg, node, draining=True)
     pods = pods_on(pods_doc, node)
     if cfg.scheduler.stack == "runai":
         commands = [f"cordon {node}", f"taint nodes {node} {RUNAI_DRAIN_TAINT} --overwrite"]
         return DrainPlan(node, "runai-taint", commands, pods)
     drain = f"drain {node} --ignore-daemonsets --delete-emptydir-data --timeout={DRAIN_TIMEOUT}"
-    return DrainPlan(node, "evict", [drain + (" --force" if force else "")], pods)
+    drain += " --force" if force else ""
+    drain += " --skip-wait-for-delete-timeout=1" if silent else ""
+    return DrainPlan(node, "evict", [drain], pods)
 
 
 def plan_uncordon(cfg: SiteConfig, node: str, node_doc: dict[str, Any]) -> list[str]:

@@ -16,7 +16,8 @@ HostStatus = Literal["ok", "changed", "failed", "unreachable", "skipped"]
 # `ansible.builtin.debug: {var: appliance_warnings}`. The key, not the task's name, is the contract.
 WARNINGS_KEY = "appliance_warnings"
 # A failed task's result may say what failed in the product's terms: "bundle" (the bundle on the
-# stick differs from its signed manifest) makes the run a BundleError (exit 4), not a RunFailed.
+# stick differs from its signed manifest) or "bundle-copy" (a blob of the master's copy changed
+# after it was verified) makes the run a BundleError (exit 4), not a RunFailed.
 FAILURE_KIND_KEY = "appliance_failure"
 
 

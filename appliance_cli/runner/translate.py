@@ -26,6 +26,26 @@ _RESULT_EVENTS: dict[str, HostStatus] = {
 }
 
 
+# get_url's words when a download does not match its `checksum:` (the path is its temporary file).
+GET_URL_CHECKSUM = re.compile(
+    r"The checksum for (\S+) did not match ([0-9a-f]{32,128}); it was ([0-9a-f]{32,128})\."
+)
+# The failure kind of such a result: the bytes a node downloaded are not the ones the task pinned.
+CHECKSUM_KIND = "checksum"
+
+
+def _failure(res: dict[str, Any], action: str) -> tuple[str, str]:
+    """(kind, message) of a failed result: the module's own kind (FAILURE_KIND_KEY), or get_url's
+    checksum mismatch, whose message then names the URL instead of get_url's temporary file."""
+    message = _message(res)
+    own = str(res.get(FAILURE_KIND_KEY) or "")
+    m = GET_URL_CHECKSUM.search(message)
+    if own or not m or action.rsplit(".", 1)[-1] not in ("get_url", ""):
+        return own, message
+    url = str(res.get("url") or m.group(1))
+    return CHECKSUM_KIND, message[: m.start(1)] + url + message[m.end(1) :]
+
+
 def _message(res: dict[str, Any]) -> str:
     """The most useful one-line reason a module gives for failing."""
     failed_items = [r for r in res.get("results") or [] if isinstance(r, dict) and r.get("failed")]
@@ -137,14 +157,17 @@ def translate(raw: dict[str, Any], names: dict[str, str] | None = None) -> list[
         lost := _lost_connection(res, host, task, names or {}, bool(data.get("ignore_errors")))
     ):
         return [lost]
+    kind, message = (
+        _failure(res, str(data.get("task_action") or "")) if status == "failed" else ("", _message(res))
+    )
     events: list[Event] = [
         HostResult(
             host=host,
             task=task,
             status=status,
-            message=_message(res),
+            message=message,
             ignored=bool(data.get("ignore_errors")),
-            kind=str(res.get(FAILURE_KIND_KEY) or "") if status == "failed" else "",
+            kind=kind,
         )
     ]
     if status in ("ok", "changed"):

@@ -213,11 +213,38 @@ def test_the_registry_stopped_while_seeding_is_named_then_a_rerun_converges(site
     assert master.service("docker-registry").is_running
 
 
+def test_a_bundle_blob_written_to_on_the_master_is_caught_by_sync_then_a_recopy_converges(site, hosts, cli):
+    """A blob of the master's bundle copy is written to after Sync verified it (one byte, same
+    size, its mtime moves): the next install's Sync no longer finds the blob's recorded stamp, hashes
+    it and stops before anything is installed: exit 4, one line naming the file, the blob and its
+    artifact. Once the file is removed, Sync copies it again from the stick and the install converges."""
+    _lab_only()
+    master = hosts[site.master.name]
+    manifest = json.loads(master.check_output(f"cat {site.bundle.path}/manifest.json"))
+    art = next(a for a in manifest["artifacts"] if a["kind"] == "helm-chart")
+    digest = art["files"][0]["digest"].split(":")[1]
+    blob = f"{site.bundle.path}/blobs/sha256/{digest}"
+    before = _cluster(site, hosts)
+    size = int(master.check_output(f"stat -c %s {blob}"))
+    master.check_output(
+        f"python3 -c \"import sys; f=open(sys.argv[1],'r+b'); f.seek({size // 2}); b=f.read(1); f.seek({size // 2});"
+        f' f.write(bytes([b[0] ^ 0xFF])); f.close()" {blob}'
+    )
+    r = _record(cli("install", "--site", str(site.site_dir), "--skip-diagnose", timeout=1800))
+    assert r.rc == 4, r.out[-3000:] + r.err[-3000:]
+    line = _error_line(r)
+    assert line.startswith(f"error: {site.master.name}: ") and f"{blob}: blob sha256:{digest} (" in line, line
+    assert f"helm-chart/{art['name']}" in line and "the manifest's size but other bytes" in line, line
+    master.check_output(f"rm -f {blob}")
+    _converges(site, cli, before, hosts)
+    assert master.check_output(f"sha256sum {blob}").split()[0] == digest
+
+
 def test_a_bundle_blob_corrupted_on_the_master_is_caught_then_a_recopy_converges(site, hosts, cli):
-    """A chart's blob in the master's bundle copy rots after Sync verified it (same size: Sync's
-    size check passes it). The chart is fetched again (its downloaded copy removed), get_url's sha256
-    check refuses it, naming the chart; once the blob is removed, Sync copies it again from the stick
-    and the next install converges."""
+    """A chart's blob in the master's bundle copy rots after Sync verified it (same size, same mtime:
+    Sync's record of the blob still matches, so it is not hashed again). The chart is fetched again
+    (its downloaded copy removed), get_url's sha256 check refuses it, naming the chart; once the blob
+    is removed, Sync copies it again from the stick and the next install converges."""
     _lab_only()
     master = hosts[site.master.name]
     manifest = json.loads(master.check_output(f"cat {site.bundle.path}/manifest.json"))
@@ -229,10 +256,11 @@ def test_a_bundle_blob_corrupted_on_the_master_is_caught_then_a_recopy_converges
     downloaded = f"/var/lib/appliance/charts/{Path(chart['files'][0]['path']).name}"
     before = _cluster(site, hosts)
     size = int(master.check_output(f"stat -c %s {blob}"))
-    # flip the middle byte in place (every link to the blob sees it), size unchanged
+    # flip the middle byte in place (every link to the blob sees it), size and mtime unchanged (rot)
     master.check_output(
-        f"python3 -c \"import sys; f=open(sys.argv[1],'r+b'); f.seek({size // 2}); b=f.read(1); f.seek({size // 2});"
-        f' f.write(bytes([b[0] ^ 0xFF])); f.close()" {blob}'
+        f"python3 -c \"import os, sys; p=sys.argv[1]; st=os.stat(p); f=open(p,'r+b'); f.seek({size // 2});"
+        f" b=f.read(1); f.seek({size // 2}); f.write(bytes([b[0] ^ 0xFF])); f.close();"
+        f' os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))" {blob}'
     )
     assert master.check_output(f"sha256sum {blob}").split()[0] != digest
     master.check_output(f"rm -f {downloaded}")

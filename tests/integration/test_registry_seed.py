@@ -369,3 +369,31 @@ def test_bundle_sync_refuses_a_manifest_other_than_the_verified_one(tmp_path: Pa
     assert not (tmp_path / "srv").exists()  # refused before anything was copied
     res = syncmod.sync(str(src), str(tmp_path / "srv"), expect_manifest_sha256=verified)
     assert res["copied"] > 0 and (tmp_path / "srv/manifest.json").is_file()
+
+
+def test_a_blob_replaced_in_the_bundle_is_linked_again_not_left_stale(seeded):
+    """A layer hard-linked into the store goes bad in place (the store's `data` is the same inode,
+    so it goes bad too); the bundle's file is then replaced by a good one, a new inode (the blob
+    removed and copied again from the stick, as the install's hint says, or a newer bundle). The
+    next seed must not keep serving the old inode because its size still matches: it links the
+    store's `data` to the bundle's current file."""
+    bundle, storage, writer, _ = seeded
+    img = _images(writer)[2]["image"]  # busybox: its layer is a single (linked) blob
+    d = img["layers"][-1]
+    src = bundle / "blobs/sha256" / d[7:]
+    data = storage / "docker/registry/v2/blobs/sha256" / d[7:9] / d[7:] / "data"
+    assert data.stat().st_ino == src.stat().st_ino
+    good = src.read_bytes()
+    bad = bytearray(good)
+    bad[len(bad) // 2] ^= 0xFF
+    src.write_bytes(bytes(bad))  # in place: the store's link sees it
+    assert digest(data.read_bytes()) != d
+    fresh = bundle / "blobs/sha256" / f".{d[7:]}.new"
+    fresh.write_bytes(good)
+    os.chmod(fresh, 0o644)
+    os.replace(fresh, src)  # the bundle's blob is good again, under a new inode
+    res = seedmod.seed(str(bundle), str(storage), "auto")
+    assert res["changed"] is True and res["blobs_linked"] == 1, res
+    assert digest(data.read_bytes()) == d
+    assert data.stat().st_ino == src.stat().st_ino
+    assert seedmod.seed(str(bundle), str(storage), "auto")["changed"] is False  # and it stays linked

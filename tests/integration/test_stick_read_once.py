@@ -107,3 +107,42 @@ def test_the_copy_checks_the_oci_index_against_the_manifest(tmp_path: Path) -> N
     ):
         syncmod.sync(str(root), str(dest), fsync=False)
     assert not (dest / "index.json").exists() and not (dest / "manifest.json").exists()
+
+
+def test_a_copied_blob_changed_on_the_master_is_caught_by_the_next_sync(stick, tmp_path: Path) -> None:
+    """One byte of a blob already on the master changed (same size): its stamp (size, mtime,
+    inode) no longer matches the one recorded when it was hashed, so the next sync hashes it and
+    fails on one line naming the blob, its artifact and the file; the good blobs are not re-read."""
+    cfg, root, _ = stick
+    dest = tmp_path / "master"
+    _install_reads(cfg, root, dest)
+    victim = max((dest / "blobs/sha256").iterdir(), key=lambda p: p.name)
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 1
+    victim.write_bytes(bytes(data))
+    got = hashlib.sha256(bytes(data)).hexdigest()
+    before = rchar()
+    with pytest.raises(syncmod.BadCopy) as e:  # appliance_failure: bundle-copy (exit 4)
+        syncmod.sync(str(root), str(dest), fsync=False)
+    read = rchar() - before
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg.startswith(f"{victim}: blob sha256:{victim.name} (file/tool-")
+    assert f"has the manifest's size but other bytes (it hashes to sha256:{got})" in msg
+    assert 8 * MiB <= read <= 8 * MiB * 1.05 + MiB, read  # the changed blob, not the other two
+
+
+def test_blobs_no_record_vouches_for_are_hashed_once_then_trusted(stick, tmp_path: Path) -> None:
+    """A copy made before the record existed (or with it lost): every present blob is hashed once,
+    the record written; the run after reads nothing of the blobs."""
+    cfg, root, blobs = stick
+    dest = tmp_path / "master"
+    _install_reads(cfg, root, dest)
+    (dest / ".verified").unlink()
+    before = rchar()
+    res = syncmod.sync(str(root), str(dest), fsync=False)
+    assert res["copied"] == 0 and blobs <= rchar() - before <= blobs * 1.05 + MiB
+    assert (dest / ".verified").is_file()
+    before = rchar()
+    assert syncmod.sync(str(root), str(dest), fsync=False)["changed"] is False
+    assert rchar() - before < MiB

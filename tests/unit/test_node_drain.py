@@ -62,6 +62,17 @@ def test_other_stacks_evict_with_kubectl_drain():
     assert forced.commands[0].endswith(" --force")
 
 
+def test_a_silent_node_is_drained_without_waiting_for_pods_no_kubelet_confirms():
+    """Its evicted pods stay Terminating: kubectl drain would wait its whole timeout, then fail."""
+    plan = nodeops.plan_drain(_site("open"), "gpu1", PODS, force=True, silent=True)
+    assert plan.commands == [
+        "drain gpu1 --ignore-daemonsets --delete-emptydir-data --timeout=10m --force"
+        " --skip-wait-for-delete-timeout=1"
+    ]
+    taint = nodeops.plan_drain(_site("runai"), "gpu1", PODS, silent=True)  # no eviction to wait for
+    assert taint.commands == nodeops.plan_drain(_site("runai"), "gpu1", PODS).commands
+
+
 def test_refusals_name_the_node():
     with pytest.raises(UsageError, match="node 'gpu9' is not in the site config") as exc:
         nodeops.plan_drain(_site("open"), "gpu9", PODS)

@@ -254,7 +254,7 @@ def test_an_unreachable_node_is_named_and_the_removal_goes_on(monkeypatch, capsy
     monkeypatch.setattr(node_cmd, "_kubectl", lambda cfg: lambda args: asked.append(args) or "")
     monkeypatch.setattr(node_cmd, "run_on", unreachable)
     plan = nodeops.DrainPlan("gpu2", "evict", ["drain gpu2 --ignore-daemonsets"], [])
-    node_cmd._remove(cfg, cfg.node("gpu2"), plan)
+    assert node_cmd._remove(cfg, cfg.node("gpu2"), plan, reset=True) is False
     assert asked == ["drain gpu2 --ignore-daemonsets", "delete node gpu2 --ignore-not-found"]
     said = capsys.readouterr()
     assert "gpu2 (192.168.10.22): SSH cannot connect: No route to host: not reset" in said.out + said.err

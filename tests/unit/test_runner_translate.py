@@ -212,6 +212,26 @@ def test_a_bad_stick_found_while_copying_is_a_bundle_error_exit_4(tmp_path, monk
     assert e.value.exit_code == 4 and "nothing was installed" in (e.value.hint or "")
 
 
+def test_a_blob_of_the_masters_copy_changed_since_verified_is_a_bundle_error_exit_4(tmp_path, monkeypatch):
+    """bundle_sync's appliance_failure=bundle-copy: exit 4 with the line naming the file, and a hint
+    about the master's copy (not the stick's)."""
+    import pytest
+
+    from appliance_cli.errors import BundleError
+
+    path = "/srv/appliance/bundle/blobs/sha256/" + "a" * 64
+    msg = (f"{path}: blob sha256:{'a' * 64} (helm-chart/gpu-operator) on the master has the manifest's size but "
+           f"other bytes (it hashes to sha256:{'b' * 64}): remove it and run the install again, which copies it "
+           "again from the stick")  # fmt: skip
+    failed = translate(ev("runner_on_failed", host="master1", task="Sync | Copy and verify the bundle",
+                          res={"msg": msg, "appliance_failure": "bundle-copy"}))  # fmt: skip
+    cfg = type("C", (), {"nodes": [], "site_dir": tmp_path, "ssh": type("S", (), {"mitogen": False})()})()
+    with pytest.raises(BundleError) as e:
+        _run_failing_install(failed, cfg, tmp_path, monkeypatch)
+    assert e.value.exit_code == 4 and path in str(e.value) and "\n" not in str(e.value)
+    assert "the bundle copy on the master changed after it was verified" in (e.value.hint or "")
+
+
 def test_a_connection_lost_under_a_task_is_the_far_nodes_unreachability():
     """Mitogen's words when a node drops off mid-task (seen in the lab with its link pulled during
     a pull delegated from master1 to worker1): the node named is the delegation's target."""
@@ -259,18 +279,43 @@ def test_an_unreachable_node_gets_its_address_when_ssh_names_none():
     assert (got[0].host, got[0].address, got[0].status) == ("worker1", "10.77.0.12", "unreachable")
 
 
+def _get_url_checksum_failure(want: str, got: str, url: str) -> dict:
+    """A runner_on_failed event as ansible-runner records it for ansible.builtin.get_url (core 2.x)
+    whose download does not match `checksum: sha256:WANT` (recorded from a real run, the module's
+    long list of defaulted arguments shortened)."""
+    tmp = "/root/.ansible/tmp/ansible-tmp-1795583374.7356691-16998-154319909337434/tmp3yzq1akl"
+    res = {"changed": False, "checksum_dest": None, "checksum_src": "f572d396fae9206628714fb2ce00f72e94f2258f",
+           "dest": "/opt/appliance/charts/gpu-operator.tgz", "elapsed": 0, "url": url, "src": tmp,
+           "msg": f"The checksum for {tmp} did not match {want}; it was {got}.",
+           "invocation": {"module_args": {"checksum": f"sha256:{want}", "url": url, "mode": "0644", "force": False}},
+           "exception": "(traceback unavailable)", "_ansible_no_log": False}  # fmt: skip
+    event = ev("runner_on_failed", host="master1", task="Helm | Download the chart | gpu-operator", res=res)
+    event["event_data"]["task_action"] = "ansible.builtin.get_url"
+    return event
+
+
+def test_get_url_checksum_failure_has_its_own_kind_and_names_the_url():
+    want, got, url = "9" * 64, "b" * 64, "http://10.77.0.11:8081/blobs/sha256/" + "9" * 64
+    [r] = translate(_get_url_checksum_failure(want, got, url))
+    assert (r.status, r.kind) == ("failed", "checksum")
+    assert r.message == f"The checksum for {url} did not match {want}; it was {got}."  # not the temp file
+    other = _get_url_checksum_failure(want, got, url)
+    other["event_data"]["task_action"] = "ansible.builtin.command"  # the same words from another module
+    assert translate(other)[0].kind == ""
+    plain = translate(ev("runner_on_failed", host="master1", task="t", res={"msg": "Request failed: 404"}))
+    assert plain[0].kind == ""
+
+
 def test_a_download_that_does_not_match_the_bundle_is_a_bundle_error_naming_the_blob(tmp_path, monkeypatch):
     """get_url's checksum failure on a file served from the master's bundle copy (a blob that rotted
-    after Sync verified it): exit 4, the line names the node, the task (and so the artifact) and
-    both digests without get_url's temporary path; the hint names the blob to remove."""
+    after Sync verified it): exit 4, the line names the node, the task (and so the artifact), the
+    URL and both digests without get_url's temporary path; the hint names the blob to remove."""
     import pytest
 
     from appliance_cli.errors import BundleError
 
-    want, got = "9" * 64, "b" * 64
-    failed = translate(ev("runner_on_failed", host="master1", task="Helm | Download the chart | gpu-operator",
-                          res={"msg": f"The checksum for /root/.ansible/tmp/ansible-moduletmp-1.2-x/tmpq did not "
-                                      f"match {want}; it was {got}."}))  # fmt: skip
+    want, got, url = "9" * 64, "b" * 64, "http://10.77.0.11:8081/blobs/sha256/" + "9" * 64
+    failed = translate(_get_url_checksum_failure(want, got, url))
 
     cfg = type("C", (), {"nodes": [], "site_dir": tmp_path, "ssh": type("S", (), {"mitogen": False})(),
                          "bundle": type("B", (), {"path": "/srv/appliance/bundle"})()})()  # fmt: skip
@@ -278,8 +323,8 @@ def test_a_download_that_does_not_match_the_bundle_is_a_bundle_error_naming_the_
         _run_failing_install(failed, cfg, tmp_path, monkeypatch)
     assert e.value.exit_code == 4
     assert str(e.value) == (
-        f"master1: task 'Helm | Download the chart | gpu-operator' failed: what the bundle copy served hashes "
-        f"to sha256:{got}, not the manifest's sha256:{want} (corrupt on master1)"
+        f"master1: task 'Helm | Download the chart | gpu-operator' failed: what the bundle copy served at {url} "
+        f"hashes to sha256:{got}, not the manifest's sha256:{want} (corrupt on master1)"
     )
     assert f"remove /srv/appliance/bundle/blobs/sha256/{want} there" in (e.value.hint or "")
 

@@ -298,3 +298,35 @@ def test_mirror_pod_of_the_apiserver_and_node_restriction(
                      spec={"nodeName": "m2", "containers": [{"name": "c", "image": "i"}]})  # fmt: skip
     with pytest.raises(ApiError, match=r"can only create pods with spec\.nodeName set to itself"):
         kl.client.call("POST", "/api/v1/namespaces/default/pods", elsewhere)
+
+
+def test_a_pod_on_a_silent_node_stays_terminating_and_drain_waits_for_it(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As Kubernetes: a graceful delete of a pod whose kubelet is silent (Ready Unknown) only marks
+    it Terminating; kubectl drain waits for it until --timeout, or skips it once its deletionTimestamp
+    is older than --skip-wait-for-delete-timeout; deleting the Node object takes its pods along."""
+    old = util.rfc3339(time.time() - 120)  # past the node monitor grace: the node reads Unknown
+    admin = cluster.admin()
+    admin.call("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "cut"},
+               "status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": old}]}})  # fmt: skip
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stuck", "namespace": "default"},
+           "spec": {"nodeName": "cut", "terminationGracePeriodSeconds": 0, "containers": [{"name": "c", "image": "x"}]}}  # fmt: skip
+    admin.call("POST", "/api/v1/namespaces/default/pods", pod)
+    rc, out, err = cluster.kubectl(capsys, "drain", "cut", "--ignore-daemonsets", "--timeout=2s")
+    assert rc == 1 and 'error when waiting for pod "stuck" terminating: global timeout reached: 2s' in err
+    left = admin.get("/api/v1/namespaces/default/pods/stuck")
+    assert left["metadata"]["deletionTimestamp"]
+    rc, out, err = cluster.kubectl(
+        capsys, "drain", "cut", "--ignore-daemonsets", "--timeout=60s", "--skip-wait-for-delete-timeout=1"
+    )
+    assert rc == 0, err
+    assert (
+        'pod "stuck" has DeletionTimestamp older than 1 seconds, skipping' in out
+        and "node/cut drained" in out
+    )
+    assert admin.get("/api/v1/namespaces/default/pods/stuck")["metadata"]["name"] == "stuck"
+    assert cluster.kubectl(capsys, "delete", "node", "cut")[0] == 0
+    with pytest.raises(ApiError) as e:
+        admin.get("/api/v1/namespaces/default/pods/stuck")
+    assert e.value.code == 404

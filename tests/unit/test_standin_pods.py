@@ -176,3 +176,24 @@ def test_a_node_reads_only_the_configmaps_its_pods_mount(cluster: Cluster) -> No
     with pytest.raises(ApiError) as e:  # w2 runs no pod mounting it (the Node authorizer's rule)
         _node_client(cluster, "w2").get("/api/v1/namespaces/kube-flannel/configmaps/kube-flannel-cfg")
     assert e.value.code == 403
+
+
+def test_the_kubelet_back_confirms_the_delete_of_a_pod_left_terminating(cluster: Cluster) -> None:
+    """A pod deleted while its node's kubelet was silent stays Terminating; the kubelet, posting
+    again, stops it and confirms the delete (its own delete is final)."""
+    old = util.rfc3339(util.now() - 120)  # past the node monitor grace: Unknown
+    admin = cluster.admin()
+    admin.call("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "w2"},
+               "status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": old}]}})  # fmt: skip
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+           "spec": {"nodeName": "w2", "containers": [{"name": "c", "image": SANDBOX}]}}  # fmt: skip
+    admin.call("POST", "/api/v1/namespaces/default/pods", pod)
+    admin.call("DELETE", "/api/v1/namespaces/default/pods/p")
+    assert admin.get("/api/v1/namespaces/default/pods/p")["metadata"]["deletionTimestamp"]
+    puller = Puller()
+    PodWorker(
+        _node_client(cluster, "w2"), "w2", "unix:///run/containerd/containerd.sock", puller, lambda e: set()
+    ).sync()
+    with pytest.raises(ApiError) as e:
+        admin.get("/api/v1/namespaces/default/pods/p")
+    assert e.value.code == 404 and puller.pulled == []  # stopped, not started

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -25,14 +26,19 @@ description:
     C(index.json) when present, and C(manifest.json) last.
   - Each blob is staged in C(<dest>/.staging/), hashed while it is copied, fsynced and
     renamed into place only when its sha256 matches; a half-written blob is never left under
-    C(blobs/). Blobs already present with the right size are skipped (resumable, idempotent).
+    C(blobs/). Blobs already present with the right size are skipped (resumable, idempotent),
+    once their bytes are known good: each blob this module wrote or hashed is recorded in
+    C(<dest>/.verified) with its size, mtime and inode, and a present blob whose record does not
+    match (changed since, or copied by an older tool) is hashed again; one of the right size but
+    other bytes fails the run, naming the blob and the file.
   - Refuses to start when the destination has less free space than the copy needs.
   - Corrupt or missing source blobs are all named (with the artifacts using them) and the
     destination manifest is not written, so an incomplete copy is never taken for a bundle.
   - This is where the stick's blobs are hashed: the controller's install gate checks the
     signature, the manifest and the blobs' sizes only, so each byte is read from the stick once.
     C(index.json) and C(install-toolkit.sh) are checked against the digests the manifest records.
-  - A bad stick fails with C(appliance_failure=bundle), which the CLI reports as a bundle error.
+  - A bad stick fails with C(appliance_failure=bundle), which the CLI reports as a bundle error;
+    a blob of the copy that changed after it was verified with C(appliance_failure=bundle-copy).
 options:
   src:
     description: The bundle as delivered (e.g. the mounted USB stick).
@@ -90,6 +96,7 @@ COPY_WORKERS = max(2, min(4, os.cpu_count() or 1))
 MANIFEST = "manifest.json"
 META_FILES = ("manifest.sig", "oci-layout", "index.json", "install-toolkit.sh")  # copied before manifest.json
 STAGING = ".staging"
+VERIFIED = ".verified"  # hex -> [size, mtime_ns, inode] of the blobs whose bytes were hashed here
 BLOB_DIR = os.path.join("blobs", "sha256")
 _HEX_RE = re.compile(r"^[0-9a-f]{64}$")
 
@@ -100,6 +107,10 @@ class SyncError(Exception):
 
 class BadBundle(SyncError):
     """The stick's bytes differ from the signed manifest (reported as appliance_failure: bundle)."""
+
+
+class BadCopy(SyncError):
+    """A blob of the master's copy changed after it was verified (appliance_failure: bundle-copy)."""
 
 
 def hex_of(digest: str) -> str:
@@ -208,12 +219,68 @@ def copy_verified(src: str, staged: str, dest: str, hexd: str, size: int, fsync:
             os.unlink(staged)
 
 
+def _stamp(path: str) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def read_verified(dest: str) -> dict[str, list[int]]:
+    try:
+        with open(os.path.join(dest, VERIFIED)) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}  # none yet, or unreadable: every present blob is hashed once more
+    return data if isinstance(data, dict) else {}
+
+
+def write_verified(dest: str, hexes: list[str]) -> None:
+    """Record the stamps of blobs just hashed, atomically (a torn record only costs a re-hash)."""
+    blob_dir = os.path.join(dest, BLOB_DIR)
+    stamps = {h: s for h in sorted(hexes) if (s := _stamp(os.path.join(blob_dir, h))) is not None}
+    tmp = os.path.join(dest, STAGING, VERIFIED.lstrip("."))
+    with open(tmp, "w") as f:
+        json.dump(stamps, f, separators=(",", ":"))
+    os.replace(tmp, os.path.join(dest, VERIFIED))
+
+
+def _file_digest(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while buf := f.read(BUF):
+            h.update(buf)
+    return h.hexdigest()
+
+
+def check_present(dest: str, owners: dict[str, tuple[int, list[str]]], present: list[str]) -> None:
+    """Hash the present blobs no record vouches for; a mismatch is the master's copy gone bad
+    (same size, other bytes), which the size check alone would take for good."""
+    blob_dir = os.path.join(dest, BLOB_DIR)
+    with ThreadPoolExecutor(max_workers=COPY_WORKERS) as pool:
+        digests = list(pool.map(lambda h: _file_digest(os.path.join(blob_dir, h)), present))
+    bad = [(h, got) for h, got in zip(present, digests) if got != h]  # noqa: B905 (Python 3.8)
+    if bad:
+        h, got = bad[0]
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise BadCopy(
+            f"{os.path.join(blob_dir, h)}: blob sha256:{h} ({', '.join(owners[h][1])}) on the master has the "
+            f"manifest's size but other bytes (it hashes to sha256:{got}){more}: remove it and run the "
+            "install again, which copies it again from the stick"
+        )
+
+
 def plan(src: str, dest: str) -> dict[str, Any]:
     manifest, raw = read_manifest(src)
     owners = blob_owners(manifest)
     missing = {
         h: v for h, v in owners.items() if _size(os.path.join(dest, BLOB_DIR, h)) != v[0]
     }  # absent, or short from an interrupted copy of an older tool
+    verified = read_verified(dest)
+    unvouched = sorted(
+        h for h in owners if h not in missing and verified.get(h) != _stamp(os.path.join(dest, BLOB_DIR, h))
+    )
     meta = [m for m in (*META_FILES, MANIFEST) if os.path.isfile(os.path.join(src, m))]
     meta_changed = [m for m in meta if not _same_bytes(os.path.join(src, m), os.path.join(dest, m))]
     need = sum(v[0] for v in missing.values()) + sum(_size(os.path.join(src, m)) or 0 for m in meta_changed)
@@ -222,6 +289,7 @@ def plan(src: str, dest: str) -> dict[str, Any]:
         "raw": raw,
         "owners": owners,
         "missing": missing,
+        "unvouched": unvouched,
         "meta_changed": meta_changed,
         "need": need,
     }
@@ -245,6 +313,7 @@ def sync(
                 "verify the bundle on this stick, then install again"
             )
     missing, owners = p["missing"], p["owners"]
+    check_present(dest, owners, p["unvouched"])
     if p["need"]:
         have = free_bytes(dest)
         if have < p["need"]:
@@ -320,6 +389,8 @@ def sync(
         _fsync_dir(dest)
     for name in stale:
         os.unlink(os.path.join(blob_dir, name))
+    if missing or p["unvouched"] or stale or not os.path.isfile(os.path.join(dest, VERIFIED)):
+        write_verified(dest, list(owners))
     return result
 
 
@@ -343,6 +414,8 @@ def main() -> None:
         )
     except BadBundle as exc:
         module.fail_json(msg=str(exc), appliance_failure="bundle")
+    except BadCopy as exc:
+        module.fail_json(msg=str(exc), appliance_failure="bundle-copy")
     except SyncError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)

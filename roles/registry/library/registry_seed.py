@@ -324,17 +324,30 @@ class Seeder:
         return os.path.join(os.path.dirname(dest), f".{os.path.basename(dest)}.seed-{os.getpid()}")
 
     # -- blobs ---------------------------------------------------------------------------------
-    def blob_present(self, digest: str, size: int) -> bool:
+    def blob_present(self, digest: str, parts: list[tuple[str, int]]) -> bool:
         try:
-            return os.stat(blob_data_path(self.root, digest)).st_size == size
+            st = os.stat(blob_data_path(self.root, digest))
         except FileNotFoundError:
             return False
+        return st.st_size == sum(s for _, s in parts) and not self._stale_link(st, parts)
+
+    def _stale_link(self, st: os.stat_result, parts: list[tuple[str, int]]) -> bool:
+        """The store's `data` is not the bundle's current file where seeding would link it: the
+        bundle's blob was replaced since (removed and copied again, a newer bundle), and the old
+        inode, which may be the bad copy that was replaced, would be served on. Linked again."""
+        if self.link_mode != "auto" or len(parts) != 1:
+            return False  # copies: their bytes were hashed when written, whatever the bundle does
+        try:
+            src = os.stat(self.bundle_blob(parts[0][0]))
+        except FileNotFoundError:
+            return False  # put_blob is not reached for it: nothing to link to
+        linkable = src.st_dev == st.st_dev and bool(src.st_mode & 0o004)
+        return linkable and src.st_ino != st.st_ino
 
     def put_blob(self, digest: str, parts: list[tuple[str, int]]) -> bool:
         """Stage the blob's `data` file (hard link, or verified copy) next to its final name;
         `commit_blobs()` makes the staged files durable, then renames them into place."""
-        size = sum(s for _, s in parts)
-        if self.blob_present(digest, size):
+        if self.blob_present(digest, parts):
             return False
         if self.check:
             return True
@@ -449,7 +462,7 @@ def bytes_to_copy(seeder: Seeder, plans: list[dict[str, Any]]) -> int:
     for p in plans:
         for d, parts in p["blobs"].items():
             size = sum(s for _, s in parts)
-            if d not in seen and not seeder.blob_present(d, size):
+            if d not in seen and not seeder.blob_present(d, parts):
                 seen[d] = size
     return sum(seen.values())
 

@@ -439,14 +439,21 @@ class ApiServer:
                      "metadata": {"resourceVersion": str(self.store.rv)}, "items": items}, warn  # fmt: skip
 
     def _delete(
-        self, key: str, cur: Any, qn: str, name: str, plural: str, warn: list[str]
+        self, key: str, cur: Any, qn: str, name: str, plural: str, warn: list[str], graceful: bool = False
     ) -> tuple[int, Any, list[str]]:
+        """graceful: a delete the pod's kubelet confirms (not one by the kubelet, nor with grace 0)."""
         if cur is None:
             raise not_found(qn, name)
+        if plural == "pods" and graceful and (kept := self._terminating_if_kubelet_silent(key, cur)):
+            return 200, kept, warn
         self.store.delete(key)
         if plural == "namespaces":
             for k in [k for k in self.store.objects if k.split("|")[2] == name]:
                 self.store.delete(k)
+        if plural == "nodes":  # the pod garbage collector: pods bound to a node that is gone
+            for k, p in list(self.store.objects.items()):
+                if k.startswith("|pods|") and (p.get("spec") or {}).get("nodeName") == name:
+                    self.store.delete(k)
         return 200, cur, warn
 
     def _create(
@@ -557,7 +564,8 @@ class ApiServer:
                     if (cur.get("spec") or {}).get("nodeName") != node:
                         raise ApiError(403, "Forbidden", f'pods "{name}" is forbidden: node "{node}" can only delete '
                                        "pods with spec.nodeName set to itself")  # fmt: skip
-                res = self._delete(key, cur, qn, name, plural, warn)
+                graceful = query.get("gracePeriodSeconds") != "0" and not user.startswith("system:node:")
+                res = self._delete(key, cur, qn, name, plural, warn, graceful)
                 self._reconcile_if(plural, cur, None)
                 return res
             try:
@@ -570,6 +578,21 @@ class ApiServer:
                 return res
             return self._update(method, obj, cur, key, r, group, plural, qn, name, sub, warn, ctype)
 
+    def _terminating_if_kubelet_silent(self, key: str, pod: dict) -> dict | None:
+        """A graceful delete of a pod whose node's kubelet is silent (Ready Unknown) only marks it
+        Terminating: the kubelet confirms a delete, so it stays until the kubelet is back, the pod
+        is deleted with grace 0, or its Node object is deleted (the pod GC). None: delete it now."""
+        node = self.store.objects.get(Store.key("", "nodes", "", (pod.get("spec") or {}).get("nodeName", "")))
+        conds = (self.lifecycle(copy.deepcopy(node))["status"].get("conditions") or []) if node else []
+        if not any(c.get("type") == "Ready" and c.get("status") == "Unknown" for c in conds):
+            return None
+        md = pod["metadata"]
+        if not md.get("deletionTimestamp"):
+            grace = int((pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
+            md.update(deletionTimestamp=rfc3339(now() + grace), deletionGracePeriodSeconds=grace)
+            return self.store.put(key, pod)
+        return pod
+
     def _evict(self, ns: str, name: str, qn: str, warn: list[str]) -> tuple[int, Any, list[str]]:
         """POST pods/NAME/eviction (policy/v1 or v1beta1 Eviction): a delete a budget may refuse."""
         key = Store.key("", "pods", ns, name)
@@ -579,7 +602,8 @@ class ApiServer:
         serverside.check_eviction(
             pod, self.store.items("", "pods", ns), self.store.items("policy", "poddisruptionbudgets", ns)
         )
-        self.store.delete(key)
+        if self._terminating_if_kubelet_silent(key, pod) is None:
+            self.store.delete(key)
         return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}, warn
 
     def _update(self, method: str, obj: dict, cur: dict | None, key: str, r: tuple, group: str, plural: str,

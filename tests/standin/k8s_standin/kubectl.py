@@ -15,6 +15,7 @@ import yaml
 
 from .apiserver import BUILTIN_RESOURCES, qualified, res_path, version_info
 from .client import ApiClient, ApiError, Credentials, Unreachable, load_kubeconfig
+from .drain import wait_deleted
 from .flags import parse_flags
 from .jsonpath import _jp_eval, _jp_path, jsonpath
 from .util import (
@@ -367,12 +368,21 @@ class Kubectl:
                 return 1
             if ds_pods:
                 sys.stderr.write(f"WARNING: ignoring DaemonSet-managed Pods: {', '.join(ds_pods)}\n")
-            for p in on_node:
-                if p not in ds_owned:  # DaemonSet pods stay: their controller would put them back
-                    ns, pn = p["metadata"]["namespace"], p["metadata"]["name"]
-                    self.out.write(f"evicting pod {ns}/{pn}\n")
-                    self.client.call("DELETE", res_path("", "v1", "pods", ns, pn))
-                    self.out.write(f"pod/{pn} evicted\n")
+            gone = [p for p in on_node if p not in ds_owned]  # DaemonSet pods stay: their controller
+            for p in gone:  # would put them back
+                ns, pn = p["metadata"]["namespace"], p["metadata"]["name"]
+                self.out.write(f"evicting pod {ns}/{pn}\n")
+                self.client.call("DELETE", res_path("", "v1", "pods", ns, pn))
+                self.out.write(f"pod/{pn} evicted\n")
+            pending = wait_deleted(
+                self.client, gone, int(self.flags.get("skip-wait-for-delete-timeout") or 0),
+                parse_duration(self.flags.get("timeout") or "0"), self.out,
+            )  # fmt: skip
+            if pending:
+                msg = f'error when waiting for pod "{pending}" terminating: global timeout reached: {self.flags["timeout"]}'
+                sys.stderr.write(f'error: unable to drain node "{n}" due to error:{msg}, continuing command...\n'
+                                 f"There are pending nodes to be drained:\n {n}\n{msg}\n")  # fmt: skip
+                return 1
             self.out.write(f"node/{n} drained\n")
         return 0
 

@@ -62,6 +62,15 @@ class PodWorker:
             for p in self.client.get(f"/api/v1/pods?fieldSelector={q}")["items"]  # mirror pods: the static
             if "kubernetes.io/config.mirror" not in (p["metadata"].get("annotations") or {})
         ]  # pod runs them
+        for p in [p for p in pods if p["metadata"].get("deletionTimestamp")]:  # stop it, confirm the delete
+            pods.remove(p)
+            try:
+                self.client.call(
+                    "DELETE", f"/api/v1/namespaces/{p['metadata']['namespace']}/pods/{p['metadata']['name']}"
+                )
+            except ApiError as e:
+                if e.code != 404:
+                    raise
         live = {p["metadata"]["uid"] for p in pods}
         self.running &= live
         todo = [p for p in pods if p["metadata"]["uid"] not in self.running
