@@ -44,12 +44,19 @@ DOCKER_REFUSED = (
 )
 
 
-def _plan_with_runtime(cli, site_dir: Path, runtime: str, bundle_args: list[str]) -> Any:
-    """`upgrade plan` with the site config's container_runtime set to `runtime`, then put back."""
+def _plan_on_docker(cli, site_dir: Path, bundle_args: list[str]) -> Any:
+    """`upgrade plan` with the site config saying `container_runtime: docker`, then put back. A
+    docker site has no GPU workers (the site config refuses them: the docker path would drop the
+    nvidia runtime), so the lab's GPU worker is a CPU worker in that config too, and no project
+    asks for GPUs."""
     path = site_dir / SITE_FILE
     text = path.read_text()
     data = yaml.safe_load(text)
-    data["kubernetes"]["container_runtime"] = runtime
+    data["kubernetes"]["container_runtime"] = "docker"
+    for n in data["nodes"]:
+        n["roles"] = ["cpu-worker" if r == "gpu-worker" else r for r in n.get("roles") or []]
+    for key in ("projects", "departments"):
+        (data.get("scheduler") or {}).pop(key, None)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     try:
         return cli("upgrade", "plan", "--site", str(site_dir), *bundle_args)
@@ -80,7 +87,7 @@ def minor(own_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str, Any]
         stick = put_on_new_stick(layout, new.path)
         bundle_args = ["--bundle", str(new.path), "--key", str(new.public_key)]
         plan = cli("upgrade", "plan", "--site", str(site_dir), *bundle_args)
-        refused = _plan_with_runtime(cli, site_dir, "docker", bundle_args)
+        refused = _plan_on_docker(cli, site_dir, bundle_args)
         untouched = nodes(site_dir)
         apply = cli(
             "upgrade", "apply", "--site", str(site_dir), *bundle_args, "--master-bundle", stick, "--yes",
