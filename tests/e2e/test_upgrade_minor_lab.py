@@ -34,6 +34,7 @@ import pytest
 import yaml
 
 from appliance_cli.core.siteconfig import SITE_FILE
+from appliance_cli.lab.sitegen import EXTRA_WORKER_CLASS
 from tests._support.upgrade_lab import ADMIN, changed, nodes, put_on_new_stick, ready, ssh
 
 LAB = os.environ.get("APPLIANCE_E2E_MINOR_LAB", "minor")
@@ -47,14 +48,16 @@ DOCKER_REFUSED = (
 def _plan_on_docker(cli, site_dir: Path, bundle_args: list[str]) -> Any:
     """`upgrade plan` with the site config saying `container_runtime: docker`, then put back. A
     docker site has no GPU workers (the site config refuses them: the docker path would drop the
-    nvidia runtime), so the lab's GPU worker is a CPU worker in that config too, and no project
+    nvidia runtime), so the lab's GPU worker is a CPU worker (class CPU) in that config too, and no project
     asks for GPUs."""
     path = site_dir / SITE_FILE
     text = path.read_text()
     data = yaml.safe_load(text)
     data["kubernetes"]["container_runtime"] = "docker"
     for n in data["nodes"]:
-        n["roles"] = ["cpu-worker" if r == "gpu-worker" else r for r in n.get("roles") or []]
+        if "gpu-worker" in (n.get("roles") or []):
+            n["roles"] = ["cpu-worker" if r == "gpu-worker" else r for r in n["roles"]]
+            n["hardware_class"] = EXTRA_WORKER_CLASS  # the lab's class without GPUs
     for key in ("projects", "departments"):
         (data.get("scheduler") or {}).pop(key, None)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
