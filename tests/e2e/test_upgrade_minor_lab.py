@@ -126,6 +126,7 @@ def test_the_plan_goes_to_124_on_containerd(minor):
         for n in minor["before"].values()
     )
     plan = minor["plan"]
+    print(plan.out)  # shown with -rP: the plan as the operator reads it
     assert plan.rc == 0, plan.err[-2000:]
     assert re.search(rf"^  kubernetes +{OLD} -> {NEW}$", plan.out, re.M), plan.out
     assert f"master1: kubeadm upgrade apply {NEW}, then its kubelet and kubectl" in plan.out
@@ -134,6 +135,7 @@ def test_the_plan_goes_to_124_on_containerd(minor):
 
 def test_the_same_plan_on_docker_is_refused_in_one_line(minor):
     refused = minor["refused"]
+    print(f"rc={refused.rc}\n{refused.err}")
     assert refused.rc == 2, refused.out[-1000:] + refused.err[-1000:]
     lines = [ln for ln in refused.err.splitlines() if DOCKER_REFUSED in ln]
     assert len(lines) == 1, refused.err
@@ -147,6 +149,9 @@ def test_the_same_plan_on_docker_is_refused_in_one_line(minor):
 
 def test_apply_takes_every_node_and_the_cluster_to_124(minor):
     apply = minor["apply"]
+    print(
+        apply.out[-1500:], {n: d["status"]["nodeInfo"]["kubeletVersion"] for n, d in minor["after"].items()}
+    )
     assert apply.rc == 0, apply.out[-3000:] + apply.err[-3000:]
     assert f"upgraded to Kubernetes {NEW}" in apply.out
     after, seen = minor["after"], minor["seen"]
@@ -175,5 +180,6 @@ def test_apply_again_has_nothing_to_do_and_an_install_then_changes_nothing(minor
     assert again.rc == 0, again.err[-2000:]
     assert "nothing to upgrade" in again.out
     runs = minor["installs"]
+    print(again.out, [changed(r) for r in runs], runs[1].recap)
     assert all(r.rc == 0 for r in runs), runs[-1].out[-2000:] + runs[-1].err[-3000:]
     assert changed(runs[1]) == 0, runs[1].recap
