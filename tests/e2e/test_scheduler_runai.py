@@ -36,7 +36,7 @@ from tests._support.runai_vendor import make_vendor_tar
 from tests._support.tlscerts import make_ca, make_leaf, write_tls
 from tests.e2e.conftest import SignedBundle
 
-LAB = "rai"
+LAB = os.environ.get("APPLIANCE_E2E_RUNAI_LAB", "rai")
 VERSION = "2.9.0"
 DOMAIN = "runai.lab.internal"
 EXTERNAL_IP = "10.77.0.250"  # free on the lab's 10.77.0.0/24 (nodes .11-.14, host .1)
