@@ -254,11 +254,18 @@ def _minor_path(current: str, target: str, available: list[str]) -> list[str]:
     return [v for v in path if parse_version(v) > cur]
 
 
-def _refuse_docker_nodes(installed: Installed, goal: str) -> None:
-    """What the cluster reports, whatever the site config says: a node on docker (dockershim)
-    cannot run a 1.24 kubelet."""
+def _refuse_docker(cfg: SiteConfig, installed: Installed, goal: str) -> None:
+    """No dockershim from 1.24: the site config's docker, and, whatever the config says, a node
+    whose kubelet reports docker."""
+    if parse_version(goal)[:2] <= (1, 23):
+        return
+    if cfg.kubernetes.container_runtime == "docker":
+        raise UpgradeRefused(
+            f"kubernetes.container_runtime: docker past 1.23 (target {goal}): Kubernetes 1.24 removed dockershim",
+            hint="move the site to containerd first (kubernetes.container_runtime: containerd, then install)",
+        )
     docker = sorted(n for n, rt in installed.reported.items() if rt.startswith("docker://"))
-    if docker and parse_version(goal)[:2] > (1, 23):
+    if docker:
         raise UpgradeRefused(
             f"node {docker[0]}: container runtime {installed.reported[docker[0]]} past 1.23 (target {goal}): "
             f"Kubernetes 1.24 removed dockershim ({len(docker)} node(s) on docker: {', '.join(docker)})",
@@ -280,12 +287,7 @@ def plan_upgrade(cfg: SiteConfig, installed: Installed, target: Target) -> Plan:
             hint="use the bundle the site was installed or last upgraded with",
         )
     path = _minor_path(current, goal, target.kubernetes)
-    if cfg.kubernetes.container_runtime == "docker" and parse_version(goal)[:2] > (1, 23):
-        raise UpgradeRefused(
-            f"kubernetes.container_runtime: docker past 1.23 (target {goal}): Kubernetes 1.24 removed dockershim",
-            hint="move the site to containerd first (kubernetes.container_runtime: containerd, then install)",
-        )
-    _refuse_docker_nodes(installed, goal)
+    _refuse_docker(cfg, installed, goal)
     if cfg.scheduler.stack == "kai" and parse_version(goal)[:2] < KAI_MIN_KUBERNETES:
         raise UpgradeRefused(f"scheduler.stack: kai needs Kubernetes >= 1.28, the bundle goes to {goal}")
     rule = _role_filter("helm", "helm_kube_version")  # helm's kubeVersion rule
