@@ -1,6 +1,7 @@
 """What the upgrade e2e tests read on their lab's nodes and how master1 gets the new bundle (no
 tests here): ssh through the site's ssh_config, `kubectl get nodes` as JSON, a node's Ready
-condition, a run's changed total, and the new bundle on a second "stick"."""
+condition, a run's changed total, and the new bundle on a second "stick". (test_upgrade_apply_lab.py
+still has its own copies of the first four: it changed on another branch while this was written.)"""
 
 from __future__ import annotations
 
