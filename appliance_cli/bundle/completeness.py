@@ -3,7 +3,8 @@ private registry?
 
 What is pulled is rendered, not listed by hand:
 * kubeadm's images for the version and repositories the control_plane role configures (kubeadm
-  1.23's own rules: pause 3.6, etcd 3.5.6-0, CoreDNS v1.8.6 under <repository>/coredns);
+  1.23's own rules: pause 3.6, etcd 3.5.6-0, CoreDNS v1.8.6 under <repository>/coredns; 1.24's
+  pause is 3.7);
 * the sandbox image of container_runtime and the flannel images of cni_flannel, from their role
   defaults rendered with a private registry address;
 * every image key of each chart's values: the chart's own values.yaml (read from the chart
@@ -34,6 +35,19 @@ from appliance_cli.errors import BundleError
 
 PRIVATE = "appliance-registry.invalid:5000"  # stands for appliance_registry_address
 KUBEADM_123 = {"pause": "3.6", "etcd": "3.5.6-0", "coredns": "v1.8.6"}  # kubeadm 1.23 constants
+# kubeadm's constants per minor (`kubeadm config images list` of the last patch): 1.24 pulls pause 3.7.
+# A minor not listed is checked with 1.23's.
+KUBEADM_IMAGES = {(1, 23): KUBEADM_123, (1, 24): {"pause": "3.7", "etcd": "3.5.6-0", "coredns": "v1.8.6"}}
+
+
+def kubeadm_constants(version: str) -> dict[str, str]:
+    parts = version.lstrip("v").split(".")
+    minor = (
+        (int(parts[0]), int(parts[1])) if len(parts) > 1 and all(p.isdigit() for p in parts[:2]) else (1, 23)
+    )
+    return KUBEADM_IMAGES.get(minor, KUBEADM_123)
+
+
 NODE_OS = "ubuntu20.04"  # the GPU Operator's driver tag suffix for the appliance nodes
 
 
@@ -106,12 +120,13 @@ def role_pulls(version: str) -> Iterator[tuple[str, str, str]]:
     ver = d["control_plane_kubernetes_version"]
     for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"):
         yield "control_plane (kubeadm)", "control_plane_image_repository", f"{repo}/{name}:{ver}"
-    yield "control_plane (kubeadm)", "control_plane_image_repository", f"{repo}/pause:{KUBEADM_123['pause']}"
-    yield "control_plane (kubeadm)", "control_plane_image_repository", f"{repo}/etcd:{KUBEADM_123['etcd']}"
+    consts = kubeadm_constants(ver)
+    yield "control_plane (kubeadm)", "control_plane_image_repository", f"{repo}/pause:{consts['pause']}"
+    yield "control_plane (kubeadm)", "control_plane_image_repository", f"{repo}/etcd:{consts['etcd']}"
     yield (
         "control_plane (kubeadm)",
         "control_plane_dns_image_repository",
-        f"{dns}/coredns:{KUBEADM_123['coredns']}",
+        f"{dns}/coredns:{consts['coredns']}",
     )
     yield "container_runtime", "container_runtime_sandbox_image", d["container_runtime_sandbox_image"]
     yield "cni_flannel", "cni_flannel_image", f"{d['cni_flannel_image']}:{d['cni_flannel_version']}"

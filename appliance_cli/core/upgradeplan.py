@@ -9,7 +9,8 @@ node's own window (the master's step, each worker while drained), then the chart
 
 Refused, one line each, before anything changes: a downgrade; skipping a minor the bundle has no
 binaries for (Kubernetes upgrades one minor at a time); the docker runtime past 1.23 (no
-dockershim from 1.24); KAI below 1.28; a chart whose kubeVersion excludes the target version.
+dockershim from 1.24), whether the site config says docker or a node reports it
+(`status.nodeInfo.containerRuntimeVersion` docker://...); KAI below 1.28; a chart whose kubeVersion excludes the target version.
 Pure: the inputs are plain data, tested without a cluster or a bundle.
 """
 
@@ -85,6 +86,8 @@ class Installed:
     kubelets: dict[str, str]  # node -> kubelet version
     releases: dict[str, tuple[str, str, str]]  # release -> (namespace, chart name, chart version)
     runtimes: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> (codename, containerd)
+    # node -> status.nodeInfo.containerRuntimeVersion as the kubelet reports it (docker://20.10.5)
+    reported: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -251,6 +254,25 @@ def _minor_path(current: str, target: str, available: list[str]) -> list[str]:
     return [v for v in path if parse_version(v) > cur]
 
 
+def _refuse_docker(cfg: SiteConfig, installed: Installed, goal: str) -> None:
+    """No dockershim from 1.24: the site config's docker, and, whatever the config says, a node
+    whose kubelet reports docker."""
+    if parse_version(goal)[:2] <= (1, 23):
+        return
+    if cfg.kubernetes.container_runtime == "docker":
+        raise UpgradeRefused(
+            f"kubernetes.container_runtime: docker past 1.23 (target {goal}): Kubernetes 1.24 removed dockershim",
+            hint="move the site to containerd first (kubernetes.container_runtime: containerd, then install)",
+        )
+    docker = sorted(n for n, rt in installed.reported.items() if rt.startswith("docker://"))
+    if docker:
+        raise UpgradeRefused(
+            f"node {docker[0]}: container runtime {installed.reported[docker[0]]} past 1.23 (target {goal}): "
+            f"Kubernetes 1.24 removed dockershim ({len(docker)} node(s) on docker: {', '.join(docker)})",
+            hint="move the site to containerd first (kubernetes.container_runtime: containerd, then install)",
+        )
+
+
 def plan_upgrade(cfg: SiteConfig, installed: Installed, target: Target) -> Plan:
     current = clean(installed.kubernetes)
     if not target.kubernetes:
@@ -265,11 +287,7 @@ def plan_upgrade(cfg: SiteConfig, installed: Installed, target: Target) -> Plan:
             hint="use the bundle the site was installed or last upgraded with",
         )
     path = _minor_path(current, goal, target.kubernetes)
-    if cfg.kubernetes.container_runtime == "docker" and parse_version(goal)[:2] > (1, 23):
-        raise UpgradeRefused(
-            f"kubernetes.container_runtime: docker past 1.23 (target {goal}): Kubernetes 1.24 removed dockershim",
-            hint="move the site to containerd first (kubernetes.container_runtime: containerd, then install)",
-        )
+    _refuse_docker(cfg, installed, goal)
     if cfg.scheduler.stack == "kai" and parse_version(goal)[:2] < KAI_MIN_KUBERNETES:
         raise UpgradeRefused(f"scheduler.stack: kai needs Kubernetes >= 1.28, the bundle goes to {goal}")
     rule = _role_filter("helm", "helm_kube_version")  # helm's kubeVersion rule
@@ -362,6 +380,10 @@ def installed_from(kubectl_json: Any, helm_json: Any) -> Installed:
     kubelets = {
         n["metadata"]["name"]: n["status"]["nodeInfo"]["kubeletVersion"] for n in nodes.get("items") or []
     }
+    reported = {
+        n["metadata"]["name"]: str(n["status"]["nodeInfo"].get("containerRuntimeVersion") or "")
+        for n in nodes.get("items") or []
+    }
     releases = {}
     for r in helm_json("list -A") or []:
         name, version = _role_filter("chart_upgrade", "chart_upgrade").split_chart(r.get("chart", ""))
@@ -377,4 +399,4 @@ def installed_from(kubectl_json: Any, helm_json: Any) -> Installed:
             "kube-system/kubeadm-config has no kubernetesVersion: is this cluster made by kubeadm?",
             hint="`appliance status` shows what the cluster reports",
         )
-    return Installed(version, kubelets, releases)
+    return Installed(version, kubelets, releases, reported=reported)

@@ -1,5 +1,7 @@
-"""The "old" lab bundle an upgrade test starts from (no tests here): bundles/profiles/lab.yml with
-the Kubernetes stand-in tools and the control-plane images one patch version back.
+"""Lab bundles at another Kubernetes version (no tests here): bundles/profiles/lab.yml with the
+Kubernetes stand-in tools and the control-plane images at that version. The "old" one an upgrade
+test starts from is one patch back (v1.23.16); `build_lab_bundle_at` builds one a minor up as well
+(v1.24.17: the minor upgrade test's target).
 
 What moves with the cluster's version, and nothing else:
 * files kubeadm, kubelet: `version: <version>-standin` (the builder stamps that version into
@@ -7,7 +9,9 @@ What moves with the cluster's version, and nothing else:
   stays that client and is bundled `kubernetes: <version>`; helm and crictl keep theirs;
 * images kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy: `:<version>` (what
   kubeadm init pulls for kubernetesVersion <version>); pause 3.6, etcd 3.5.6-0 and CoreDNS v1.8.6 are
-  kubeadm 1.23's constants, the same for every 1.23 patch;
+  kubeadm 1.23's constants, the same for every 1.23 patch; another minor's kubeadm constants that
+  differ are added beside them (1.24: pause 3.7, which `kubeadm upgrade apply` pulls; 3.6 stays, the
+  sandbox image containerd and the kubelets keep);
 * chart hami's `images:` entry registry.k8s.io/kube-scheduler:<lab version>: HAMi tags the control
   plane's kube-scheduler image with the cluster's version (bundles/values/hami-2.4.1.yaml).
 
@@ -30,6 +34,7 @@ from typing import Any
 import yaml
 
 from appliance_cli.bundle import BuildOptions, build_bundle
+from appliance_cli.bundle.completeness import kubeadm_constants
 from appliance_cli.content import content_root
 
 LAB_PROFILE = content_root() / "bundles" / "profiles" / "lab.yml"
@@ -45,9 +50,23 @@ def _retag(reference: str, version: str) -> str:
     return reference.rsplit(":", 1)[0] + ":" + version
 
 
-def old_lab_profile(version: str = "v1.23.16", old_chart: Path | None = None) -> dict[str, Any]:
+def _kubeadm_images(prof: dict[str, Any], version: str) -> None:
+    """kubeadm's own images of `version`'s minor that the lab profile (1.23) lacks, added beside theirs."""
+    have = {i["reference"] for i in prof["images"]}
+    for name, tag in kubeadm_constants(version).items():
+        ref = _retag(next(i["reference"] for i in prof["images"] if i["name"] == name), tag)
+        if ref not in have:
+            entry = next(i for i in prof["images"] if i["name"] == name)
+            prof["images"].append({**entry, "name": f"{name}-{tag}", "reference": ref})
+
+
+def old_lab_profile(
+    version: str = "v1.23.16", old_chart: Path | None = None, old_containerd: bool = True
+) -> dict[str, Any]:
     """The lab profile (as loaded YAML) with what follows the cluster's version at `version`; with
-    `old_chart` (a chart directory `old_chart_dir` made), OLD_CHART at OLD_CHART_VERSION from there."""
+    `old_chart` (a chart directory `old_chart_dir` made), OLD_CHART at OLD_CHART_VERSION from there;
+    with `old_containerd`, containerd pinned at OLD_CONTAINERD. Not only older versions: any
+    version the stand-in models (1.23.x, 1.24.x; an upgrade's target takes neither older part)."""
     if not _VERSION.fullmatch(version):
         raise ValueError(f"{version}: not a Kubernetes version vX.Y.Z")
     prof = yaml.safe_load(LAB_PROFILE.read_text())
@@ -61,10 +80,12 @@ def old_lab_profile(version: str = "v1.23.16", old_chart: Path | None = None) ->
     for i in prof["images"]:
         if i["name"] in CONTROL_PLANE_IMAGES:
             i["reference"] = _retag(i["reference"], version)
-    for repo in prof["apt"]:
-        repo["packages"] = [
-            f"containerd={OLD_CONTAINERD}" if p == "containerd" else p for p in repo["packages"]
-        ]
+    if old_containerd:
+        for repo in prof["apt"]:
+            repo["packages"] = [
+                f"containerd={OLD_CONTAINERD}" if p == "containerd" else p for p in repo["packages"]
+            ]
+    _kubeadm_images(prof, version)
     scheduler = f"registry.k8s.io/kube-scheduler:{lab_version}"
     for c in prof["charts"]:
         if c["name"] == "hami":
@@ -89,20 +110,29 @@ def old_chart_dir(path: Path) -> Path:
     return path
 
 
-def write_old_lab_profile(path: Path, version: str = "v1.23.16") -> Path:
+def write_old_lab_profile(path: Path, version: str = "v1.23.16", older_parts: bool = True) -> Path:
     """`old_lab_profile` as a profile file (no lock beside it: the lab profile has none either), its
-    older chart in a directory beside it."""
+    older chart in a directory beside it and containerd pinned older (unless `older_parts` is false:
+    the lab's charts and containerd, as an upgrade's target bundle has them)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    chart = old_chart_dir(path.parent / f"{OLD_CHART}-{OLD_CHART_VERSION}")
-    path.write_text(yaml.safe_dump(old_lab_profile(version, chart), sort_keys=False))
+    chart = old_chart_dir(path.parent / f"{OLD_CHART}-{OLD_CHART_VERSION}") if older_parts else None
+    path.write_text(yaml.safe_dump(old_lab_profile(version, chart, older_parts), sort_keys=False))
     return path
 
 
-def build_old_lab_bundle(out: Path, cache: Path, version: str = "v1.23.16") -> Path:
-    """Build the old lab bundle into `out` (incrementally, with the build cache `cache`, as the e2e
-    `lab_bundle` fixture builds the lab's; share that cache to reuse its apt closure and images) and
-    return `out`. The caller signs it (`appliance_cli.bundle.sign_bundle`). Needs root, as any lab
-    bundle build (the apt closure is resolved in a chroot)."""
-    profile = write_old_lab_profile(out.parent / f"{out.name}-profile" / f"lab-{version}.yml", version)
+def build_lab_bundle_at(out: Path, cache: Path, version: str, older_parts: bool = False) -> Path:
+    """Build the lab bundle at `version` into `out` (incrementally, with the build cache `cache`, as
+    the e2e `lab_bundle` fixture builds the lab's; share that cache to reuse its apt closure and
+    images) and return `out`. The caller signs it (`appliance_cli.bundle.sign_bundle`). Needs root,
+    as any lab bundle build (the apt closure is resolved in a chroot)."""
+    profile = write_old_lab_profile(
+        out.parent / f"{out.name}-profile" / f"lab-{version}.yml", version, older_parts
+    )
     res = build_bundle(BuildOptions(profile=profile, out=out, cache=cache, repo_root=content_root()))
     return res.path
+
+
+def build_old_lab_bundle(out: Path, cache: Path, version: str = "v1.23.16") -> Path:
+    """The old lab bundle (`build_lab_bundle_at` with OLD_CHART at OLD_CHART_VERSION and containerd
+    at OLD_CONTAINERD)."""
+    return build_lab_bundle_at(out, cache, version, older_parts=True)

@@ -36,7 +36,7 @@ from tests._support.runai_vendor import make_vendor_tar
 from tests._support.tlscerts import make_ca, make_leaf, write_tls
 from tests.e2e.conftest import SignedBundle
 
-LAB = "rai"
+LAB = os.environ.get("APPLIANCE_E2E_RUNAI_LAB", "rai")
 VERSION = "2.9.0"
 DOMAIN = "runai.lab.internal"
 EXTERNAL_IP = "10.77.0.250"  # free on the lab's 10.77.0.0/24 (nodes .11-.14, host .1)
@@ -242,8 +242,9 @@ def test_the_backend_values_come_from_the_site(site, installs) -> None:
     g = v["global"]
     assert (g["domain"], g["airgapped"], g["ingress"]["tlsSecretName"]) == (DOMAIN, True, "runai-backend-tls")
     assert g["nodeSelector"] == {"node-role.kubernetes.io/runai-system": "true"}
-    assert g["tolerations"] == [
-        {"effect": "NoSchedule", "key": "node-role.kubernetes.io/master", "operator": "Exists"}
+    assert g["tolerations"] == [  # and the control-plane taint kubeadm 1.24 adds on upgrade
+        {"effect": "NoSchedule", "key": "node-role.kubernetes.io/master", "operator": "Exists"},
+        {"effect": "NoSchedule", "key": "node-role.kubernetes.io/control-plane", "operator": "Exists"},
     ]
     assert v["nginx-ingress"]["controller"]["service"]["externalIPs"] == [EXTERNAL_IP]
     assert v["nfs-client-provisioner"]["nfs"] == {"server": site.nfs.server, "path": site.nfs.path}

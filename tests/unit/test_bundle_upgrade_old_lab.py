@@ -79,3 +79,27 @@ def test_the_written_profile_carries_an_older_chart_that_packs(tmp_path: Path) -
     src = Path(spec.source or "")
     assert chartpack.chart_name(src, "t") == (OLD_CHART, OLD_CHART_VERSION)
     assert chartpack.pack(src, "t") != chartpack.pack(ROOT_CHARTS / OLD_CHART, "t")
+
+
+def test_the_1_24_profile_adds_kubeadm_1_24s_pause_and_is_complete_for_1_24(tmp_path: Path) -> None:
+    lab = yaml.safe_load(LAB_PROFILE.read_text())
+    new = old_lab_profile("v1.24.17")
+    added = [i for i in new["images"] if i["name"] not in {x["name"] for x in lab["images"]}]
+    assert [(i["name"], i["reference"]) for i in added] == [("pause-3.7", "registry.k8s.io/pause:3.7")]
+    assert "registry.k8s.io/pause:3.6" in {i["reference"] for i in new["images"]}  # containerd's sandbox
+    versions = {f["name"]: (f["version"], f.get("kubernetes")) for f in new["files"]}
+    assert versions["kubeadm"] == ("v1.24.17-standin", None) and versions["kubectl"][1] == "v1.24.17"
+    written = write_old_lab_profile(tmp_path / "lab-v1.24.17.yml", "v1.24.17", older_parts=False)
+    packages = [p for r in yaml.safe_load(written.read_text())["apt"] for p in r["packages"]]
+    assert "containerd" in packages and not [p for p in packages if p.startswith("containerd=")]  # the lab's
+    prof = load_profile(written)
+    assert next(c for c in prof.charts if c.name == "nfs-subdir-external-provisioner").version == "4.0.18"
+    report = check_profile(prof, None, "v1.24.17")
+    lab_report = check_profile(load_profile(LAB_PROFILE), None, "v1.23.17")
+    assert [p.reference for p in report.pulls if not p.listed] == [
+        p.reference for p in lab_report.pulls if not p.listed
+    ]
+    assert any(p.reference.endswith("/pause:3.7") and p.listed for p in report.pulls)
+    # without kubeadm 1.24's pause the lab profile is not complete for 1.24
+    lab_at_124 = check_profile(load_profile(LAB_PROFILE), None, "v1.24.17")
+    assert [p.reference for p in lab_at_124.pulls if not p.listed and p.reference.endswith("pause:3.7")]

@@ -52,8 +52,9 @@ def test_backend_values_carry_the_site_and_only_private_images() -> None:
         "runai-backend-tls",
     )
     assert g["nodeSelector"] == {"node-role.kubernetes.io/runai-system": "true"}
-    assert g["tolerations"] == [
-        {"key": "node-role.kubernetes.io/master", "operator": "Exists", "effect": "NoSchedule"}
+    assert g["tolerations"] == [  # the control-plane taint: what kubeadm 1.24 adds on upgrade
+        {"key": "node-role.kubernetes.io/master", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
     ]
     assert v["nginx-ingress"]["controller"]["service"]["externalIPs"] == ["10.77.0.200"]
     assert v["nfs-client-provisioner"]["nfs"] == {"server": "10.77.0.11", "path": "/srv/nfs/appliance"}

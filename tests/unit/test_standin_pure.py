@@ -471,9 +471,14 @@ def test_ca_pin_validation(pin: str, message: str) -> None:
 def test_upgrade_version_skew_rules() -> None:
     with pytest.raises(Fail, match="kubeadm can upgrade only 1 minor version at a time"):
         version_policy("v1.22.5", "v1.24.0", force=True)
+    # a minor above kubeadm's own (1.23) is refused whatever the flags: kubeadm 1.24 must do it
+    with pytest.raises(
+        Fail, match=r"at least one minor release higher than the kubeadm minor release \(24 > 23\)"
+    ):
+        version_policy("v1.23.17", "v1.24.0", force=True)
     with pytest.raises(Fail, match="Can be bypassed if you pass the --force flag"):
-        version_policy("v1.23.17", "v1.24.0", force=False)
-    assert version_policy("v1.23.17", "v1.24.0", force=True)
+        version_policy("v1.23.16", "v1.23.18", force=False)  # a patch above kubeadm's
+    assert version_policy("v1.23.16", "v1.23.18", force=True)
     assert version_policy("v1.22.17", "v1.23.17", force=False) == []
 
 

@@ -65,6 +65,9 @@ def cluster(tmp_path: Path, node: Path) -> Iterator[Cluster]:
     admin.call("POST", "/api/v1/namespaces/kube-system/configmaps", {
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kubeadm-config", "namespace": "kube-system"},
         "data": {"ClusterConfiguration": yaml.safe_dump(ccfg)}})  # fmt: skip
+    admin.call("POST", "/api/v1/namespaces/kube-system/configmaps", {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kubelet-config-1.23", "namespace": "kube-system"},
+        "data": {"kubelet": "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\n"}})  # fmt: skip
     tpl = {"metadata": {"labels": {"k8s-app": "kube-proxy"}},
            "spec": {"containers": [{"name": "kube-proxy", "image": f"{REPO}/kube-proxy:v1.23.16"}]}}  # fmt: skip
     admin.call("POST", "/apis/apps/v1/namespaces/kube-system/daemonsets", {

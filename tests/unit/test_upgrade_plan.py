@@ -108,6 +108,25 @@ def test_impossible_plans_are_refused_in_one_line(site, versions, charts, expect
     assert exc.value.exit_code == 2
 
 
+def test_a_node_reporting_docker_is_refused_past_123_whatever_the_site_config_says():
+    cfg = _site()  # the site config says containerd
+    assert cfg.kubernetes.container_runtime == "containerd"
+    runtimes = {"master1": "containerd://1.6.20", "gpu1": "docker://20.10.5", "gpu2": "containerd://1.6.20"}
+    installed = u.Installed("v1.23.17", {n: "v1.23.17" for n in runtimes}, {}, reported=runtimes)
+    with pytest.raises(u.UpgradeRefused) as exc:
+        u.plan_upgrade(cfg, installed, u.target_of(_manifest("v1.24.17"), {}))
+    assert exc.value.message == (
+        "node gpu1: container runtime docker://20.10.5 past 1.23 (target v1.24.17): Kubernetes 1.24 removed "
+        "dockershim (1 node(s) on docker: gpu1)"
+    )
+    assert "containerd" in (exc.value.hint or "")
+    # a patch within 1.23 is still fine on docker, and 1.24 on containerd everywhere
+    assert u.plan_upgrade(cfg, installed, u.target_of(_manifest("v1.23.17"), {})).empty
+    installed.reported["gpu1"] = "containerd://1.6.20"
+    plan = u.plan_upgrade(cfg, installed, u.target_of(_manifest("v1.24.17"), {}))
+    assert plan.changes == [("kubernetes", "v1.23.17", "v1.24.17")]
+
+
 def test_kai_below_128_is_refused():
     data = copy.deepcopy(yaml.safe_load(EXAMPLE.read_text()))
     data["kubernetes"]["version"] = "v1.28.15"
@@ -141,12 +160,14 @@ def test_installed_is_read_from_the_cluster_answers():
         "data": {"ClusterConfiguration": "apiVersion: kubeadm.k8s.io/v1beta3\nkubernetesVersion: v1.23.17\n"}
     }
     nodes = {
-        "items": [{"metadata": {"name": "master1"}, "status": {"nodeInfo": {"kubeletVersion": "v1.23.17"}}}]
-    }
+        "items": [{"metadata": {"name": "master1"}, "status": {"nodeInfo": {
+            "kubeletVersion": "v1.23.17", "containerRuntimeVersion": "containerd://1.6.20"}}}]
+    }  # fmt: skip
     helm = [{"name": "gpu-operator", "namespace": "gpu-operator", "chart": "gpu-operator-v24.6.2"},
             {"name": "nfs", "namespace": "nfs", "chart": "nfs-subdir-external-provisioner-4.0.18"}]  # fmt: skip
     got = u.installed_from(lambda a: cm if "configmap" in a else nodes, lambda a: helm)
     assert got.kubernetes == "v1.23.17" and got.kubelets == {"master1": "v1.23.17"}
+    assert got.reported == {"master1": "containerd://1.6.20"}
     assert got.releases == {
         "gpu-operator": ("gpu-operator", "gpu-operator", "v24.6.2"),
         "nfs": ("nfs", "nfs-subdir-external-provisioner", "4.0.18"),

@@ -124,12 +124,17 @@ def release_images(values: Mapping[str, Any], chart_defaults: Mapping[str, Any] 
     return sorted(set(refs))
 
 
+# kubeadm 1.24's `upgrade apply` taints control planes that have the master taint with this one too.
+CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
+
+
 def system_placement(system_label: str, master_taint: str) -> dict[str, Any]:
     """Run:ai's system workloads: on the runai-system nodes, and allowed on the master, which
-    keeps its NoSchedule taint (K13)."""
+    keeps its NoSchedule taint (K13), and the control-plane one kubeadm 1.24 adds beside it."""
+    keys = dict.fromkeys((master_taint, CONTROL_PLANE_TAINT))
     return {
         "nodeSelector": {system_label: "true"},
-        "tolerations": [{"key": master_taint, "operator": "Exists", "effect": "NoSchedule"}],
+        "tolerations": [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in keys],
     }
 
 

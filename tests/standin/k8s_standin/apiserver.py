@@ -24,8 +24,10 @@ from .pki import TOKEN_RE, csr_subject, jws_detached, secret_data, sign_csr, tok
 from .util import (
     BUILD_DATE,
     CONTROLLER_TAINTS,
+    DOCKERSHIM_REMOVED,
     GIT_COMMIT,
     GO_VERSION,
+    MINOR,
     NODE_MONITOR_GRACE,
     VERSION,
     Fail,
@@ -286,7 +288,7 @@ class ApiServer:
             return True
         joining = "system:bootstrappers" in groups or "system:nodes" in groups
         if joining and plural == "configmaps" and ns == "kube-system" and verb == "get":
-            return name in ("kubeadm-config", f"kubelet-config-{VERSION[1:5]}", "kube-proxy")
+            return name in ("kubeadm-config", "kube-proxy", *KUBELET_CONFIG_NAMES)
         if joining and plural == "certificatesigningrequests" and verb in ("create", "get"):
             return True
         if "system:bootstrappers" in groups and plural == "nodes" and verb == "get":
@@ -688,6 +690,15 @@ def match_selector(selector: str, labels: dict[str, str]) -> bool:
         elif term not in labels:
             return False
     return True
+
+
+# The kubelet ConfigMaps kubeadm's RBAC lets joining nodes read: the legacy kubelet-config-1.23
+# (1.24's upgrade leaves it and its Role in place) and, from 1.24, kubelet-config.
+KUBELET_CONFIG_NAMES = (
+    ("kubelet-config", f"kubelet-config-{MINOR[0]}.{MINOR[1] - 1}")
+    if DOCKERSHIM_REMOVED
+    else (f"kubelet-config-{MINOR[0]}.{MINOR[1]}",)
+)
 
 
 def version_info(version: str = VERSION) -> dict:

@@ -15,6 +15,7 @@ from .pki import TOKEN_RE, new_token
 from .util import (
     COREDNS_VERSION,
     DEFAULT_IMAGE_REPOSITORY,
+    DOCKERSHIM_REMOVED,
     ETCD_VERSION,
     KNOWN_CRI_SOCKETS,
     MIN_CONTROL_PLANE,
@@ -291,6 +292,8 @@ def load_init_config(path: str | None, flags: dict[str, Any], resolve_host: bool
         nr["name"] = hostname()
     if "taints" not in nr:
         nr["taints"] = [{"effect": "NoSchedule", "key": "node-role.kubernetes.io/master"}]
+        if DOCKERSHIM_REMOVED:  # 1.24 taints new control planes with both (KEP-2067 stage 2)
+            nr["taints"].append({"effect": "NoSchedule", "key": "node-role.kubernetes.io/control-plane"})
     if not nr.get("criSocket"):
         nr["criSocket"] = detect_cri_socket()
     if not lep.get("advertiseAddress") and resolve_host:

@@ -12,7 +12,18 @@ import yaml
 from .client import kubeconfig
 from .config import InitConfig, control_plane_images
 from .pki import _openssl, gen_key, make_ca, make_cert
-from .util import PAUSE_VERSION, VERSION, Fail, b64, hostname, hp, read_text, write_file
+from .util import (
+    DOCKERSHIM_REMOVED,
+    PAUSE_VERSION,
+    VERSION,
+    Fail,
+    b64,
+    hostname,
+    hp,
+    minor_of,
+    read_text,
+    write_file,
+)
 
 # --------------------------------------------------------------------------- kubeadm: files it writes
 
@@ -49,7 +60,14 @@ def store_path() -> str:
     return hp(os.path.join(data, "member/snap/db"))
 
 
-KUBELET_CONFIG_CM = f"kubelet-config-{VERSION[1:5]}"
+def legacy_kubelet_config_cm(version: str) -> str:
+    """kubelet-config-1.23: the ConfigMap name before UnversionedKubeletConfigMap (on from 1.24)."""
+    major, minor = minor_of(version)
+    return f"kubelet-config-{major}.{minor}"
+
+
+# What this kubeadm writes (init, upgrade apply) and reads first (join, upgrade node).
+KUBELET_CONFIG_CM = "kubelet-config" if DOCKERSHIM_REMOVED else legacy_kubelet_config_cm(VERSION)
 
 
 def first_ip(cidr: str, n: int) -> str:

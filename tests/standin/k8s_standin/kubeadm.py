@@ -34,6 +34,7 @@ from .pki import join_command, token_secret_object
 from .preflight import INIT, PULL, Ctx, parse_ignore, root_check, run_checks, select
 from .util import (
     APISERVER_UNIT,
+    DOCKERSHIM_REMOVED,
     Fail,
     format_duration,
     group_of,
@@ -234,9 +235,10 @@ def _init_wait_and_upload(cfg: InitConfig, client: ApiClient, out: TextIO) -> No
                           "data": {"ClusterConfiguration": dump(cfg.cluster)}})  # fmt: skip
         out.write(f'[kubelet] Creating a ConfigMap "{KUBELET_CONFIG_CM}" in namespace kube-system with the '
                   "configuration for the kubelets in the cluster\n")  # fmt: skip
-        out.write(f'NOTE: The "{KUBELET_CONFIG_CM}" naming of the kubelet ConfigMap is deprecated. Once the '
-                  "UnversionedKubeletConfigMap feature gate graduates to Beta the default name will become just "
-                  '"kubelet-config". Kubeadm upgrade will handle this transition transparently.\n')  # fmt: skip
+        if not DOCKERSHIM_REMOVED:  # 1.24: the unversioned name, no note
+            out.write(f'NOTE: The "{KUBELET_CONFIG_CM}" naming of the kubelet ConfigMap is deprecated. Once the '
+                      "UnversionedKubeletConfigMap feature gate graduates to Beta the default name will become just "
+                      '"kubelet-config". Kubeadm upgrade will handle this transition transparently.\n')  # fmt: skip
         post_obj(client, {"apiVersion": "v1", "kind": "ConfigMap",
                           "metadata": {"name": KUBELET_CONFIG_CM, "namespace": "kube-system"},
                           "data": {"kubelet": dump(kubelet_config_doc(cfg))}})  # fmt: skip
@@ -247,12 +249,16 @@ def _init_wait_and_upload(cfg: InitConfig, client: ApiClient, out: TextIO) -> No
 
 def _init_mark_control_plane(cfg: InitConfig, nr: dict, client: ApiClient, out: TextIO) -> None:
     def mark_control_plane() -> None:
-        labels = ["node-role.kubernetes.io/master", "node-role.kubernetes.io/control-plane",
-                  "node.kubernetes.io/exclude-from-external-load-balancers"]  # fmt: skip
+        labels = [
+            "node-role.kubernetes.io/control-plane",
+            "node.kubernetes.io/exclude-from-external-load-balancers",
+        ]
+        if not DOCKERSHIM_REMOVED:  # 1.24 (KEP-2067 stage 2) no longer writes the "master" label
+            labels.insert(0, "node-role.kubernetes.io/master")
         taints = nr["taints"] or []
+        shown = " ".join(f"{x}(deprecated)" if x.endswith("/master") else x for x in labels)
         out.write(f"[mark-control-plane] Marking the node {cfg.node_name} as control-plane by adding the labels: "
-                  "[node-role.kubernetes.io/master(deprecated) node-role.kubernetes.io/control-plane "
-                  "node.kubernetes.io/exclude-from-external-load-balancers]\n")  # fmt: skip
+                  f"[{shown}]\n")  # fmt: skip
         if taints:
             ts = " ".join(
                 f"{t['key']}{'=' + t['value'] if t.get('value') else ''}:{t['effect']}" for t in taints

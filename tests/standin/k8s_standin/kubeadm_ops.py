@@ -18,7 +18,17 @@ from .apiserver import res_path, version_info
 from .client import ApiClient, ApiError, Unreachable
 from .config import InitConfig, control_plane_images, load_init_config, parse_version
 from .containerd import image_exists, pull_image
-from .files import ETCD_MANIFEST, K8S, KUBELET_CONFIG_CM, KUBELET_DIR, MANIFESTS, PKI, STATE_DIR, store_path
+from .files import (
+    ETCD_MANIFEST,
+    K8S,
+    KUBELET_CONFIG_CM,
+    KUBELET_DIR,
+    MANIFESTS,
+    PKI,
+    STATE_DIR,
+    legacy_kubelet_config_cm,
+    store_path,
+)
 from .flags import parse_flags
 from .join import cmd_kubeadm_join
 from .kubeadm import admin_client, cmd_kubeadm_init, dump
@@ -28,6 +38,7 @@ from .preflight import PULL, Ctx, parse_ignore, root_check, run_checks, select
 from .util import (
     APISERVER_UNIT,
     DEFAULT_CRI_SOCKET,
+    DOCKERSHIM_REMOVED,
     MIN_CONTROL_PLANE,
     STACK_HINT,
     VERSION,
@@ -196,23 +207,32 @@ Please, check the contents of the $HOME/.kube/config file.
 
 
 def version_policy(cluster: str, target: str, force: bool) -> list[str]:
-    """upgrade.EnforceVersionPolicies (1.23): one minor at a time, never above kubeadm without --force."""
+    """upgrade.EnforceVersionPolicies (1.23, 1.24): one minor at a time, not at or below the
+    minimum control plane (1.22.0 for kubeadm 1.23, 1.23.0 for 1.24), never a minor above kubeadm's,
+    and without --force neither a patch above kubeadm nor a minor below it."""
     cv, tv, kv = parse_version(cluster), parse_version(target), parse_version(VERSION)
     if cv is None or kv is None or tv is None:
         raise Fail(f'[upgrade/version] FATAL: couldn\'t parse version "{target}"')
     mandatory, skippable = [], []
+    if tv <= MIN_CONTROL_PLANE:  # the real message names the cluster's version, not the minimum
+        mandatory.append(f'Specified version to upgrade to "{target}" is equal to or lower than the minimum supported '
+                         f'version "{cluster}". Please specify a higher version to upgrade to')  # fmt: skip
     if tv[:2] > (cv[0], cv[1] + 1):
         mandatory.append(f'Specified version to upgrade to "{target}" is too high; kubeadm can upgrade only 1 minor '
                          "version at a time")  # fmt: skip
     if tv[:2] < (cv[0], cv[1] - 1):
         mandatory.append(f'Specified version to downgrade to "{target}" is too low; kubeadm can downgrade only 1 minor '
                          "version at a time")  # fmt: skip
-    if tv < MIN_CONTROL_PLANE:
-        mandatory.append(f'Specified version to upgrade to "{target}" is equal to or lower than the minimum supported '
-                         f'version "v{".".join(map(str, MIN_CONTROL_PLANE))}". Please specify a higher version to upgrade to')  # fmt: skip
-    if tv > kv:
+    if tv > kv and tv[1] > kv[1]:
+        mandatory.append(f'Specified version to upgrade to "{target}" is at least one minor release higher than the '
+                         f"kubeadm minor release ({tv[1]} > {kv[1]}). Such an upgrade is not supported")  # fmt: skip
+    elif tv > kv:
         skippable.append(f'Specified version to upgrade to "{target}" is higher than the kubeadm version "{VERSION}". '
                          "Upgrade kubeadm first using the tool you used to install kubeadm")  # fmt: skip
+    if kv[:2] > tv[:2]:
+        skippable.append(
+            f"Kubeadm version {VERSION} can only be used to upgrade to Kubernetes version {kv[0]}.{kv[1]}"
+        )
     if mandatory:
         raise Fail("[upgrade/version] FATAL: the --version argument is invalid due to these fatal errors:\n\n"
                    + "".join(f"\t- {m}\n" for m in mandatory)
@@ -223,13 +243,26 @@ def version_policy(cluster: str, target: str, force: bool) -> list[str]:
     return skippable
 
 
-def _upgrade_node(client: ApiClient, out: TextIO) -> int:
+def _kubelet_config_cm(client: ApiClient, cluster: str) -> dict:
+    """The kubelet ConfigMap as kubeadm reads it: this kubeadm's name first, then the legacy
+    kubelet-config-X.Y of the cluster's version (UnversionedKubeletConfigMap's fallback)."""
+    names = dict.fromkeys((KUBELET_CONFIG_CM, legacy_kubelet_config_cm(cluster)))
+    for i, name in enumerate(names):
+        try:
+            return client.get(res_path("", "v1", "configmaps", "kube-system", name))
+        except ApiError as e:
+            if i == len(names) - 1:
+                raise Fail(f"[upgrade/config] FATAL: failed to get config map: {e.message}") from e
+    raise AssertionError("unreachable")
+
+
+def _upgrade_node(client: ApiClient, cluster: str, out: TextIO) -> int:
     if not os.path.exists(hp(f"{MANIFESTS}/kube-apiserver.yaml")):
         out.write(
             "[preflight] Running pre-flight checks\n[preflight] Skipping prepull. Not a control plane node.\n"
         )
         out.write("[upgrade] Skipping phase. Not a control plane node.\n")
-    kcm = client.get(res_path("", "v1", "configmaps", "kube-system", KUBELET_CONFIG_CM))
+    kcm = _kubelet_config_cm(client, cluster)
     write_file(hp(f"{KUBELET_DIR}/config.yaml"), kcm["data"]["kubelet"])
     out.write(f'[kubelet-start] Writing kubelet configuration to file "{KUBELET_DIR}/config.yaml"\n')
     out.write("[upgrade] The configuration for this node was successfully updated!\n")
@@ -292,7 +325,7 @@ def cmd_kubeadm_upgrade(argv: list[str]) -> int:
     ccfg = yaml.safe_load(cm["data"]["ClusterConfiguration"])
     cur = ccfg["kubernetesVersion"]
     if sub == "node":
-        return _upgrade_node(client, out)
+        return _upgrade_node(client, cur, out)
     out.write("[preflight] Running pre-flight checks.\n[upgrade] Running cluster health checks\n")
     if sub == "plan":
         return _upgrade_plan(client, cur, out)
@@ -337,6 +370,9 @@ def _upgrade_apply(client: ApiClient, cm: dict, ccfg: dict, target: str, flags: 
     out.write(f'[upgrade/version] You have chosen to change the cluster version to "{target}"\n')
     out.write(f"[upgrade/versions] Cluster version: {cur}\n[upgrade/versions] kubeadm version: {VERSION}\n")
     soft = version_policy(cur, target, bool(flags.get("force")))
+    kubelet_data = _kubelet_config_cm(client, cur)[
+        "data"
+    ]  # read with the cluster's config, before any change
     if soft:
         out.write(f"[upgrade/version] Found {len(soft)} potential version compatibility errors but skipping since the "
                   "--force flag is set: \n\n" + "".join(f"\t- {m}\n" for m in soft))  # fmt: skip
@@ -364,11 +400,54 @@ def _upgrade_apply(client: ApiClient, cm: dict, ccfg: dict, target: str, flags: 
         if n == "kube-apiserver":  # the one component the stand-in runs: kubeadm waits for it
             _wait_restarted_apiserver(client, target, p, old, out)
         out.write(f'[upgrade/staticpods] Component "{n}" upgraded successfully!\n')
+    _upload_kubelet_config(client, kubelet_data, out)
     _upgrade_kube_proxy(client, target, out)
+    if DOCKERSHIM_REMOVED:
+        _migrate_control_plane_marks(client, out)
     out.write(f'\n[upgrade/successful] SUCCESS! Your cluster was upgraded to "{target}". Enjoy!\n\n'
               "[upgrade/kubelet] Now that your control plane is upgraded, please proceed with upgrading your kubelets "
               "if you haven't already done so.\n")  # fmt: skip
     return 0
+
+
+def _upload_kubelet_config(client: ApiClient, data: dict, out: TextIO) -> None:
+    """Apply's upload-config: the cluster's KubeletConfiguration under this kubeadm's ConfigMap
+    name (1.24: `kubelet-config`, the legacy kubelet-config-1.23 left as it was)."""
+    out.write(f'[kubelet] Creating a ConfigMap "{KUBELET_CONFIG_CM}" in namespace kube-system with the '
+              "configuration for the kubelets in the cluster\n")  # fmt: skip
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "data": data,
+           "metadata": {"name": KUBELET_CONFIG_CM, "namespace": "kube-system"}}  # fmt: skip
+    try:
+        client.call("POST", res_path("", "v1", "configmaps", "kube-system"), obj)
+    except ApiError:  # already there: updated, as kubeadm's CreateOrUpdate
+        client.call("PUT", res_path("", "v1", "configmaps", "kube-system", KUBELET_CONFIG_CM), obj)
+
+
+MASTER_MARK = "node-role.kubernetes.io/master"
+CONTROL_PLANE_MARK = "node-role.kubernetes.io/control-plane"
+
+
+def _migrate_control_plane_marks(client: ApiClient, out: TextIO) -> None:
+    """kubeadm 1.24's upgrade apply (KEP-2067 stage 2, kubernetes#107533 and #109840): the "master"
+    label goes from the nodes that have it; control-plane nodes that carry the "master" taint also
+    get the "control-plane" one (one without it, untainted by hand, is left untainted)."""
+    out.write(f"[upgrade/postupgrade] Removing the deprecated label {MASTER_MARK}='' from all control plane Nodes. "
+              f"After this step only the label {CONTROL_PLANE_MARK}='' will be present on control plane Nodes.\n"
+              f"[upgrade/postupgrade] Adding the new taint &Taint{{Key:{CONTROL_PLANE_MARK},Value:,Effect:NoSchedule,"
+              "TimeAdded:<nil>,} to all control plane Nodes.\n")  # fmt: skip
+    for n in client.get(res_path("", "v1", "nodes"))["items"]:
+        labels, spec = n["metadata"].get("labels") or {}, n.setdefault("spec", {})
+        taints = spec.get("taints") or []
+        keys = {(t.get("key"), t.get("effect")) for t in taints}
+        add_taint = CONTROL_PLANE_MARK in labels and (MASTER_MARK, "NoSchedule") in keys
+        add_taint = add_taint and (CONTROL_PLANE_MARK, "NoSchedule") not in keys
+        if MASTER_MARK not in labels and not add_taint:
+            continue
+        labels.pop(MASTER_MARK, None)
+        if add_taint:
+            spec["taints"] = [*taints, {"key": CONTROL_PLANE_MARK, "effect": "NoSchedule"}]
+        n["metadata"].pop("resourceVersion", None)
+        client.call("PUT", res_path("", "v1", "nodes", None, n["metadata"]["name"]), n)
 
 
 UPGRADE_MANIFEST_TIMEOUT = 300.0  # kubeadm 1.23: UpgradeManifestTimeout, 5m0s

@@ -30,6 +30,7 @@ from .preflight import mem_total_mb, num_cpu
 from .util import (
     APISERVER_UNIT,
     DEFAULT_CRI_SOCKET,
+    DOCKERSHIM_REMOVED,
     VERSION,
     Fail,
     b64,
@@ -159,6 +160,9 @@ KUBELET_FLAGS = {
     "cni-conf-dir": "str", "resolv-conf": "str", "fail-swap-on": "bool", "v": "str", "root-dir": "str",
     "cert-dir": "str", "provider-id": "str", "cloud-provider": "str", "runtime-request-timeout": "str",
     "max-pods": "str", "feature-gates": "str", "logtostderr": "bool", "version": "bool",
+    # dockershim's, accepted (and ignored) by 1.23 only
+    "experimental-dockershim-root-directory": "str", "docker-endpoint": "str", "image-pull-progress-deadline": "str",
+    "cni-cache-dir": "str", "network-plugin-mtu": "str",
 }  # fmt: skip
 ALLOWED_NODE_LABELS = {
     "beta.kubernetes.io/arch", "beta.kubernetes.io/instance-type", "beta.kubernetes.io/os",
@@ -166,6 +170,31 @@ ALLOWED_NODE_LABELS = {
     "kubernetes.io/hostname", "kubernetes.io/os", "node.kubernetes.io/instance-type", "topology.kubernetes.io/region",
     "topology.kubernetes.io/zone",
 }  # fmt: skip
+
+
+# Removed from the kubelet with dockershim in 1.24 (kubernetes#106907): an unknown flag from then on.
+DOCKERSHIM_FLAGS = ("experimental-dockershim-root-directory", "docker-endpoint", "image-pull-progress-deadline",
+                    "network-plugin", "cni-conf-dir", "cni-bin-dir", "cni-cache-dir", "network-plugin-mtu")  # fmt: skip
+
+
+def kubelet_flags() -> dict[str, str]:
+    if not DOCKERSHIM_REMOVED:
+        return KUBELET_FLAGS
+    return {k: v for k, v in KUBELET_FLAGS.items() if k not in DOCKERSHIM_FLAGS}
+
+
+def validate_runtime_flags(flags: dict[str, Any]) -> str | None:
+    """1.24's ValidateKubeletFlags: `remote` is the only runtime left, and it needs an endpoint
+    (no dockershim default)."""
+    if not DOCKERSHIM_REMOVED:
+        return None
+    runtime = flags.get("container-runtime", "remote")
+    if runtime != "remote":
+        return f'failed to validate kubelet flags: unsupported CRI runtime: "{runtime}", only "remote" is currently supported'
+    if not flags.get("container-runtime-endpoint"):
+        return ("failed to validate kubelet flags: the container runtime endpoint address was not specified or empty, "
+                "use --container-runtime-endpoint to set")  # fmt: skip
+    return None
 
 
 def kubelet_fail(msg: str) -> int:
@@ -549,13 +578,16 @@ def _kubelet_loop(kl: Kubelet, flags: dict[str, Any], cfg: dict[str, Any]) -> No
 
 def kubelet_main(argv: list[str]) -> int:
     try:
-        flags, _ = parse_flags(argv, KUBELET_FLAGS)
+        flags, _ = parse_flags(argv, kubelet_flags())
     except Fail as e:
-        sys.stderr.write(f"Error: {e.message}\n")
+        sys.stderr.write(f"Error: failed to parse kubelet flag: {e.message}\n")
         return 1
     if flags.get("version"):
         print(f"Kubernetes {VERSION}")
         return 0
+    bad_runtime = validate_runtime_flags(flags)
+    if bad_runtime:
+        return kubelet_fail(bad_runtime)
     cfg_path = flags.get("config", "")
     text = read_text(hp(cfg_path)) if cfg_path else ""
     if cfg_path and text is None:

@@ -34,12 +34,31 @@ GIT_COMMIT = "953be8927218ec8067e1af2641e540238ffd7576"
 BUILD_DATE = "2023-02-22T13:33:14Z"
 GO_VERSION = "go1.19.6"
 CRICTL_VERSION = "v1.23.0"
-PAUSE_VERSION = "3.6"
-ETCD_VERSION = "3.5.6-0"
-COREDNS_VERSION = "v1.8.6"
+# kubeadm's constants per minor release (`kubeadm config images list` of its last patch, and
+# MinimumControlPlaneVersion): what it pulls besides the control-plane images at the target's tag,
+# and the lowest version it deploys or upgrades to. 1.23.16/17 and 1.24.17 (pause 3.7 from 1.24).
+RELEASES: dict[tuple[int, int], dict[str, Any]] = {
+    (1, 23): {"pause": "3.6", "etcd": "3.5.6-0", "coredns": "v1.8.6", "min_control_plane": (1, 22, 0)},
+    (1, 24): {"pause": "3.7", "etcd": "3.5.6-0", "coredns": "v1.8.6", "min_control_plane": (1, 23, 0)},
+}
+
+
+def minor_of(version: str) -> tuple[int, int]:
+    m = re.match(r"^v?(\d+)\.(\d+)\.", version)
+    return (int(m.group(1)), int(m.group(2))) if m else (1, 23)
+
+
+MINOR = minor_of(VERSION)
+_RELEASE = RELEASES.get(MINOR, RELEASES[(1, 23)])  # a minor not modelled gets 1.23's (README)
+PAUSE_VERSION: str = _RELEASE["pause"]
+ETCD_VERSION: str = _RELEASE["etcd"]
+COREDNS_VERSION: str = _RELEASE["coredns"]
 # kubeadm v1.23.17 carries the registry.k8s.io backport.
 DEFAULT_IMAGE_REPOSITORY = "registry.k8s.io"
-MIN_CONTROL_PLANE = (1, 22, 0)
+MIN_CONTROL_PLANE: tuple[int, int, int] = _RELEASE["min_control_plane"]
+# 1.24: no dockershim (kubelet), the unversioned kubelet ConfigMap (kubeadm's
+# UnversionedKubeletConfigMap, beta and on), the control-plane label/taint migration (KEP-2067 stage 2).
+DOCKERSHIM_REMOVED = MINOR >= (1, 24)
 DEFAULT_CRI_SOCKET = "unix:///run/containerd/containerd.sock"
 KNOWN_CRI_SOCKETS = {
     "/var/run/docker.sock": "/var/run/dockershim.sock",
