@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import Any
 
 import yaml
+from debian.deb822 import Packages
 from debian.debian_support import version_compare
 
 from appliance_cli.content import roles_dir
@@ -163,11 +164,11 @@ def containerd_of(bundle: Path, manifest: dict[str, Any]) -> dict[str, str]:
             )
         except OSError:
             continue  # a verified bundle has it; nothing to compare with otherwise
-        versions = []
-        for para in text.split("\n\n"):
-            fields = dict(ln.split(": ", 1) for ln in para.splitlines() if ": " in ln and not ln[0].isspace())
-            if fields.get("Package") == RUNTIME_PACKAGE and fields.get("Version"):
-                versions.append(fields["Version"])
+        versions = [
+            str(p["Version"])
+            for p in Packages.iter_paragraphs(text, use_apt_pkg=False)
+            if p.get("Package") == RUNTIME_PACKAGE and p.get("Version")
+        ]
         if versions:
             codename = str((a.get("apt") or {}).get("codename") or a.get("version") or "")
             out[codename] = max(versions, key=cmp_to_key(version_compare))
