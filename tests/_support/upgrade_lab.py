@@ -1,7 +1,6 @@
-"""What the upgrade e2e tests read on their lab's nodes and how master1 gets the new bundle (no
+"""What the lab e2e tests of day 2 read on their lab's nodes and how master1 gets the new bundle (no
 tests here): ssh through the site's ssh_config, `kubectl get nodes` as JSON, a node's Ready
-condition, a run's changed total, and the new bundle on a second "stick". (test_upgrade_apply_lab.py
-still has its own copies of the first four: it changed on another branch while this was written.)"""
+condition, a run's changed total, and the new bundle on a second "stick"."""
 
 from __future__ import annotations
 
@@ -15,10 +14,14 @@ ADMIN = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
 NEW_STICK = "/srv/appliance-new-stick"  # where master1 sees the new bundle
 
 
-def ssh(site_dir: Path, node: str, command: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
+def ssh(
+    site_dir: Path, node: str, command: str, timeout: int = 120, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`command` as root on `node` through the site's ssh_config; `stdin` fed to it."""
     q = "'" + command.replace("'", "'\\''") + "'"
     return subprocess.run(
         ["ssh", "-F", str(site_dir / "ssh_config"), "-o", "BatchMode=yes", node, f"sudo sh -c {q}"],
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -25,8 +25,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,11 +36,10 @@ import yaml
 from appliance_cli.core.siteconfig import SITE_FILE
 from tests._support.killed_runs import kill_when_printed
 from tests._support.upgrade_bundles import OLD_CONTAINERD
+from tests._support.upgrade_lab import ADMIN, NEW_STICK, changed, nodes, put_on_new_stick, ready, ssh
 
 LAB = os.environ.get("APPLIANCE_E2E_UPGRADE_LAB", "upg")
 OLD, NEW = "v1.23.16", "v1.23.17"
-ADMIN = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
-NEW_STICK = "/srv/appliance-new-stick"  # where master1 sees the new bundle
 WORKERS_PLAY = "PLAY Upgrade | The workers, one at a time"
 STATE = "/var/lib/appliance/upgrade/state.json"
 HELM = "helm --kubeconfig /etc/kubernetes/admin.conf"
@@ -58,39 +55,18 @@ STARTED = "systemctl show -p ExecMainStartTimestampMonotonic --value containerd"
 TWEAK = ("podAnnotations", "upgrade-note", "kept")  # the operator's change after the install
 
 
-def _ssh(site_dir: Path, node: str, command: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
-    q = "'" + command.replace("'", "'\\''") + "'"
-    return subprocess.run(
-        ["ssh", "-F", str(site_dir / "ssh_config"), "-o", "BatchMode=yes", node, f"sudo sh -c {q}"],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def _nodes(site_dir: Path) -> dict[str, dict[str, Any]]:
-    res = _ssh(site_dir, "master1", f"{ADMIN} get nodes -o json")
-    assert res.returncode == 0, res.stderr
-    return {n["metadata"]["name"]: n for n in json.loads(res.stdout)["items"]}
-
-
-def _ready(node: dict[str, Any]) -> bool:
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
-
-
 def _release(site_dir: Path) -> tuple[str, dict[str, Any]]:
     """(helm list's chart, helm get values) of the provisioner's release."""
-    res = _ssh(site_dir, "master1", f"{HELM} list -A -o json")
+    res = ssh(site_dir, "master1", f"{HELM} list -A -o json")
     chart = next(r["chart"] for r in json.loads(res.stdout) if r["name"] == RELEASE)
-    res = _ssh(site_dir, "master1", f"{HELM} get values {RELEASE} -n {CHART_NS} -o json")
+    res = ssh(site_dir, "master1", f"{HELM} get values {RELEASE} -n {CHART_NS} -o json")
     return chart, json.loads(res.stdout)
 
 
 def _containerd(site_dir: Path) -> dict[str, tuple[str, str]]:
     """node -> (containerd's package version, when its daemon last started)."""
     return {
-        n: (_ssh(site_dir, n, CONTAINERD).stdout.strip(), _ssh(site_dir, n, STARTED).stdout.strip())
+        n: (ssh(site_dir, n, CONTAINERD).stdout.strip(), ssh(site_dir, n, STARTED).stdout.strip())
         for n in NODES
     }
 
@@ -103,13 +79,9 @@ def _runtime_answers(site_dir: Path) -> dict[str, str]:
     """node -> the version the running containerd gives (ctr version's Server Version)."""
     out = {}
     for n in NODES:
-        text = _ssh(site_dir, n, "ctr version").stdout
+        text = ssh(site_dir, n, "ctr version").stdout
         out[n] = re.search(r"Server:\s*\n\s*Version:\s*(\S+)", text).group(1)  # type: ignore[union-attr]
     return out
-
-
-def _changed(run) -> int:
-    return sum(r["changed"] for r in run.recap.values())
 
 
 class _Watcher:
@@ -121,7 +93,7 @@ class _Watcher:
 
     def _run(self) -> None:
         while not self.stop.wait(2):
-            res = _ssh(self.site_dir, "master1", f"{ADMIN} get nodes -o json", timeout=30)
+            res = ssh(self.site_dir, "master1", f"{ADMIN} get nodes -o json", timeout=30)
             if res.returncode != 0:
                 continue  # the API server restarting under kubeadm upgrade apply
             out = {
@@ -162,10 +134,10 @@ def upgraded(own_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str, A
         siteedit.set_kubernetes_version_in_file(site_dir / SITE_FILE, OLD)
         first = cli("install", "--site", str(site_dir), "--skip-diagnose", timeout=1800)
         assert first.rc == 0, first.out[-2000:] + first.err[-3000:]
-        before = _nodes(site_dir)
+        before = nodes(site_dir)
         ctr_before = _containerd(site_dir)
         key, sub, value = TWEAK
-        tweak = _ssh(
+        tweak = ssh(
             site_dir, "master1",
             f"{HELM} upgrade {RELEASE} /var/lib/appliance/charts/{CHART}-{OLD_CHART}.tgz -n {CHART_NS} "
             f"--reuse-values --set {key}.{sub}={value}",
@@ -173,10 +145,7 @@ def upgraded(own_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str, A
         assert tweak.returncode == 0, tweak.stdout + tweak.stderr
         chart_before = _release(site_dir)
         # The new "stick" on master1: the new bundle's files, linked into its root filesystem.
-        stick = layout.node_root("master1") / NEW_STICK.lstrip("/")
-        shutil.rmtree(stick, ignore_errors=True)
-        stick.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["cp", "-al", str(new.path), str(stick)], check=True)
+        put_on_new_stick(layout, new.path)
         bundle_args = ["--bundle", str(new.path), "--key", str(new.public_key)]
         plan = cli("upgrade", "plan", "--site", str(site_dir), *bundle_args)
         with _Watcher(site_dir) as watch:
@@ -193,20 +162,20 @@ def upgraded(own_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str, A
                 ],
                 WORKERS_PLAY,
             )  # SIGKILLed with its process group as the workers' play starts
-            interrupted = _nodes(site_dir)
+            interrupted = nodes(site_dir)
             ctr_mid = _containerd(site_dir)
-            state = json.loads(_ssh(site_dir, "master1", f"cat {STATE}").stdout or "{}")
+            state = json.loads(ssh(site_dir, "master1", f"cat {STATE}").stdout or "{}")
             apply = cli(
                 "upgrade", "apply", "--site", str(site_dir), *bundle_args, "--master-bundle", NEW_STICK,
                 "--yes", timeout=1800,
             )  # fmt: skip
-        after = _nodes(site_dir)
+        after = nodes(site_dir)
         ctr_after, ctr_answers = _containerd(site_dir), _runtime_answers(site_dir)
         chart_after = _release(site_dir)
-        saved = _ssh(
+        saved = ssh(
             site_dir, "master1", f"stat -c %a /var/lib/appliance/upgrade/values/{CHART_NS}_{RELEASE}.yaml"
         )
-        snapshots = _ssh(site_dir, "master1", "ls /var/lib/appliance/etcd-snapshots").stdout.split()
+        snapshots = ssh(site_dir, "master1", "ls /var/lib/appliance/etcd-snapshots").stdout.split()
         again = cli("upgrade", "apply", "--site", str(site_dir), *bundle_args, "--yes")
         yield {
             "site_dir": site_dir, "new": new, "before": before, "plan": plan, "killed": killed,
@@ -287,12 +256,12 @@ def test_apply_upgrades_every_node_and_records_the_version(upgraded):
     assert {n: d["status"]["nodeInfo"]["kubeletVersion"] for n, d in after.items()} == dict.fromkeys(
         after, NEW
     )
-    assert all(_ready(d) and not d["spec"].get("unschedulable") for d in after.values()), after
+    assert all(ready(d) and not d["spec"].get("unschedulable") for d in after.values()), after
     site_dir = upgraded["site_dir"]
-    cm = _ssh(site_dir, "master1", f"{ADMIN} -n kube-system get cm kubeadm-config -o json")
+    cm = ssh(site_dir, "master1", f"{ADMIN} -n kube-system get cm kubeadm-config -o json")
     assert yaml.safe_load(json.loads(cm.stdout)["data"]["ClusterConfiguration"])["kubernetesVersion"] == NEW
     for node in after:
-        assert _ssh(site_dir, node, "kubelet --version").stdout.strip() == f"Kubernetes {NEW}"
+        assert ssh(site_dir, node, "kubelet --version").stdout.strip() == f"Kubernetes {NEW}"
     assert yaml.safe_load((site_dir / SITE_FILE).read_text())["kubernetes"]["version"] == NEW
     assert f"upgraded to Kubernetes {NEW}" in apply.out
 
@@ -306,7 +275,7 @@ def test_an_etcd_snapshot_was_taken_first_and_kept_on_the_master(upgraded):
     assert path.startswith(f"/var/lib/appliance/etcd-snapshots/etcd-before-{NEW}-"), line
     assert path == upgraded["state"]["snapshot"]  # the one the killed run took: not taken again
     assert upgraded["snapshots"] == [Path(path).name]
-    stat = _ssh(site_dir, "master1", f"stat -c '%a %s' {path}").stdout.split()
+    stat = ssh(site_dir, "master1", f"stat -c '%a %s' {path}").stdout.split()
     assert stat[0] == "600" and int(stat[1]) > 1000, stat
 
 
@@ -344,4 +313,4 @@ def test_apply_again_has_nothing_to_do_and_an_install_then_changes_nothing(upgra
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     runs = [cli("install", "--site", str(site_dir), "--skip-diagnose", timeout=1800) for _ in range(2)]
     assert all(r.rc == 0 for r in runs), runs[-1].err[-3000:]
-    assert _changed(runs[1]) == 0, runs[1].recap
+    assert changed(runs[1]) == 0, runs[1].recap

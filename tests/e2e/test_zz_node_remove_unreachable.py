@@ -21,9 +21,9 @@ import pytest
 import yaml
 
 from appliance_cli.core.siteconfig import SITE_FILE, load_site
+from tests._support.upgrade_lab import ADMIN, ssh
 
 LAB = os.environ.get("APPLIANCE_E2E_UNREACHABLE_LAB", "nru")  # a lab name of one's own on a shared machine
-ADMIN = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
 GONE, INDEX = "worker1", 2  # lab node 2; its veth in the bridge namespace is v-node2
 POD = {
     "apiVersion": "v1",
@@ -33,22 +33,8 @@ POD = {
 }
 
 
-def _ssh(
-    site_dir: Path, node: str, command: str, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    q = "'" + command.replace("'", "'\\''") + "'"
-    return subprocess.run(
-        ["ssh", "-F", str(site_dir / "ssh_config"), "-o", "BatchMode=yes", node, f"sudo sh -c {q}"],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def _kubectl_json(site_dir: Path, args: str) -> dict[str, Any]:
-    res = _ssh(site_dir, "master1", f"{ADMIN} {args} -o json")
+    res = ssh(site_dir, "master1", f"{ADMIN} {args} -o json")
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
 
@@ -77,7 +63,7 @@ def cut_off(own_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         first = cli("install", "--site", str(site_dir), "--skip-diagnose")
         assert first.rc == 0, first.err[-3000:] + first.out[-3000:]
-        put = _ssh(site_dir, "master1", f"{ADMIN} apply -f -", stdin=json.dumps(POD))
+        put = ssh(site_dir, "master1", f"{ADMIN} apply -f -", stdin=json.dumps(POD))
         assert put.returncode == 0, put.stderr
         _link(layout.netns, "down")
         try:
@@ -93,7 +79,7 @@ def cut_off(own_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
             again = cli("node", "remove", "--site", str(site_dir), GONE, "--yes", "--force")
         finally:
             _link(layout.netns, "up")
-        kept = _ssh(site_dir, GONE, "test -f /etc/kubernetes/kubelet.conf")  # back: not reset
+        kept = ssh(site_dir, GONE, "test -f /etc/kubernetes/kubelet.conf")  # back: not reset
         yield {
             "site_dir": site_dir, "before": before, "remove": remove, "took": took,
             "after_remove": after_remove, "again": again, "kept": kept,
