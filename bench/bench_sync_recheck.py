@@ -22,25 +22,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench_stick_copy import drop_caches, rchar  # noqa: E402  (bench/: the script's own directory)
+
 from tests._support.modules import load_file, load_role_module  # noqa: E402
 
 MODULE = "roles/bundle_repo/library/bundle_sync.py"
-
-
-def rchar() -> int:
-    for line in Path("/proc/self/io").read_text().splitlines():
-        if line.startswith("rchar:"):
-            return int(line.split()[1])
-    return 0
-
-
-def drop_caches() -> bool:
-    try:
-        subprocess.run(["sync"], check=True)
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
-        return True
-    except OSError:
-        return False
 
 
 def timed(
