@@ -72,3 +72,16 @@ def put(root: Path, path: str, text: str) -> None:
     p = root / path.lstrip("/")
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(text)
+
+
+def node_images(tmp_path: Path, version: str, pause: str = "3.6") -> None:
+    """The images the node's registry holds (the list the stand-in reads at `tmp_path/images`): the
+    control plane's at `version`, pause `pause`, and kubeadm's etcd and CoreDNS of 1.23 and 1.24."""
+    names = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
+    refs = [f"registry.k8s.io/{n}:{version}" for n in names]
+    refs += [
+        f"registry.k8s.io/pause:{pause}",
+        "registry.k8s.io/etcd:3.5.6-0",
+        "registry.k8s.io/coredns/coredns:v1.8.6",
+    ]
+    (tmp_path / "images").write_text("\n".join(refs) + "\n")

@@ -17,7 +17,7 @@ from types import ModuleType
 import pytest
 import yaml
 
-from tests._support.standin_cluster import Cluster, put
+from tests._support.standin_cluster import Cluster, node_images, put
 from tests.standin.k8s_standin import kubelet as kubelet123
 from tests.standin.k8s_standin import util as util123
 
@@ -141,15 +141,8 @@ def cluster(v124, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[C
     c.srv.shutdown()
 
 
-def images(tmp_path: Path, pause: str) -> None:
-    names = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
-    refs = [f"{REPO}/{n}:v1.24.17" for n in names]
-    refs += [f"{REPO}/pause:{pause}", f"{REPO}/etcd:3.5.6-0", f"{REPO}/coredns/coredns:v1.8.6"]
-    (tmp_path / "images").write_text("\n".join(refs) + "\n")
-
-
 def test_upgrade_apply_to_1_24_needs_pause_3_7(v124, cluster, tmp_path, capsys) -> None:
-    images(tmp_path, "3.6")  # a registry holding 1.23's pause only
+    node_images(tmp_path, "v1.24.17", "3.6")  # a registry holding 1.23's pause only
     rc, _, err = run(v124, capsys, "/usr/bin/kubeadm", "upgrade", "apply", "v1.24.17", "-y")
     assert rc == 1
     assert f"[ERROR ImagePull]: failed to pull image {REPO}/pause:3.7" in err
@@ -160,7 +153,7 @@ def test_upgrade_apply_to_1_24_needs_pause_3_7(v124, cluster, tmp_path, capsys) 
 def test_upgrade_apply_to_1_24_moves_the_kubelet_config_and_the_control_plane_marks(
     v124, cluster, tmp_path, capsys
 ) -> None:
-    images(tmp_path, "3.7")
+    node_images(tmp_path, "v1.24.17", "3.7")
     rc, out, err = run(v124, capsys, "/usr/bin/kubeadm", "upgrade", "apply", "v1.24.17", "-y")
     assert rc == 0, err
     assert 'SUCCESS! Your cluster was upgraded to "v1.24.17"' in out

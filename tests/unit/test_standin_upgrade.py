@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests._support.standin_cluster import Cluster, put
+from tests._support.standin_cluster import Cluster, node_images, put
 from tests.standin.k8s_standin import crictl, kubeadm_ops, util
 from tests.standin.k8s_standin.apiserver import version_info
 from tests.standin.k8s_standin.entry import main
@@ -80,13 +80,6 @@ def cluster(tmp_path: Path, node: Path) -> Iterator[Cluster]:
     c.srv.shutdown()
 
 
-def images(tmp_path: Path, version: str) -> None:
-    names = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
-    refs = [f"{REPO}/{n}:{version}" for n in names]
-    refs += [f"{REPO}/pause:3.6", f"{REPO}/etcd:3.5.6-0", f"{REPO}/coredns/coredns:v1.8.6"]
-    (tmp_path / "images").write_text("\n".join(refs) + "\n")
-
-
 def apply(c: Cluster, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     rc = main(["/usr/bin/kubeadm", "upgrade", "apply", *args])
     cap = capsys.readouterr()
@@ -96,7 +89,7 @@ def apply(c: Cluster, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[i
 def test_apply_refuses_when_the_targets_images_cannot_be_pulled(
     cluster: Cluster, node: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    images(tmp_path, "v1.23.16")  # the old version's images only: an air-gapped node cannot pull
+    node_images(tmp_path, "v1.23.16")  # the old version's images only: an air-gapped node cannot pull
     rc, out, err = apply(cluster, capsys, "v1.23.17", "-y")
     assert rc == 1
     assert "[upgrade/prepull] Pulling images required for setting up a Kubernetes cluster" in out
@@ -118,7 +111,7 @@ def test_apply_refuses_when_the_targets_images_cannot_be_pulled(
 def test_apply_with_the_images_present_moves_the_control_plane(
     cluster: Cluster, node: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    images(tmp_path, "v1.23.17")
+    node_images(tmp_path, "v1.23.17")
     rc, out, err = apply(cluster, capsys, "v1.23.17", "-y")
     assert rc == 0, err
     assert 'SUCCESS! Your cluster was upgraded to "v1.23.17"' in out
@@ -136,7 +129,7 @@ def test_an_api_server_that_does_not_come_back_at_the_target_is_rolled_back(
 ) -> None:
     """kubeadm waits for the restarted API server (UpgradeManifestTimeout); one still answering at
     the old version puts the old manifest back and fails with kubeadm's words."""
-    images(tmp_path, "v1.23.17")
+    node_images(tmp_path, "v1.23.17")
     cluster.api.git_version = "v1.23.16"  # the kubelet never restarts it from the new manifest
     monkeypatch.setattr(kubeadm_ops, "UPGRADE_MANIFEST_TIMEOUT", 2.0)
     before = (node / "etc/kubernetes/manifests/kube-apiserver.yaml").read_text()
@@ -150,7 +143,7 @@ def test_an_api_server_that_does_not_come_back_at_the_target_is_rolled_back(
 def test_an_older_kubeadm_refuses_a_higher_target(
     cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    images(tmp_path, "v1.23.17")
+    node_images(tmp_path, "v1.23.17")
     monkeypatch.setattr(kubeadm_ops, "VERSION", "v1.23.16")  # what a v1.23.16-standin pack has
     rc, _, err = apply(cluster, capsys, "v1.23.17", "-y")
     assert rc == 1
