@@ -225,11 +225,7 @@ def test_a_bundle_blob_written_to_on_the_master_is_caught_by_sync_then_a_recopy_
     digest = art["files"][0]["digest"].split(":")[1]
     blob = f"{site.bundle.path}/blobs/sha256/{digest}"
     before = _cluster(site, hosts)
-    size = int(master.check_output(f"stat -c %s {blob}"))
-    master.check_output(
-        f"python3 -c \"import sys; f=open(sys.argv[1],'r+b'); f.seek({size // 2}); b=f.read(1); f.seek({size // 2});"
-        f' f.write(bytes([b[0] ^ 0xFF])); f.close()" {blob}'
-    )
+    _flip_middle_byte(master, blob, keep_mtime=False)
     r = _record(cli("install", "--site", str(site.site_dir), "--skip-diagnose", timeout=1800))
     assert r.rc == 4, r.out[-3000:] + r.err[-3000:]
     line = _error_line(r)
@@ -255,13 +251,7 @@ def test_a_bundle_blob_corrupted_on_the_master_is_caught_then_a_recopy_converges
     blob = f"{site.bundle.path}/blobs/sha256/{digest}"
     downloaded = f"/var/lib/appliance/charts/{Path(chart['files'][0]['path']).name}"
     before = _cluster(site, hosts)
-    size = int(master.check_output(f"stat -c %s {blob}"))
-    # flip the middle byte in place (every link to the blob sees it), size and mtime unchanged (rot)
-    master.check_output(
-        f"python3 -c \"import os, sys; p=sys.argv[1]; st=os.stat(p); f=open(p,'r+b'); f.seek({size // 2});"
-        f" b=f.read(1); f.seek({size // 2}); f.write(bytes([b[0] ^ 0xFF])); f.close();"
-        f' os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))" {blob}'
-    )
+    _flip_middle_byte(master, blob, keep_mtime=True)  # rot: size and mtime unchanged
     assert master.check_output(f"sha256sum {blob}").split()[0] != digest
     master.check_output(f"rm -f {downloaded}")
     r = _record(cli("install", "--site", str(site.site_dir), "--skip-diagnose", timeout=1800))
@@ -275,6 +265,16 @@ def test_a_bundle_blob_corrupted_on_the_master_is_caught_then_a_recopy_converges
     _converges(site, cli, before, hosts)
     assert master.check_output(f"sha256sum {blob}").split()[0] == digest
     assert master.check_output(f"sha256sum {downloaded}").split()[0] == digest
+
+
+def _flip_middle_byte(host, path: str, keep_mtime: bool) -> None:
+    """Flip the middle byte of `path` on `host` in place (every hard link sees it), its size kept;
+    with keep_mtime its mtime too, as bit rot would leave it."""
+    restore = "; os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))" if keep_mtime else ""
+    host.check_output(
+        "python3 -c \"import os, sys; p=sys.argv[1]; st=os.stat(p); f=open(p,'r+b'); f.seek(st.st_size // 2);"
+        f' b=f.read(1); f.seek(st.st_size // 2); f.write(bytes([b[0] ^ 0xFF])); f.close(){restore}" {path}'
+    )
 
 
 def _pem_body_lines(text: str) -> list[str]:
