@@ -13,7 +13,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO
 
-from ansible.module_utils.bundle_manifest import free_bytes, mib
+from ansible.module_utils.bundle_manifest import free_bytes, mib, sha256_of
 from ansible.module_utils.bundle_manifest import hex_of as _hex_of
 from ansible.module_utils.bundle_manifest import read_manifest as _read_manifest
 
@@ -246,20 +246,12 @@ def write_verified(dest: str, hexes: list[str]) -> None:
     os.replace(tmp, os.path.join(dest, VERIFIED))
 
 
-def _file_digest(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while buf := f.read(BUF):
-            h.update(buf)
-    return h.hexdigest()
-
-
 def check_present(dest: str, owners: dict[str, tuple[int, list[str]]], present: list[str]) -> None:
     """Hash the present blobs no record vouches for; a mismatch is the master's copy gone bad
     (same size, other bytes), which the size check alone would take for good."""
     blob_dir = os.path.join(dest, BLOB_DIR)
     with ThreadPoolExecutor(max_workers=COPY_WORKERS) as pool:
-        digests = list(pool.map(lambda h: _file_digest(os.path.join(blob_dir, h)), present))
+        digests = list(pool.map(lambda h: hex_of(sha256_of(os.path.join(blob_dir, h))), present))
     bad = [(h, got) for h, got in zip(present, digests) if got != h]  # noqa: B905 (Python 3.8)
     if bad:
         h, got = bad[0]
