@@ -54,9 +54,9 @@ def _kubeadm_images(prof: dict[str, Any], version: str) -> None:
     """kubeadm's own images of `version`'s minor that the lab profile (1.23) lacks, added beside theirs."""
     have = {i["reference"] for i in prof["images"]}
     for name, tag in kubeadm_constants(version).items():
-        ref = _retag(next(i["reference"] for i in prof["images"] if i["name"] == name), tag)
+        entry = next(i for i in prof["images"] if i["name"] == name)
+        ref = _retag(entry["reference"], tag)
         if ref not in have:
-            entry = next(i for i in prof["images"] if i["name"] == name)
             prof["images"].append({**entry, "name": f"{name}-{tag}", "reference": ref})
 
 
