@@ -370,9 +370,8 @@ def _upgrade_apply(client: ApiClient, cm: dict, ccfg: dict, target: str, flags: 
     out.write(f'[upgrade/version] You have chosen to change the cluster version to "{target}"\n')
     out.write(f"[upgrade/versions] Cluster version: {cur}\n[upgrade/versions] kubeadm version: {VERSION}\n")
     soft = version_policy(cur, target, bool(flags.get("force")))
-    kubelet_data = _kubelet_config_cm(client, cur)[
-        "data"
-    ]  # read with the cluster's config, before any change
+    # read with the cluster's config, before any change
+    kubelet_data = _kubelet_config_cm(client, cur)["data"]
     if soft:
         out.write(f"[upgrade/version] Found {len(soft)} potential version compatibility errors but skipping since the "
                   "--force flag is set: \n\n" + "".join(f"\t- {m}\n" for m in soft))  # fmt: skip
