@@ -4,6 +4,7 @@ ClusterConfiguration in one root-only directory on the master, for the operator 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 
 from appliance_cli.cli import ui
@@ -44,8 +45,33 @@ def cmd_backup(args: argparse.Namespace) -> int:
     ui.info(f"backup on {cfg.master.name}: {where} ({len(files)} files, sha256 sums in SHA256SUMS)")
     for f in files:
         ui.info(f"  {f}")
+    if cfg.scheduler.stack == "runai":
+        listed = run_on(cfg, cfg.master, f"cat {where}/runai-backend-volumes.json", timeout=60)
+        for line in runai_data_warnings(json.loads(listed)):
+            ui.warn(line)
     ui.info(
         f"copy it off the master, e.g. `scp -r {cfg.ssh.user}@{cfg.master.address}:{where} .` (root-only "
         "there: copy as root or with sudo); it holds the cluster's secrets"
     )
     return 0
+
+
+def runai_data_warnings(record: dict) -> list[str]:
+    """runai-backend-volumes.json -> what the operator must back up besides this directory: the
+    Run:ai backend's database and metrics live on volumes, not in etcd (Run:ai's disaster-recovery
+    guidance: back those PVs up)."""
+    ns, vols = record.get("namespace", "runai-backend"), record.get("volumes") or []
+    if not vols:
+        return [
+            f"Run:ai's backend has no volume claim in namespace {ns}: its database is not in this backup "
+            "and was found nowhere on the cluster (an external PostgreSQL? back it up where it runs)"
+        ]
+    lines = [
+        f"Run:ai's own data (its database, its metrics) is NOT in this backup: it lives on {len(vols)} "
+        f"volume(s) of {ns}; back up each at its source (Run:ai's guidance: back up the PV), "
+        "listed in runai-backend-volumes.json:"
+    ]
+    for v in vols:
+        size = f", {v['capacity']}" if v.get("capacity") else ""
+        lines.append(f"  {v['claim']} ({v['phase']}{size}): {v['source']}")
+    return lines

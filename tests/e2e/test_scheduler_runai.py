@@ -362,3 +362,39 @@ def test_check_mode_reports_no_drift_and_leaks_nothing(installs, capsys) -> None
         -3000:
     ]
     assert "PRIVATE KEY" not in check.out + check.err
+
+
+def test_backup_names_the_volumes_holding_runais_own_data(lab: Path, site, installs, cli, capsys) -> None:
+    """`appliance backup` on a Run:ai site: Run:ai's database lives on a volume, not in etcd, so the
+    backup records the backend's claims and says, one warning line each, where to back them up.
+    The lab's synthetic backend chart makes no claim: the test gives it the one the real chart's
+    PostgreSQL has, on the site's NFS share."""
+    pv_name, claim = "pvc-runai-pg", "data-runai-backend-postgresql-0"
+    path = f"{site.nfs.path}/runai-backend-{claim}"
+    objects = [
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv_name},
+         "spec": {"capacity": {"storage": "8Gi"}, "accessModes": ["ReadWriteOnce"],
+                  "nfs": {"server": site.nfs.server, "path": path}}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": "runai-backend"},
+         "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": pv_name,
+                  "resources": {"requests": {"storage": "8Gi"}}}},
+    ]  # fmt: skip
+    _ssh_write("master1", "/root/runai-pg-claim.json", json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}).encode())  # fmt: skip
+    run_as_root("master1", f"{KUBECTL} apply -f /root/runai-pg-claim.json")
+    run = cli("backup", "--site", str(lab), timeout=900)
+    assert run.rc == 0, (run.out[-3000:], run.err[-3000:])
+    with capsys.disabled():
+        print(
+            "\n  "
+            + "\n  ".join(
+                ln for ln in (run.out + run.err).splitlines() if "volume" in ln or "backup on" in ln
+            )
+        )
+    assert "Run:ai's own data (its database, its metrics) is NOT in this backup" in run.err
+    assert f"runai-backend/{claim} (" in run.err and f"nfs {site.nfs.server}:{path}" in run.err
+    where = next(
+        ln.split(": ", 1)[1].split(" (")[0] for ln in run.out.splitlines() if ln.startswith("backup on")
+    )
+    record = json.loads(run_as_root("master1", f"cat {where}/runai-backend-volumes.json"))
+    assert [v["claim"] for v in record["volumes"]] == [f"runai-backend/{claim}"]
+    assert "runai-backend-volumes.json" in run_as_root("master1", f"cat {where}/SHA256SUMS")
