@@ -32,6 +32,7 @@ e2e: bootstrap
 	pytest -q tests/e2e
 
 # CI runs the fastest roles' molecule scenarios (about 6 minutes); `make molecule` runs every role's.
+# The lab e2e starts no new module once the run has used APPLIANCE_E2E_BUDGET_S (README: the e2e time budget).
 CI_MOLECULE_ROLES := container_runtime registry kube_binaries
 test: lint
 	pytest -q tests/unit tests/integration tests/e2e
