@@ -35,7 +35,7 @@ def pytest_collection_modifyitems(items):
 # nothing of the run counts. So once the test run has used APPLIANCE_E2E_BUDGET_S (0: no budget),
 # no further e2e module starts; one already started runs to its end (a lab is never left half-way).
 # Each module not started is reported as skipped, with the command that runs it alone.
-E2E_BUDGET_S = float(os.environ.get("APPLIANCE_E2E_BUDGET_S", "3600"))
+E2E_BUDGET_S = float(os.environ.get("APPLIANCE_E2E_BUDGET_S", "3300"))
 _RUN_STARTED = time.monotonic()  # this conftest is imported at collection, before any test runs
 _modules_started: set[str] = set()
 
