@@ -78,3 +78,9 @@ def run_play(
         [PLAYBOOK, "-i", "localhost,", str(tmp / "play.yml"), "-e", f"@{tmp / 'extra.yml'}", *flags],
         capture_output=True, text=True, env=run_env, timeout=300, check=False,
     )  # fmt: skip
+
+
+def localhost_changed(out: str) -> int:
+    """changed= of localhost's line in ansible-playbook's PLAY RECAP (OUT: its stdout)."""
+    line = next(ln for ln in out.splitlines() if ln.startswith("localhost") and "changed=" in ln)
+    return int(line.split("changed=")[1].split()[0])

@@ -14,7 +14,7 @@ import subprocess
 
 import yaml
 
-from tests._support.standin_localhost import env, run_play, sh  # noqa: F401  (env: the fixture)
+from tests._support.standin_localhost import env, localhost_changed, run_play, sh  # noqa: F401  (env: the fixture)
 from tests.unit.test_standin_helm import chart_archive_bytes
 
 NS, INGRESS = "runai-backend", "runai-backend-nginx-ingress-controller"
@@ -44,11 +44,6 @@ def _run(env: dict, new: bytes, *flags: str) -> subprocess.CompletedProcess[str]
         "helm_values_dir": str(tmp / "helm-values"),
     }  # fmt: skip
     return run_play(env, play, extra, *flags)
-
-
-def _changed(out: str) -> int:
-    line = next(ln for ln in out.splitlines() if ln.startswith("localhost") and "changed=" in ln)
-    return int(line.split("changed=")[1].split()[0])
 
 
 def test_the_runai_backend_is_upgraded_the_guides_way_keeping_the_operators_values(env) -> None:  # noqa: F811
@@ -97,6 +92,6 @@ def test_the_runai_backend_is_upgraded_the_guides_way_keeping_the_operators_valu
     assert state["charts_upgrading"] == ""
 
     again = _run(env, _chart("2.13.5"))
-    assert again.returncode == 0 and _changed(again.stdout) == 0, again.stdout[-3000:]
+    assert again.returncode == 0 and localhost_changed(again.stdout) == 0, again.stdout[-3000:]
     history = json.loads(sh(env, "helm", "history", "runai-backend", "-n", NS, "-o", "json").stdout)
     assert len(history) == 3  # install, the operator's change, the upgrade: no revision from the re-run

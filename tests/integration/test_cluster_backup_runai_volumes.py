@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from tests._support.standin_localhost import env, run_play  # noqa: F401  (env: the fixture)
+from tests._support.standin_localhost import env, localhost_changed, run_play  # noqa: F401  (env: the fixture)
 
 NS = "runai-backend"
 
@@ -33,11 +33,6 @@ def _run(env: dict, *flags: str):  # noqa: F811
         "cluster_backup_name": "20261125T000000Z",
     }
     return run_play(env, play, extra, *flags)
-
-
-def _changed(out: str) -> int:
-    line = next(ln for ln in out.splitlines() if ln.startswith("localhost") and "changed=" in ln)
-    return int(line.split("changed=")[1].split()[0])
 
 
 def test_the_backends_volumes_are_recorded_with_where_their_data_lives(env) -> None:  # noqa: F811
@@ -79,4 +74,4 @@ def test_the_backends_volumes_are_recorded_with_where_their_data_lives(env) -> N
     assert (where / "runai-backend-volumes.json").stat().st_mode & 0o777 == 0o600
 
     again = _run(env)
-    assert again.returncode == 0 and _changed(again.stdout) == 0, again.stdout[-4000:]
+    assert again.returncode == 0 and localhost_changed(again.stdout) == 0, again.stdout[-4000:]

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests._support.standin_localhost import localhost_changed
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 PLAYBOOK = str(BIN / "ansible-playbook") if (BIN / "ansible-playbook").exists() else "ansible-playbook"
@@ -85,11 +87,6 @@ def _run(tmp_path: Path, files_url: str, sha256: str) -> subprocess.CompletedPro
     )  # fmt: skip
 
 
-def _changed(out: str) -> int:
-    line = next(ln for ln in out.splitlines() if ln.startswith("localhost") and "changed=" in ln)
-    return int(line.split("changed=")[1].split()[0])
-
-
 def test_the_upstream_tarball_is_unpacked_installed_and_left_alone_after(tmp_path, served):
     files, url = served
     data = _tarball("v3.14.4")
@@ -101,9 +98,9 @@ def test_the_upstream_tarball_is_unpacked_installed_and_left_alone_after(tmp_pat
     assert subprocess.run([helm, "version", "--short"], capture_output=True, text=True).stdout.startswith(
         "v3.14.4"
     )
-    assert _changed(first.stdout) >= 3  # cache dir, tarball, unpacked helm
+    assert localhost_changed(first.stdout) >= 3  # cache dir, tarball, unpacked helm
     again = _run(tmp_path, url, hashlib.sha256(data).hexdigest())
-    assert again.returncode == 0 and _changed(again.stdout) == 0, again.stdout[-3000:]
+    assert again.returncode == 0 and localhost_changed(again.stdout) == 0, again.stdout[-3000:]
 
 
 def test_another_helm_release_is_refused_saying_what_it_reports(tmp_path, served):
