@@ -23,7 +23,7 @@ from appliance_cli.errors import ApplianceError, LabError, UsageError
 from appliance_cli.lab import aptrepo, cgroups, filer, netns, proc, sitegen
 from appliance_cli.lab.layout import MAX_NODES, LabLayout
 from appliance_cli.lab.node import LabNode, create_rootfs, ensure_keypair, host_keys, marker, refresh_identity
-from appliance_cli.lab.prereq import check_prerequisites
+from appliance_cli.lab.prereq import check_prerequisites, ensure_host_limits
 from appliance_cli.lab.state import LabState, NodeState
 from appliance_cli.lab.supervisor import MARKER, NodeSpec
 from appliance_cli.locks import file_lock
@@ -83,6 +83,12 @@ def up(
         if not bundle_key.is_file():
             raise UsageError(f"--bundle-key {bundle_key}: no such file")
     check_prerequisites()
+    raised = ensure_host_limits(nodes)
+    if raised:
+        say(
+            "host limits raised for the nodes' shared kernel: "
+            + ", ".join(f"{k}={v}" for k, v in raised.items())
+        )
     layout = LabLayout.default()
     for d in (layout.dir, layout.logs_dir, layout.run_dir, layout.nodes_dir):
         d.mkdir(parents=True, exist_ok=True)

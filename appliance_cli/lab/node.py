@@ -121,7 +121,12 @@ def refresh_identity(layout: LabLayout, node: LabNode, nodes: list[LabNode], pub
         f"{layout.bridge_address} labhost",
     ]
     hosts += [f"{n.address} {n.name}" for n in nodes]
-    (root / "etc/hosts").write_text("\n".join(hosts) + "\n")
+    lab_lines = "\n".join([*hosts, "# the lines above are the rehearsal lab's"]) + "\n"
+    etc_hosts = root / "etc/hosts"
+    # Unchanged lab lines keep the file as it is: what an install added below them (os_prereqs'
+    # block of site nodes) stays, so a node booted again from its installed rootfs has no drift.
+    if not (etc_hosts.is_file() and etc_hosts.read_text().startswith(lab_lines)):
+        etc_hosts.write_text(lab_lines)
     for home, owner in ((root / "root", (0, 0)), (root / "home/debian", None)):
         if owner is None:
             st = home.stat()

@@ -5,23 +5,36 @@ site directory instead (nothing is brought up or torn down then)."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import testinfra
+import yaml
 
 from appliance_cli.core.siteconfig import SiteConfig, load_site
 from appliance_cli.lab.layout import LabLayout
+from appliance_cli.locks import file_lock
+from tests._support import labsnap
 
 E2E_NODES = int(os.environ.get("APPLIANCE_E2E_NODES", "4"))
 RECAP = re.compile(r"^RECAP (\S+) ok=(\d+) changed=(\d+) failed=(\d+) unreachable=(\d+) skipped=(\d+)$", re.M)
+
+
+# Modules with a lab of their own, longest first (minutes measured at stop 25), so that two test
+# processes (`make e2e`, pytest-xdist) pack them well: the order of modules carries no meaning.
+LONG_FIRST = (
+    "test_upgrade_apply_lab.py", "test_node_add_remove.py", "test_upgrade_minor_lab.py",
+    "test_kill_points.py", "test_researcher_access.py", "test_restore_lab.py",
+    "test_node_remove_unreachable.py", "test_scheduler_runai.py", "test_researcher_registry.py",
+)  # fmt: skip
 
 
 def pytest_collection_modifyitems(items):
@@ -29,29 +42,13 @@ def pytest_collection_modifyitems(items):
         if "/e2e/" in str(item.fspath):
             item.add_marker(pytest.mark.e2e)
 
+    def rank(item: pytest.Item) -> int:
+        name = Path(str(item.fspath)).name
+        if "/e2e/" not in str(item.fspath):
+            return -1  # unit and integration first, as they were
+        return LONG_FIRST.index(name) if name in LONG_FIRST else len(LONG_FIRST)
 
-# CI gives `.ci/run` 90 minutes for everything (bootstrap, lint, unit, integration, these modules,
-# molecule), and on a slow, shared machine the whole e2e suite can take longer than that: then
-# nothing of the run counts. So once the test run has used APPLIANCE_E2E_BUDGET_S (0: no budget),
-# no further e2e module starts; one already started runs to its end (a lab is never left half-way).
-# Each module not started is reported as skipped, with the command that runs it alone.
-E2E_BUDGET_S = float(os.environ.get("APPLIANCE_E2E_BUDGET_S", "3300"))
-_RUN_STARTED = time.monotonic()  # this conftest is imported at collection, before any test runs
-_modules_started: set[str] = set()
-
-
-@pytest.hookimpl(tryfirst=True)  # before any fixture of the module (its lab) is set up
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    module = str(item.fspath)
-    if module in _modules_started:
-        return
-    spent = time.monotonic() - _RUN_STARTED
-    if E2E_BUDGET_S and spent > E2E_BUDGET_S:
-        pytest.skip(
-            f"the test run's time budget was spent ({spent / 60:.0f} min, APPLIANCE_E2E_BUDGET_S={E2E_BUDGET_S:.0f}) "
-            f"before this module started: run it alone with `pytest {os.path.relpath(module)}`"
-        )
-    _modules_started.add(module)
+    items.sort(key=rank)  # stable: each module's tests keep their order
 
 
 @dataclass
@@ -60,6 +57,13 @@ class CliRun:
     out: str
     err: str
     recap: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CliRun:
+        return cls(**data)
 
 
 def appliance(*args: str, timeout: int = 900) -> CliRun:
@@ -85,50 +89,264 @@ class SignedBundle:
 
 
 @pytest.fixture(scope="session")
-def lab_bundle(tmp_path_factory) -> SignedBundle:
+def lab_bundle() -> SignedBundle:
     """The lab profile built on the spot (incremental: the build cache is kept between runs) and
-    signed with a key made for this session, as `appliance bundle build|keygen|sign` do."""
+    signed, as `appliance bundle build|keygen|sign` do. The key is made once and kept beside the
+    build cache (root only), so an unchanged bundle keeps its signature and its lab snapshots."""
     if os.geteuid() != 0:
         pytest.fail("building the lab bundle needs root (the apt closure is resolved in a chroot)")
     from appliance_cli.bundle import BuildOptions, build_bundle, keygen, sign_bundle
-    from appliance_cli.lab.layout import LabLayout
 
     # APPLIANCE_E2E_BUNDLE_ROOT: a build of one's own, where several people share the machine's cache
     root = Path(os.environ.get("APPLIANCE_E2E_BUNDLE_ROOT") or LabLayout.default().cache_dir / "e2e-bundle")
-    res = build_bundle(BuildOptions(profile="lab", out=root / "bundle", cache=root / "build-cache"))
-    keys = tmp_path_factory.mktemp("bundle-key")
-    priv, pub, _ = keygen(keys / "lab")
-    sign_bundle(res.path, priv)
-    return SignedBundle(res.path, pub)
+    with file_lock(root / ".e2e.lock"):  # two test processes build and sign it one after the other
+        res = build_bundle(BuildOptions(profile="lab", out=root / "bundle", cache=root / "build-cache"))
+        key = root / "signing" / "lab"
+        if not (Path(f"{key}.key").is_file() and Path(f"{key}.pub").is_file()):
+            keygen(key, force=True)
+        sign_bundle(res.path, Path(f"{key}.key"))
+    return SignedBundle(res.path, Path(f"{key}.pub"))
+
+
+# --- installed labs, from snapshots --------------------------------------------------------------
+# An e2e module that needs an installed lab gets one restored from a snapshot of that configuration
+# (tests/_support/labsnap.py says what names it). The first install of a configuration is the
+# install test itself: what it printed is kept with the snapshot, and a module restored from it
+# reads the same runs. Whatever a module breaks dies with its copy.
+
+
+SNAPSHOT_EVENTS: list[str] = []  # what this run did with snapshots, printed at its end
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if SNAPSHOT_EVENTS:
+        terminalreporter.section("installed-lab snapshots")
+        for line in SNAPSHOT_EVENTS:
+            terminalreporter.write_line(line)
+
+
+@dataclass
+class Installed:
+    layout: LabLayout
+    key: str
+    restored: bool  # True: restored from a snapshot an earlier run saved, not installed by this one
+    runs: dict[str, Any]  # "installs": [CliRun, ...]; "dry_run": CliRun; "dry_run_left_bundle": bool
+    bundle: SignedBundle
+
+    @property
+    def site_dir(self) -> Path:
+        return self.layout.site_dir
+
+    @property
+    def installs(self) -> list[CliRun]:
+        return self.runs["installs"]
+
+
+def _encode_runs(runs: dict[str, Any]) -> dict[str, Any]:
+    return {k: ([r.to_json() for r in v] if k == "installs" else v.to_json() if isinstance(v, CliRun) else v)
+            for k, v in runs.items()}  # fmt: skip
+
+
+def _decode_runs(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: ([CliRun.from_json(r) for r in v] if k == "installs" else CliRun.from_json(v) if k == "dry_run" else v)
+            for k, v in data.items()}  # fmt: skip
+
+
+def _master_has(layout: LabLayout, path: str) -> bool:
+    from appliance_cli.lab.lifecycle import ssh_argv
+
+    return subprocess.run(ssh_argv("master1", ["test", "-e", path]), stdin=subprocess.DEVNULL).returncode == 0
+
+
+def install_lab(
+    nodes: int,
+    bundle: SignedBundle,
+    edit: Callable[[dict[str, Any]], None] | None = None,
+    args: tuple[str, ...] = ("--skip-diagnose",),
+    dry_run: bool = False,
+    rerun: bool = False,
+) -> Installed:
+    """The lab named by APPLIANCE_LAB_NAME, installed with the lab site (`edit`ed first) by
+    `appliance install ARGS` (after `--check --diff` with dry_run; twice with rerun): restored from
+    its snapshot when one with the same inputs exists, else installed here and saved when the
+    install succeeded (and the re-run changed nothing)."""
+    from appliance_cli import lab
+    from appliance_cli.core.siteconfig import SITE_FILE
+    from appliance_cli.debian.rootfs import BASE_NAME
+    from appliance_cli.lab import sitegen, snapshot
+
+    layout = LabLayout.default()
+    data = sitegen.site_data(layout, nodes, bundle=bundle.path, bundle_key=bundle.public_key)
+    if edit is not None:
+        edit(data)
+    site_text = yaml.safe_dump(data, sort_keys=False)
+    key = labsnap.key(
+        lab=layout.name, nodes=nodes, site_text=site_text, bundle=bundle.path, public_key=bundle.public_key,
+        args=(*args, f"dry_run={dry_run}", f"rerun={rerun}"), base_image=layout.cache_dir / BASE_NAME,
+    )  # fmt: skip
+    _own(layout)
+    if labsnap.reuse_enabled() and snapshot.exists(layout, key):
+        snapshot.restore(key, bundle_key=bundle.public_key)
+        SNAPSHOT_EVENTS.append(f"{layout.name}: restored from snapshot {key} (its inputs are unchanged)")
+        return Installed(layout, key, True, _decode_runs(snapshot.meta(layout, key)["extra"]), bundle)
+    stale = snapshot.others(layout, key)
+    for old in stale:  # made from other inputs: never reused, so not kept
+        snapshot.remove(old)
+    SNAPSHOT_EVENTS.append(
+        f"{layout.name}: installed afresh; "
+        + (f"its snapshot {', '.join(p.name for p in stale)} is stale (inputs changed): removed" if stale
+           else "no snapshot of it yet" if labsnap.reuse_enabled() else "APPLIANCE_E2E_SNAPSHOTS=0")
+    )  # fmt: skip
+    lab.down(purge=True)
+    lab.up(nodes=nodes, bundle=bundle.path, bundle_key=bundle.public_key)
+    if edit is not None:
+        (layout.site_dir / SITE_FILE).write_text(site_text)
+    site = ["--site", str(layout.site_dir)]
+    runs: dict[str, Any] = {"installs": []}
+    if dry_run:
+        runs["dry_run"] = appliance("install", *site, "--check", "--diff")
+        runs["dry_run_left_bundle"] = _master_has(
+            layout, f"{load_site(layout.site_dir).bundle.path}/manifest.json"
+        )
+    for _ in range(2 if rerun else 1):
+        run = appliance("install", *site, *args, timeout=1800)
+        runs["installs"].append(run)
+        if run.rc != 0:
+            break
+    ok = all(r.rc == 0 for r in runs["installs"]) and len(runs["installs"]) == (2 if rerun else 1)
+    if ok and rerun:
+        ok = all(v["changed"] == 0 for v in runs["installs"][1].recap.values())
+    if ok:
+        snapshot.save(key, _encode_runs(runs), bundle_key=bundle.public_key)
+        SNAPSHOT_EVENTS.append(f"{layout.name}: saved as snapshot {key}")
+    return Installed(layout, key, False, runs, bundle)
+
+
+# The 2-node lab site as installed, one snapshot shared by the modules that start from it.
+TWO_NODE_LAB = "two"
+
+
+# --- labs this run starts are owned by its PID --------------------------------------------------
+OWNER_FILE = "e2e-owner.pid"
+
+
+def _own(layout: LabLayout) -> None:
+    layout.dir.mkdir(parents=True, exist_ok=True)
+    (layout.dir / OWNER_FILE).write_text(f"{os.getpid()}\n")
+
+
+def _sweep_abandoned_labs() -> None:
+    """Labs a killed test run started (its PID is gone) are torn down and purged: by their own
+    state files, as `appliance lab down --purge` does. Labs nobody's test run owns are left alone."""
+    from appliance_cli import lab
+    from appliance_cli.lab.proc import alive, read_pid
+
+    labs = LabLayout.default().dir.parent
+    for owner in sorted(labs.glob(f"*/{OWNER_FILE}")) if labs.is_dir() else []:
+        pid = read_pid(owner)
+        if pid is not None and pid != os.getpid() and alive(pid):
+            continue
+        with open(labs / f".{owner.parent.name}.e2e.lock", "a") as held:
+            try:  # a test process of this run that holds it is using the lab: leave it alone
+                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            saved = {k: os.environ.get(k) for k in ("APPLIANCE_LAB_NAME", "APPLIANCE_LAB_DIR")}
+            try:
+                os.environ["APPLIANCE_LAB_NAME"] = owner.parent.name
+                os.environ.pop("APPLIANCE_LAB_DIR", None)
+                lab.down(purge=True)
+                owner.unlink(missing_ok=True)
+            finally:
+                _set_env(saved)
+
+
+# --- the session lab: the 4-node lab site, installed -------------------------------------------
+
+
+@dataclass
+class SessionLab:
+    installed: Installed | None  # None on a real site (APPLIANCE_E2E_SITE)
+    site: SiteConfig
+    runs: dict[str, Any]
+    dirty: bool = False
+
+    def fresh(self) -> None:
+        """Back to the installed snapshot, if a module before this one used the lab."""
+        if self.installed is None or not self.dirty:
+            return
+        from appliance_cli.lab import snapshot
+
+        with _session_lab_env():
+            snapshot.restore(self.installed.key, bundle_key=self.installed.bundle.public_key)
+        self.dirty = False
 
 
 @pytest.fixture(scope="session")
-def site(request) -> Iterator[SiteConfig]:
-    real = os.environ.get("APPLIANCE_E2E_SITE")
-    if real:
-        yield load_site(real)
+def session_lab(request) -> Iterator[SessionLab]:
+    if os.environ.get("APPLIANCE_E2E_SITE"):
+        site: SiteConfig = request.getfixturevalue("site")
+        dry = appliance("install", "--site", str(site.site_dir), "--check", "--diff")
+        left = (
+            request.getfixturevalue("hosts")[site.master.name]
+            .file(f"{site.bundle.path}/manifest.json")
+            .exists
+        )
+        installs = []
+        for _ in range(2):
+            installs.append(appliance("install", "--site", str(site.site_dir)))
+            if installs[-1].rc != 0:
+                break
+        yield SessionLab(None, site, {"dry_run": dry, "dry_run_left_bundle": left, "installs": installs})
         return
     if os.geteuid() != 0:
         pytest.fail("the lab e2e tests need root (systemd-nspawn, network namespaces): run them with sudo")
     bundle: SignedBundle = request.getfixturevalue("lab_bundle")
     from appliance_cli import lab
 
+    _sweep_abandoned_labs()
+    held = contextlib.ExitStack()
     try:
         with _session_lab_env():
-            # A lab of this name left by a killed session would be reused as it is (installed):
-            # every session starts from fresh node rootfs (the cached base image is kept).
-            lab.down(purge=True)
-            info = lab.up(nodes=E2E_NODES, bundle=bundle.path, bundle_key=bundle.public_key)
+            held.enter_context(
+                file_lock(LabLayout.default().dir.parent / f".{SESSION_LAB['APPLIANCE_LAB_NAME']}.e2e.lock")
+            )
+            inst = install_lab(E2E_NODES, bundle, args=(), dry_run=True, rerun=True)
         os.environ.setdefault("APPLIANCE_LAB_NAME", SESSION_LAB["APPLIANCE_LAB_NAME"] or "e2e")
-        yield load_site(info.site_dir)
+        yield SessionLab(inst, load_site(inst.site_dir), inst.runs)
     finally:
         with _session_lab_env():
             lab.down(purge=True)
+        held.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _session_lab_as_installed(request) -> Iterator[None]:
+    """Every module that uses the session lab starts from it as installed (restored from its
+    snapshot when a module before it used it), so no module depends on another's leftovers."""
+    mine = [i for i in request.session.items if i.module is request.module]
+    if not any("site" in i.fixturenames for i in mine):
+        yield
+        return
+    session: SessionLab = request.getfixturevalue("session_lab")
+    session.fresh()
+    yield
+    session.dirty = True
+
+
+@pytest.fixture(scope="session")
+def site(request) -> SiteConfig:
+    real = os.environ.get("APPLIANCE_E2E_SITE")
+    if real:
+        return load_site(real)
+    return request.getfixturevalue("session_lab").site
 
 
 # The session lab's name, fixed when the session starts: a module running in a lab of its own
 # (own_lab) may be the first to ask for `site`, and must not lend the session lab its name.
-SESSION_LAB = {"APPLIANCE_LAB_NAME": os.environ.get("APPLIANCE_LAB_NAME") or "e2e",
+# Under pytest-xdist (`make e2e` runs two labs at once) each worker has a session lab of its own.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+SESSION_LAB = {"APPLIANCE_LAB_NAME": (os.environ.get("APPLIANCE_LAB_NAME") or "e2e") + (f"-{_WORKER}" if _WORKER else ""),
                "APPLIANCE_LAB_DIR": os.environ.get("APPLIANCE_LAB_DIR")}  # fmt: skip
 
 
@@ -189,25 +407,17 @@ class DryRun:
 
 
 @pytest.fixture(scope="session")
-def dry_run_before_install(site: SiteConfig, hosts) -> DryRun:
+def dry_run_before_install(session_lab: SessionLab) -> DryRun:
     """`appliance install --check --diff` before anything was installed (on a real site that
     may be installed already, the test that reads this knows)."""
-    run = appliance("install", "--site", str(site.site_dir), "--check", "--diff")
-    master = hosts[site.master.name]
-    return DryRun(run, master.file(f"{site.bundle.path}/manifest.json").exists)
+    return DryRun(session_lab.runs["dry_run"], session_lab.runs["dry_run_left_bundle"])
 
 
 @pytest.fixture(scope="session")
-def installs(site: SiteConfig, dry_run_before_install: DryRun) -> list[CliRun]:
+def installs(session_lab: SessionLab) -> list[CliRun]:
     """`appliance install` twice: the first run does the work, the second must change nothing.
-    The dry run before them comes first, whichever test asks first."""
-    runs = []
-    for _ in range(2):
-        run = appliance("install", "--site", str(site.site_dir))
-        runs.append(run)
-        if run.rc != 0:
-            break
-    return runs
+    The dry run came before them. In the lab these are the runs that installed its snapshot."""
+    return session_lab.runs["installs"]
 
 
 @pytest.fixture(scope="session")
@@ -226,7 +436,11 @@ def own_lab(name: str, nodes: int | None = None, bundle: SignedBundle | None = N
     saved = {k: os.environ.get(k) for k in ("APPLIANCE_LAB_NAME", "APPLIANCE_LAB_DIR")}
     os.environ["APPLIANCE_LAB_NAME"] = name
     os.environ.pop("APPLIANCE_LAB_DIR", None)  # a private state dir for this lab
+    # Two modules of one run may want the same lab (one snapshot): the second waits for the first.
+    held = contextlib.ExitStack()
     try:
+        held.enter_context(file_lock(LabLayout.default().dir.parent / f".{name}.e2e.lock"))
+        _own(LabLayout.default())
         lab.down(purge=True)  # a leftover of a killed session is not reused (see `site`)
         if nodes is not None:
             lab.up(
@@ -238,9 +452,24 @@ def own_lab(name: str, nodes: int | None = None, bundle: SignedBundle | None = N
             lab.down(purge=True)
         finally:
             _set_env(saved)
+            held.close()
 
 
 @pytest.fixture(scope="session")
 def own_lab_cm():
     """`with own_lab_cm(NAME[, nodes]) as layout:` — see own_lab()."""
     return own_lab
+
+
+@contextlib.contextmanager
+def installed_lab(name: str, nodes: int, bundle: SignedBundle, **kw: Any) -> Iterator[Installed]:
+    """A lab of its own (see own_lab), installed: install_lab(nodes, bundle, **kw) — restored
+    from the snapshot of the same configuration when there is one."""
+    with own_lab(name):
+        yield install_lab(nodes, bundle, **kw)
+
+
+@pytest.fixture(scope="session")
+def installed_lab_cm():
+    """`with installed_lab_cm(NAME, nodes, bundle[, edit=, args=]) as inst:` — see installed_lab()."""
+    return installed_lab

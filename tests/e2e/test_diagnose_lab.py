@@ -11,28 +11,26 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from appliance_cli.core.siteconfig import SiteConfig, load_site
+from appliance_cli.core.siteconfig import SiteConfig
 from tests._support.lab_nodes import run_as_root
 
 ARTIFACTS = Path(os.environ.get("APPLIANCE_TEST_ARTIFACTS", "/var/lib/appliance/test-artifacts"))
 
 
 @pytest.fixture(scope="module")
-def installed(own_lab_cm, request, cli) -> Iterator[tuple[SiteConfig, Any]]:
-    """A lab of 4 nodes installed from the lab bundle (the registry on master1 is real), and that
-    install's run."""
+def installed(site, installs) -> tuple[SiteConfig, Any]:
+    """The session lab (4 nodes installed from the lab bundle; the registry on master1 is real),
+    and the install that made it."""
     if os.environ.get("APPLIANCE_E2E_SITE"):
         pytest.skip("rate-limits a node's link on purpose: lab only")
-    with own_lab_cm("dia", 4, request.getfixturevalue("lab_bundle")) as layout:
-        run = cli("install", "--site", str(layout.site_dir))
-        assert run.rc == 0, run.err[-3000:]
-        yield load_site(layout.site_dir), run
+    run = installs[0]
+    assert run.rc == 0, run.err[-3000:]
+    return site, run
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from tests._support.killed_runs import kill_when_printed
+from tests.e2e.conftest import TWO_NODE_LAB
 
-LAB = os.environ.get("APPLIANCE_E2E_RESTORE_LAB", "rst")
 ADMIN = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
 STATE = "/var/lib/appliance/restore/state.json"
 RESTORED_STEP = "Etcd restore | Point etcd's manifest at the new data dir"
@@ -76,14 +76,15 @@ def _changed(run) -> int:
 
 
 @pytest.fixture(scope="module")
-def drill(own_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
+def drill(installed_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
     if os.environ.get("APPLIANCE_E2E_SITE"):
         pytest.skip("restores etcd: lab only")
     bundle = request.getfixturevalue("lab_bundle")
-    with own_lab_cm(LAB, 2, bundle) as layout:
-        site_dir = layout.site_dir
+    # the 2-node lab site as installed, shared with test_upgrade_minor_lab (one snapshot)
+    with installed_lab_cm(TWO_NODE_LAB, 2, bundle) as inst:
+        site_dir = inst.site_dir
         site = ["--site", str(site_dir)]
-        first = cli("install", *site, "--skip-diagnose", timeout=1800)
+        first = inst.installs[0]
         assert first.rc == 0, first.out[-2000:] + first.err[-3000:]
         _create_configmap(site_dir, "drill-before")
         backup = cli("backup", *site, timeout=600)

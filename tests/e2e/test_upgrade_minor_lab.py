@@ -37,7 +37,6 @@ from appliance_cli.core.siteconfig import SITE_FILE
 from appliance_cli.lab.sitegen import EXTRA_WORKER_CLASS
 from tests._support.upgrade_lab import ADMIN, changed, nodes, put_on_new_stick, ready, ssh
 
-LAB = os.environ.get("APPLIANCE_E2E_MINOR_LAB", "minor")
 OLD, NEW = "v1.23.17", "v1.24.17"
 MASTER, CP = "node-role.kubernetes.io/master", "node-role.kubernetes.io/control-plane"
 DOCKER_REFUSED = (
@@ -68,13 +67,13 @@ def _plan_on_docker(cli, site_dir: Path, bundle_args: list[str]) -> Any:
 
 
 @pytest.fixture(scope="module")
-def minor(own_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str, Any]]:
+def minor(installed_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str, Any]]:
     if os.environ.get("APPLIANCE_E2E_SITE"):
         pytest.skip("installs 1.23 and upgrades it to 1.24: lab only")
     from appliance_cli.bundle import keygen, sign_bundle
     from appliance_cli.lab.layout import LabLayout
     from tests._support.upgrade_bundles import build_lab_bundle_at
-    from tests.e2e.conftest import SignedBundle
+    from tests.e2e.conftest import TWO_NODE_LAB, SignedBundle
 
     old = request.getfixturevalue("lab_bundle")
     root = Path(os.environ.get("APPLIANCE_E2E_BUNDLE_ROOT") or LabLayout.default().cache_dir / "e2e-bundle")
@@ -82,9 +81,10 @@ def minor(own_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str, Any]
     priv, pub, _ = keygen(tmp_path_factory.mktemp("minor-key") / "new")
     sign_bundle(built, priv)
     new = SignedBundle(built, pub)
-    with own_lab_cm(LAB, 2, old) as layout:
-        site_dir = layout.site_dir
-        first = cli("install", "--site", str(site_dir), "--skip-diagnose", timeout=1800)
+    # the 2-node lab site as installed, shared with test_restore_lab (one snapshot)
+    with installed_lab_cm(TWO_NODE_LAB, 2, old) as inst:
+        layout, site_dir = inst.layout, inst.site_dir
+        first = inst.installs[0]
         assert first.rc == 0, first.out[-2000:] + first.err[-3000:]
         before = nodes(site_dir)
         stick = put_on_new_stick(layout, new.path)

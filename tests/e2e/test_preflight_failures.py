@@ -1,6 +1,6 @@
 """Take one preparation step away from a joined worker and kubeadm must refuse to join it, with the
 words the real kubeadm 1.23 prints; then `appliance install` puts the step back and rejoins it.
-Runs last (file name) because it resets a worker. Destructive: on a real site
+It resets a worker of its own copy of the installed lab. Destructive: on a real site
 (APPLIANCE_E2E_SITE) only with APPLIANCE_E2E_DESTRUCTIVE=1."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def reset_worker(site, hosts):
     yield name, worker, join
     # This test, unlike the product (a 0600 JoinConfiguration), runs `kubeadm join --token` by hand
     # through sudo, which logs the command line in the worker's journal: the token is deleted so
-    # the secrets grep that follows (test_zz_faults) finds no live token there.
+    # secrets grep (test_faults) finds no live token there (on a real site nothing is restored between).
     token_id = join.split("--token", 1)[1].split()[0].split(".")[0]
     assert master.run(f"kubeadm token delete {token_id}").rc == 0
 

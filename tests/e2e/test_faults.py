@@ -1,7 +1,7 @@
 """Faults injected into the installed lab (issue 19). Each stops the run with exactly one line
 `error: ...` naming the node or artifact, a hint, a non-zero exit code; `appliance install`
 run again converges (rc 0) and nothing the cluster held is lost. Each case leaves the lab
-converged for the next one and for the modules after this one.
+converged for the next one; the module starts from the installed lab's snapshot.
 
 The last test greps every secret the site holds (bootstrap tokens, the registry's pull password,
 private keys) over everything the runs wrote: the runs' artifacts, the CLI's output of the

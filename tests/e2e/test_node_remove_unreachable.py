@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from appliance_cli.core.siteconfig import SITE_FILE, load_site
 from tests._support.upgrade_lab import ADMIN, ssh
@@ -49,19 +48,20 @@ def _link(netns: str, state: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def cut_off(own_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
+def cut_off(installed_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
     """Installed on two nodes (quotas at 0 GPUs: the site stays valid without worker1), a pod put
     on worker1, then worker1 cut off until the module ends."""
     if os.environ.get("APPLIANCE_E2E_SITE"):
         pytest.skip("pulls a cable: lab only")
-    with own_lab_cm(LAB, 2, request.getfixturevalue("lab_bundle")) as layout:
-        site_dir = layout.site_dir
-        path = site_dir / SITE_FILE
-        data = yaml.safe_load(path.read_text())
+
+    def no_quotas(data: dict[str, Any]) -> None:
         for p in data["scheduler"]["projects"]:
             p["gpus"] = 0
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
-        first = cli("install", "--site", str(site_dir), "--skip-diagnose")
+
+    with installed_lab_cm(LAB, 2, request.getfixturevalue("lab_bundle"), edit=no_quotas) as inst:
+        layout, site_dir = inst.layout, inst.site_dir
+        path = site_dir / SITE_FILE
+        first = inst.installs[0]
         assert first.rc == 0, first.err[-3000:] + first.out[-3000:]
         put = ssh(site_dir, "master1", f"{ADMIN} apply -f -", stdin=json.dumps(POD))
         assert put.returncode == 0, put.stderr

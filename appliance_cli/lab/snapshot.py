@@ -1,0 +1,171 @@
+"""Snapshots of a whole lab: every node's root filesystem and the lab's site directory.
+
+`save` stops the nodes (a clean poweroff, so every file on disk is consistent), copies them and the
+site directory under a temporary name in the snapshot store, renames that into place (a snapshot
+killed half-way is never found under its final name), and boots the lab again. `restore` purges the
+lab, copies a snapshot back and boots it: the nodes come up as they were when it was saved, with
+their host keys, the lab key and every file the install left on the controller's side.
+
+The host's filesystem has no reflinks (ext4) and the nodes' containerd keeps an overlayfs
+snapshotter on their root, which an overlay root cannot hold (the kernel refuses overlayfs as an
+upper dir): so a snapshot is a plain copy (`cp -a`, node by node in parallel), not an overlay.
+A snapshot is only ever restored into a lab of the name it was taken from (the site and ssh files
+name the lab's network namespace).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from appliance_cli.errors import LabError
+from appliance_cli.lab import lifecycle, proc
+from appliance_cli.lab.layout import LabLayout
+from appliance_cli.lab.node import marker
+from appliance_cli.lab.state import LabState
+from appliance_cli.proc import run
+
+META = "snapshot.json"
+_TMP = ".tmp-"
+Progress = Callable[[str], None]
+
+
+def store(layout: LabLayout) -> Path:
+    """Where this machine keeps lab snapshots (beside the base image, in the lab cache)."""
+    return layout.cache_dir / "lab-snapshots"
+
+
+def path(layout: LabLayout, key: str) -> Path:
+    return store(layout) / f"{layout.name}-{key}"
+
+
+def exists(layout: LabLayout, key: str) -> bool:
+    return (path(layout, key) / META).is_file()
+
+
+def meta(layout: LabLayout, key: str) -> dict[str, Any]:
+    return json.loads((path(layout, key) / META).read_text())
+
+
+def _copy_tree(src: Path, dst: Path, what: str, log: Path) -> None:
+    run(["cp", "-a", "--", str(src), str(dst)], what=what, log=log, error=LabError)
+
+
+def _copy_lab(src_nodes: Path, dst_nodes: Path, names: list[str], log: Path) -> None:
+    dst_nodes.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+        list(
+            pool.map(
+                lambda n: _copy_tree(src_nodes / n, dst_nodes / n, f"copying {n}'s root filesystem", log),
+                names,
+            )
+        )
+    for n in names:
+        (dst_nodes / f".{n}.created").write_text("")
+
+
+def _bundle_args(state: LabState) -> dict[str, Any]:
+    return {"bundle": Path(state.bundle)} if state.bundle else {}
+
+
+def save(
+    key: str, extra: dict[str, Any], bundle_key: Path | None = None, progress: Progress | None = None
+) -> Path:
+    """Snapshot the running lab under `key` (with `extra`, JSON, kept in its metadata) and bring
+    the lab back up as it was. Returns the snapshot's directory."""
+    say = progress or (lambda _: None)
+    layout = LabLayout.default()
+    state = LabState.load(layout.state_file)
+    if state is None:
+        raise LabError(f"lab '{layout.name}' is not up", hint="nothing to snapshot")
+    names = [n.name for n in state.nodes]
+    missing = [n for n in names if not marker(layout, n).is_file()]
+    if missing:
+        raise LabError(f"{missing[0]}: its root filesystem is incomplete", hint="recreate the lab")
+    final = path(layout, key)
+    store(layout).mkdir(parents=True, exist_ok=True)
+    _remove_abandoned(store(layout))
+    tmp = final.with_name(f".{final.name}{_TMP}{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    log = layout.logs_dir / "snapshot.log"
+    t0 = time.monotonic()
+    site_text = _site_file(layout).read_text()
+    _copy_tree(layout.site_dir, tmp / "site", "copying the lab's site directory", log)
+    lifecycle.down()
+    try:
+        _copy_lab(layout.nodes_dir, tmp / "nodes", names, log)
+    finally:
+        _up_again(layout, state, bundle_key, site_text)
+    (tmp / META).write_text(
+        json.dumps({"key": key, "lab": layout.name, "nodes": names, "bundle": state.bundle, "extra": extra})
+        + "\n"
+    )
+    run(["sync", "-f", str(tmp / META)], what="flushing the snapshot", log=log, error=LabError)
+    shutil.rmtree(final, ignore_errors=True)  # an older copy of the same key (a forced rebuild)
+    tmp.rename(final)
+    say(f"lab '{layout.name}' saved as snapshot {final.name} ({time.monotonic() - t0:.1f}s)")
+    return final
+
+
+def others(layout: LabLayout, key: str) -> list[Path]:
+    """This lab's snapshots under other keys: made from inputs that have changed since."""
+    return sorted(p for p in store(layout).glob(f"{layout.name}-*") if p.name != path(layout, key).name)
+
+
+def remove(snap: Path) -> None:
+    shutil.rmtree(snap, ignore_errors=True)
+
+
+def restore(key: str, bundle_key: Path | None = None, progress: Progress | None = None) -> lifecycle.LabInfo:
+    """Replace the lab (whatever is left of it is purged) by the snapshot `key`, booted."""
+    say = progress or (lambda _: None)
+    layout = LabLayout.default()
+    src = path(layout, key)
+    if not exists(layout, key):
+        raise LabError(f"no snapshot {src.name} of lab '{layout.name}'", hint=f"look in {store(layout)}")
+    info = meta(layout, key)
+    t0 = time.monotonic()
+    lifecycle.down(purge=True)
+    for d in (layout.logs_dir, layout.nodes_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    log = layout.logs_dir / "snapshot.log"
+    _copy_tree(src / "site", layout.site_dir, "copying the snapshot's site directory", log)
+    _copy_lab(src / "nodes", layout.nodes_dir, info["nodes"], log)
+    state = LabState(name=layout.name, count=len(info["nodes"]), nodes=[], bundle=info["bundle"])
+    up = _up_again(layout, state, bundle_key, _site_file(layout).read_text())
+    say(f"lab '{layout.name}' restored from snapshot {src.name} ({time.monotonic() - t0:.1f}s)")
+    return up
+
+
+def _site_file(layout: LabLayout) -> Path:
+    from appliance_cli.core.siteconfig import SITE_FILE
+
+    return layout.site_dir / SITE_FILE
+
+
+def _up_again(
+    layout: LabLayout, state: LabState, bundle_key: Path | None, site_text: str
+) -> lifecycle.LabInfo:
+    """`lab up` on the existing root filesystems; it writes the lab's own appliance.yml, so the
+    one the lab had (edited, installed) is put back."""
+    info = lifecycle.up(nodes=state.count, **_bundle_args(state), bundle_key=bundle_key)
+    site = _site_file(layout)
+    tmp = site.with_name(site.name + ".snapshot-tmp")
+    tmp.write_text(site_text)
+    tmp.replace(site)
+    return info
+
+
+def _remove_abandoned(root: Path) -> None:
+    """Half-written snapshots of runs that were killed (their PID no longer runs) are removed."""
+    for d in root.glob(f".*{_TMP}*"):
+        pid = d.name.rsplit(_TMP, 1)[-1]
+        if not (pid.isdigit() and proc.alive(int(pid))):
+            shutil.rmtree(d, ignore_errors=True)
