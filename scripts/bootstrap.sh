@@ -49,3 +49,13 @@ if [[ ! -f $stamp ]]; then
   .venv/bin/python -c 'import ansible_runner, appliance_cli' # fail loudly if the install did not work
   rm -f .venv/.installed-*; touch "$stamp"
 fi
+
+# Debian's real kubectl (kubernetes-client, v1.20) for tests/integration/test_real_kubectl.py: the
+# .deb is fetched once into build/debs (the test fails, not skips, without it).
+if ! compgen -G "build/debs/kubernetes-client_*.deb" >/dev/null; then
+  echo "bootstrap: Debian's kubernetes-client .deb (for the real-kubectl tests)"
+  mkdir -p build/debs
+  (cd build/debs && apt-get download -qq kubernetes-client 2>/dev/null) || {
+    apt-get update -qq && (cd build/debs && apt-get download -qq kubernetes-client)
+  }
+fi

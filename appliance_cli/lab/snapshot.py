@@ -9,8 +9,9 @@ their host keys, the lab key and every file the install left on the controller's
 The host's filesystem has no reflinks (ext4) and the nodes' containerd keeps an overlayfs
 snapshotter on their root, which an overlay root cannot hold (the kernel refuses overlayfs as an
 upper dir): so a snapshot is a plain copy (`cp -a`, node by node in parallel), not an overlay.
-A snapshot is only ever restored into a lab of the name it was taken from (the site and ssh files
-name the lab's network namespace).
+A snapshot has a name of its own (by default its lab's), so labs of several names can start from
+one: restored into another lab, the site's ssh proxy command is pointed at that lab's namespace
+(the ssh files are written anew by `lab up`; the install renders its inventory anew each run).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from appliance_cli.errors import LabError
-from appliance_cli.lab import lifecycle, proc
+from appliance_cli.lab import lifecycle, proc, sitegen
 from appliance_cli.lab.layout import LabLayout
 from appliance_cli.lab.node import marker
 from appliance_cli.lab.state import LabState
@@ -41,16 +42,16 @@ def store(layout: LabLayout) -> Path:
     return layout.cache_dir / "lab-snapshots"
 
 
-def path(layout: LabLayout, key: str) -> Path:
-    return store(layout) / f"{layout.name}-{key}"
+def path(layout: LabLayout, name: str, key: str) -> Path:
+    return store(layout) / f"{name}-{key}"
 
 
-def exists(layout: LabLayout, key: str) -> bool:
-    return (path(layout, key) / META).is_file()
+def exists(layout: LabLayout, name: str, key: str) -> bool:
+    return (path(layout, name, key) / META).is_file()
 
 
-def meta(layout: LabLayout, key: str) -> dict[str, Any]:
-    return json.loads((path(layout, key) / META).read_text())
+def meta(layout: LabLayout, name: str, key: str) -> dict[str, Any]:
+    return json.loads((path(layout, name, key) / META).read_text())
 
 
 def _copy_tree(src: Path, dst: Path, what: str, log: Path) -> None:
@@ -75,7 +76,11 @@ def _bundle_args(state: LabState) -> dict[str, Any]:
 
 
 def save(
-    key: str, extra: dict[str, Any], bundle_key: Path | None = None, progress: Progress | None = None
+    name: str,
+    key: str,
+    extra: dict[str, Any],
+    bundle_key: Path | None = None,
+    progress: Progress | None = None,
 ) -> Path:
     """Snapshot the running lab under `key` (with `extra`, JSON, kept in its metadata) and bring
     the lab back up as it was. Returns the snapshot's directory."""
@@ -88,7 +93,7 @@ def save(
     missing = [n for n in names if not marker(layout, n).is_file()]
     if missing:
         raise LabError(f"{missing[0]}: its root filesystem is incomplete", hint="recreate the lab")
-    final = path(layout, key)
+    final = path(layout, name, key)
     store(layout).mkdir(parents=True, exist_ok=True)
     _remove_abandoned(store(layout))
     tmp = final.with_name(f".{final.name}{_TMP}{os.getpid()}")
@@ -114,23 +119,29 @@ def save(
     return final
 
 
-def others(layout: LabLayout, key: str) -> list[Path]:
-    """This lab's snapshots under other keys: made from inputs that have changed since."""
-    return sorted(p for p in store(layout).glob(f"{layout.name}-*") if p.name != path(layout, key).name)
+def others(layout: LabLayout, name: str, key: str) -> list[Path]:
+    """Snapshots of this name under other keys: made from inputs that have changed since."""
+    return sorted(
+        p
+        for p in store(layout).glob(f"{name}-*")
+        if p.name != path(layout, name, key).name and p.name[len(name) + 1 :].isalnum()
+    )
 
 
 def remove(snap: Path) -> None:
     shutil.rmtree(snap, ignore_errors=True)
 
 
-def restore(key: str, bundle_key: Path | None = None, progress: Progress | None = None) -> lifecycle.LabInfo:
+def restore(
+    name: str, key: str, bundle_key: Path | None = None, progress: Progress | None = None
+) -> lifecycle.LabInfo:
     """Replace the lab (whatever is left of it is purged) by the snapshot `key`, booted."""
     say = progress or (lambda _: None)
     layout = LabLayout.default()
-    src = path(layout, key)
-    if not exists(layout, key):
+    src = path(layout, name, key)
+    if not exists(layout, name, key):
         raise LabError(f"no snapshot {src.name} of lab '{layout.name}'", hint=f"look in {store(layout)}")
-    info = meta(layout, key)
+    info = meta(layout, name, key)
     t0 = time.monotonic()
     lifecycle.down(purge=True)
     for d in (layout.logs_dir, layout.nodes_dir):
@@ -139,9 +150,17 @@ def restore(key: str, bundle_key: Path | None = None, progress: Progress | None 
     _copy_tree(src / "site", layout.site_dir, "copying the snapshot's site directory", log)
     _copy_lab(src / "nodes", layout.nodes_dir, info["nodes"], log)
     state = LabState(name=layout.name, count=len(info["nodes"]), nodes=[], bundle=info["bundle"])
-    up = _up_again(layout, state, bundle_key, _site_file(layout).read_text())
+    up = _up_again(layout, state, bundle_key, retarget(_site_file(layout).read_text(), info["lab"], layout))
     say(f"lab '{layout.name}' restored from snapshot {src.name} ({time.monotonic() - t0:.1f}s)")
     return up
+
+
+def retarget(site_text: str, taken_in: str, layout: LabLayout) -> str:
+    """A site taken in lab `taken_in`, for `layout`'s lab: ssh goes through this lab's namespace."""
+    if taken_in == layout.name:
+        return site_text
+    taken = LabLayout(name=taken_in, dir=layout.dir, cache_dir=layout.cache_dir)
+    return site_text.replace(sitegen.proxy_command(taken), sitegen.proxy_command(layout))
 
 
 def _site_file(layout: LabLayout) -> Path:

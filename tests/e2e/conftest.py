@@ -118,6 +118,17 @@ def lab_bundle() -> SignedBundle:
 SNAPSHOT_EVENTS: list[str] = []  # what this run did with snapshots, printed at its end
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)  # an xdist worker: to the controller
+    if workeroutput is not None:
+        workeroutput["snapshot_events"] = list(SNAPSHOT_EVENTS)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's: a worker has finished
+def pytest_testnodedown(node, error) -> None:
+    SNAPSHOT_EVENTS.extend(getattr(node, "workeroutput", {}).get("snapshot_events", []))
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     if SNAPSHOT_EVENTS:
         terminalreporter.section("installed-lab snapshots")
@@ -128,6 +139,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
 @dataclass
 class Installed:
     layout: LabLayout
+    name: str  # the snapshot's name (the lab's, or the one labs share)
     key: str
     restored: bool  # True: restored from a snapshot an earlier run saved, not installed by this one
     runs: dict[str, Any]  # "installs": [CliRun, ...]; "dry_run": CliRun; "dry_run_left_bundle": bool
@@ -165,49 +177,69 @@ def install_lab(
     args: tuple[str, ...] = ("--skip-diagnose",),
     dry_run: bool = False,
     rerun: bool = False,
+    share: str | None = None,
 ) -> Installed:
     """The lab named by APPLIANCE_LAB_NAME, installed with the lab site (`edit`ed first) by
     `appliance install ARGS` (after `--check --diff` with dry_run; twice with rerun): restored from
     its snapshot when one with the same inputs exists, else installed here and saved when the
-    install succeeded (and the re-run changed nothing)."""
-    from appliance_cli import lab
-    from appliance_cli.core.siteconfig import SITE_FILE
+    install succeeded (and the re-run changed nothing). `share`: the snapshot's name, when labs of
+    several names start from it (the session labs of two test processes); else the lab's own."""
     from appliance_cli.debian.rootfs import BASE_NAME
     from appliance_cli.lab import sitegen, snapshot
 
     layout = LabLayout.default()
+    name = share or layout.name
     data = sitegen.site_data(layout, nodes, bundle=bundle.path, bundle_key=bundle.public_key)
     if edit is not None:
         edit(data)
     site_text = yaml.safe_dump(data, sort_keys=False)
     key = labsnap.key(
-        lab=layout.name, nodes=nodes, site_text=site_text, bundle=bundle.path, public_key=bundle.public_key,
-        args=(*args, f"dry_run={dry_run}", f"rerun={rerun}"), base_image=layout.cache_dir / BASE_NAME,
+        lab=name, nodes=nodes, site_text=site_text.replace(sitegen.proxy_command(layout), "@LAB-PROXY@"),
+        bundle=bundle.path, public_key=bundle.public_key, args=(*args, f"dry_run={dry_run}", f"rerun={rerun}"),
+        base_image=layout.cache_dir / BASE_NAME,
     )  # fmt: skip
     _own(layout)
-    if labsnap.reuse_enabled() and snapshot.exists(layout, key):
-        snapshot.restore(key, bundle_key=bundle.public_key)
-        SNAPSHOT_EVENTS.append(f"{layout.name}: restored from snapshot {key} (its inputs are unchanged)")
-        return Installed(layout, key, True, _decode_runs(snapshot.meta(layout, key)["extra"]), bundle)
-    stale = snapshot.others(layout, key)
+    # One process installs a configuration; another that wants it meanwhile waits, then restores it.
+    with file_lock(snapshot.store(layout) / f".{name}-{key}.lock"):
+        if labsnap.reuse_enabled() and snapshot.exists(layout, name, key):
+            snapshot.restore(name, key, bundle_key=bundle.public_key)
+            SNAPSHOT_EVENTS.append(
+                f"{layout.name}: restored from snapshot {name}-{key} (its inputs are unchanged)"
+            )
+            return Installed(
+                layout, name, key, True, _decode_runs(snapshot.meta(layout, name, key)["extra"]), bundle
+            )
+        return _install_and_save(
+            layout, name, key, nodes, site_text if edit else None, bundle, args, dry_run, rerun
+        )
+
+
+def _install_and_save(
+    layout: LabLayout, name: str, key: str, nodes: int, edited_site: str | None, bundle: SignedBundle,
+    args: tuple[str, ...], dry_run: bool, rerun: bool,
+) -> Installed:  # fmt: skip
+    from appliance_cli import lab
+    from appliance_cli.core.siteconfig import SITE_FILE
+    from appliance_cli.lab import snapshot
+
+    stale = snapshot.others(layout, name, key)
     for old in stale:  # made from other inputs: never reused, so not kept
         snapshot.remove(old)
     SNAPSHOT_EVENTS.append(
         f"{layout.name}: installed afresh; "
-        + (f"its snapshot {', '.join(p.name for p in stale)} is stale (inputs changed): removed" if stale
+        + (f"snapshot {', '.join(p.name for p in stale)} is stale (inputs changed): removed" if stale
            else "no snapshot of it yet" if labsnap.reuse_enabled() else "APPLIANCE_E2E_SNAPSHOTS=0")
     )  # fmt: skip
     lab.down(purge=True)
     lab.up(nodes=nodes, bundle=bundle.path, bundle_key=bundle.public_key)
-    if edit is not None:
-        (layout.site_dir / SITE_FILE).write_text(site_text)
+    if edited_site is not None:
+        (layout.site_dir / SITE_FILE).write_text(edited_site)
     site = ["--site", str(layout.site_dir)]
     runs: dict[str, Any] = {"installs": []}
     if dry_run:
         runs["dry_run"] = appliance("install", *site, "--check", "--diff")
-        runs["dry_run_left_bundle"] = _master_has(
-            layout, f"{load_site(layout.site_dir).bundle.path}/manifest.json"
-        )
+        manifest = f"{load_site(layout.site_dir).bundle.path}/manifest.json"
+        runs["dry_run_left_bundle"] = _master_has(layout, manifest)
     for _ in range(2 if rerun else 1):
         run = appliance("install", *site, *args, timeout=1800)
         runs["installs"].append(run)
@@ -217,9 +249,9 @@ def install_lab(
     if ok and rerun:
         ok = all(v["changed"] == 0 for v in runs["installs"][1].recap.values())
     if ok:
-        snapshot.save(key, _encode_runs(runs), bundle_key=bundle.public_key)
-        SNAPSHOT_EVENTS.append(f"{layout.name}: saved as snapshot {key}")
-    return Installed(layout, key, False, runs, bundle)
+        snapshot.save(name, key, _encode_runs(runs), bundle_key=bundle.public_key)
+        SNAPSHOT_EVENTS.append(f"{layout.name}: saved as snapshot {name}-{key}")
+    return Installed(layout, name, key, False, runs, bundle)
 
 
 # The 2-node lab site as installed, one snapshot shared by the modules that start from it.
@@ -278,7 +310,9 @@ class SessionLab:
         from appliance_cli.lab import snapshot
 
         with _session_lab_env():
-            snapshot.restore(self.installed.key, bundle_key=self.installed.bundle.public_key)
+            snapshot.restore(
+                self.installed.name, self.installed.key, bundle_key=self.installed.bundle.public_key
+            )
         self.dirty = False
 
 
@@ -311,7 +345,7 @@ def session_lab(request) -> Iterator[SessionLab]:
             held.enter_context(
                 file_lock(LabLayout.default().dir.parent / f".{SESSION_LAB['APPLIANCE_LAB_NAME']}.e2e.lock")
             )
-            inst = install_lab(E2E_NODES, bundle, args=(), dry_run=True, rerun=True)
+            inst = install_lab(E2E_NODES, bundle, args=(), dry_run=True, rerun=True, share=SESSION_SNAPSHOT)
         os.environ.setdefault("APPLIANCE_LAB_NAME", SESSION_LAB["APPLIANCE_LAB_NAME"] or "e2e")
         yield SessionLab(inst, load_site(inst.site_dir), inst.runs)
     finally:
@@ -344,7 +378,9 @@ def site(request) -> SiteConfig:
 
 # The session lab's name, fixed when the session starts: a module running in a lab of its own
 # (own_lab) may be the first to ask for `site`, and must not lend the session lab its name.
-# Under pytest-xdist (`make e2e` runs two labs at once) each worker has a session lab of its own.
+# Under pytest-xdist (`make e2e` runs two labs at once) each worker has a session lab of its own,
+# both restored from one snapshot (the first to need it installs it, the other waits for it).
+SESSION_SNAPSHOT = "session"
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 SESSION_LAB = {"APPLIANCE_LAB_NAME": (os.environ.get("APPLIANCE_LAB_NAME") or "e2e") + (f"-{_WORKER}" if _WORKER else ""),
                "APPLIANCE_LAB_DIR": os.environ.get("APPLIANCE_LAB_DIR")}  # fmt: skip

@@ -1,13 +1,12 @@
 """Debian's real kubectl client (kubernetes-client, v1.20) against the stand-in API server on
 127.0.0.1 with real mutual TLS: what the roles and the day-2 commands run on the lab's master.
 
-The binary comes from the Debian mirror (`apt-get download kubernetes-client`, cached); without it
-the module is skipped, saying why."""
+The binary comes from the Debian mirror: scripts/bootstrap.sh fetches the .deb into build/debs;
+without it the module fails, saying so."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import threading
 import time
@@ -20,9 +19,9 @@ from debian.debfile import DebFile
 from tests._support.standin_cluster import Cluster
 from tests.standin.k8s_standin.util import rfc3339
 
-CACHE = (
-    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "appliance-tests" / "kubernetes-client"
-)
+REPO = Path(__file__).resolve().parents[2]
+DEBS = REPO / "build" / "debs"  # scripts/bootstrap.sh fetches the .deb there
+CACHE = REPO / "build" / "kubernetes-client"
 
 
 def _real_kubectl() -> Path:
@@ -30,12 +29,9 @@ def _real_kubectl() -> Path:
     if exe.is_file():
         return exe
     CACHE.mkdir(parents=True, exist_ok=True)
-    try:
-        subprocess.run(["apt-get", "download", "kubernetes-client"], cwd=CACHE, check=True,
-                       capture_output=True, timeout=180)  # fmt: skip
-    except (OSError, subprocess.SubprocessError) as exc:
-        pytest.skip(f"Debian's kubernetes-client cannot be had here (apt-get download: {exc})")
-    deb = sorted(CACHE.glob("kubernetes-client_*.deb"))[-1]
+    if not sorted(DEBS.glob("kubernetes-client_*.deb")):
+        pytest.fail(f"Debian's kubernetes-client .deb is not in {DEBS}: scripts/bootstrap.sh fetches it")
+    deb = sorted(DEBS.glob("kubernetes-client_*.deb"))[-1]
     data = DebFile(str(deb)).data.tgz()
     member = data.extractfile("./usr/bin/kubectl")
     assert member is not None

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Molecule's delegated driver on the rehearsal lab, shared by every role's `molecule/lab`.
 
-    lab.py up [--nodes N]   create: build (incremental) + sign + verify the lab bundle, `appliance lab up`
+    lab.py up [--nodes N] [--installed]
+                            create: build (incremental) + sign + verify the lab bundle, `appliance lab up`;
+                            --installed: then the whole install, from its snapshot when there is one
     lab.py down             destroy: `appliance lab down --purge`
     lab.py --list           dynamic inventory: the lab's own site, rendered exactly as
                             `appliance install --site lab` renders it (hosts.yml + group_vars),
@@ -58,6 +60,33 @@ def up(nodes: int) -> None:
     (site_dir / GATE_FILE).write_text(json.dumps(gate.extravars) + "\n")
 
 
+def installed(nodes: int) -> None:
+    """The lab, up, as `appliance install --skip-diagnose` leaves it: restored from the snapshot
+    of this configuration (tests/_support/labsnap.py names it) when there is one, else installed
+    and saved. For the roles that act on an installed cluster (backup, restore, upgrade)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: tests._support
+    from appliance_cli.debian.rootfs import BASE_NAME
+    from appliance_cli.lab import snapshot
+    from appliance_cli.lab.layout import LabLayout
+    from tests._support import labsnap
+
+    layout = LabLayout.default()
+    bundle, pub = BUNDLES / "lab", Path(f"{BUNDLES / 'lab-signing'}.pub")
+    args = ("--skip-diagnose",)
+    key = labsnap.key(
+        lab=layout.name, nodes=nodes, site_text=(layout.site_dir / "appliance.yml").read_text(), bundle=bundle,
+        public_key=pub, args=args, base_image=layout.cache_dir / BASE_NAME,
+    )  # fmt: skip
+    if snapshot.exists(layout, layout.name, key):
+        snapshot.restore(layout.name, key, bundle_key=pub, progress=print)
+        return
+    for old in snapshot.others(layout, layout.name, key):
+        print(f"snapshot {old.name} is stale (its inputs changed): removed", flush=True)
+        snapshot.remove(old)
+    appliance("install", "--site", str(layout.site_dir), *args)
+    snapshot.save(layout.name, key, {}, bundle_key=pub, progress=print)
+
+
 def down() -> None:
     appliance("lab", "down", "--purge")
 
@@ -102,6 +131,8 @@ def main(argv: list[str]) -> int:
     elif argv[:1] == ["up"]:
         nodes = int(argv[2]) if argv[1:2] == ["--nodes"] else 2
         up(nodes)
+        if "--installed" in argv:
+            installed(nodes)
     elif argv[:1] == ["down"]:
         down()
     else:

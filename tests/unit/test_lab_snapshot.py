@@ -91,15 +91,16 @@ def test_only_a_snapshot_with_its_metadata_exists(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("APPLIANCE_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("APPLIANCE_LAB_NAME", "two")
     layout = LabLayout.default()
-    snap = snapshot.path(layout, "k1")
+    snap = snapshot.path(layout, "two", "k1")
     (snap / "nodes").mkdir(parents=True)
-    assert not snapshot.exists(layout, "k1")  # copied, but its metadata (written last) is missing
+    assert not snapshot.exists(layout, "two", "k1")  # copied, but its metadata (written last) is missing
     (snap / snapshot.META).write_text('{"extra": {}}')
-    assert snapshot.exists(layout, "k1")
-    other = snapshot.path(layout, "k2")
+    assert snapshot.exists(layout, "two", "k1")
+    other = snapshot.path(layout, "two", "k2")
     other.mkdir()
-    (snapshot.store(layout) / "twofold-k3").mkdir()  # another lab's name that merely starts alike
-    assert snapshot.others(layout, "k1") == [other]
+    (snapshot.store(layout) / "twofold-k3").mkdir()  # another name that merely starts alike
+    (snapshot.store(layout) / "two-gw0-k4").mkdir()
+    assert snapshot.others(layout, "two", "k1") == [other]
 
 
 def _node_root(tmp_path: Path) -> tuple[LabLayout, Path]:
@@ -173,3 +174,38 @@ def test_cp_keeps_what_a_node_needs(tmp_path: Path) -> None:
     assert os.readlink(dst / "link") == "etc/key"
     assert (dst / "hard").stat().st_ino == (dst / "etc/key").stat().st_ino
     shutil.rmtree(dst)
+
+
+def test_under_make_test_a_test_that_cannot_run_fails_naming_why(tmp_path: Path) -> None:
+    probe = tmp_path / "test_probe.py"
+    probe.write_text("import pytest\n\ndef test_needs_a_tool():\n    pytest.skip('needs frobnicate')\n")
+    repo = labsnap.REPO
+
+    def run(**env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider", str(probe)],
+            cwd=repo, capture_output=True, text=True, env={**os.environ, **env}, timeout=120,
+        )  # fmt: skip
+
+    plain = run(APPLIANCE_SKIP_IS_FAILURE="0")
+    assert plain.returncode == 0 and "1 skipped" in plain.stdout, plain.stdout
+    strict = run(APPLIANCE_SKIP_IS_FAILURE="1")
+    assert strict.returncode == 1 and "1 failed" in strict.stdout, strict.stdout
+    assert "could not run, which `make test` counts as a failure" in strict.stdout
+    assert "needs frobnicate" in strict.stdout
+
+
+def test_a_snapshot_restored_into_another_lab_reaches_its_nodes_through_that_labs_namespace(
+    tmp_path: Path,
+) -> None:
+    import yaml
+
+    from appliance_cli.lab import sitegen
+
+    gw0 = LabLayout(name="e2e-gw0", dir=tmp_path / "a", cache_dir=tmp_path / "c")
+    gw1 = LabLayout(name="e2e-gw1", dir=tmp_path / "b", cache_dir=tmp_path / "c")
+    text = yaml.safe_dump(sitegen.site_data(gw0, 2), sort_keys=False)
+    moved = yaml.safe_load(snapshot.retarget(text, "e2e-gw0", gw1))
+    assert moved["ssh"]["proxy_command"] == "ip netns exec e2e-gw1-net nc %h %p"
+    assert moved == yaml.safe_load(text) | {"ssh": moved["ssh"]}  # nothing else changed
+    assert snapshot.retarget(text, "e2e-gw0", gw0) == text
