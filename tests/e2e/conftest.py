@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -49,6 +50,31 @@ def pytest_collection_modifyitems(items):
         return LONG_FIRST.index(name) if name in LONG_FIRST else len(LONG_FIRST)
 
     items.sort(key=rank)  # stable: each module's tests keep their order
+
+
+# The suite does not fit CI's 90 minutes yet (84 min of lab modules two at a time on 2 cores, measured
+# at this change; issue 27 keeps the budget until a change makes it fit). So once the e2e run has used
+# APPLIANCE_E2E_BUDGET_S (0: no budget), no further e2e module starts; one already started runs to
+# its end. Each module not started is reported skipped, BUDGET_SKIP first in its reason, with the
+# command that runs it alone; `make test` lists them at its end (the one skip it does not fail).
+E2E_BUDGET_S = float(os.environ.get("APPLIANCE_E2E_BUDGET_S", "2700"))
+BUDGET_SKIP = "not started: the e2e run's time budget was spent"
+_RUN_STARTED = time.monotonic()  # this conftest is imported at collection, before any test runs
+_modules_started: set[str] = set()
+
+
+@pytest.hookimpl(tryfirst=True)  # before any fixture of the module (its lab) is set up
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    module = str(item.fspath)
+    if module in _modules_started:
+        return
+    spent = time.monotonic() - _RUN_STARTED
+    if E2E_BUDGET_S and spent > E2E_BUDGET_S:
+        pytest.skip(
+            f"{BUDGET_SKIP} ({spent / 60:.0f} min, APPLIANCE_E2E_BUDGET_S={E2E_BUDGET_S:.0f}): "
+            f"run it alone with `pytest {os.path.relpath(module)}`"
+        )
+    _modules_started.add(module)
 
 
 @dataclass
@@ -164,6 +190,27 @@ def _decode_runs(data: dict[str, Any]) -> dict[str, Any]:
             for k, v in data.items()}  # fmt: skip
 
 
+def _wait_ready(layout: LabLayout, timeout: float = 240.0) -> None:
+    """A lab booted from its installed rootfs: the API server answers at once, but each kubelet
+    reports Ready only once it posted its status again; wait for that, as after a reboot."""
+    from appliance_cli.lab.lifecycle import ssh_argv
+
+    query = ["sudo", "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "get", "nodes", "-o",
+             'jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status} {end}']  # fmt: skip
+    end, seen = time.monotonic() + timeout, ""
+    while time.monotonic() < end:
+        r = subprocess.run(
+            ssh_argv("master1", query), capture_output=True, text=True, stdin=subprocess.DEVNULL
+        )
+        seen = r.stdout.strip() or r.stderr.strip()
+        if r.returncode == 0 and seen and all(x.endswith("=True") for x in seen.split()):
+            return
+        time.sleep(2)
+    pytest.fail(
+        f"lab '{layout.name}' booted from its snapshot, but not every node is Ready after {timeout:.0f}s: {seen}"
+    )
+
+
 def _master_has(layout: LabLayout, path: str) -> bool:
     from appliance_cli.lab.lifecycle import ssh_argv
 
@@ -203,6 +250,7 @@ def install_lab(
     with file_lock(snapshot.store(layout) / f".{name}-{key}.lock"):
         if labsnap.reuse_enabled() and snapshot.exists(layout, name, key):
             snapshot.restore(name, key, bundle_key=bundle.public_key)
+            _wait_ready(layout)
             SNAPSHOT_EVENTS.append(
                 f"{layout.name}: restored from snapshot {name}-{key} (its inputs are unchanged)"
             )
@@ -250,6 +298,7 @@ def _install_and_save(
         ok = all(v["changed"] == 0 for v in runs["installs"][1].recap.values())
     if ok:
         snapshot.save(name, key, _encode_runs(runs), bundle_key=bundle.public_key)
+        _wait_ready(layout)
         SNAPSHOT_EVENTS.append(f"{layout.name}: saved as snapshot {name}-{key}")
     return Installed(layout, name, key, False, runs, bundle)
 
@@ -313,6 +362,7 @@ class SessionLab:
             snapshot.restore(
                 self.installed.name, self.installed.key, bundle_key=self.installed.bundle.public_key
             )
+            _wait_ready(self.installed.layout)
         self.dirty = False
 
 
