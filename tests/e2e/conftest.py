@@ -8,6 +8,7 @@ import contextlib
 import fcntl
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -199,9 +200,9 @@ def _wait_ready(layout: LabLayout, timeout: float = 240.0) -> None:
              'jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status} {end}']  # fmt: skip
     end, seen = time.monotonic() + timeout, ""
     while time.monotonic() < end:
-        r = subprocess.run(
-            ssh_argv("master1", query), capture_output=True, text=True, stdin=subprocess.DEVNULL
-        )
+        # ssh hands the node's shell one string: the query quoted for it
+        argv = ssh_argv("master1", [shlex.join(query)])
+        r = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         seen = r.stdout.strip() or r.stderr.strip()
         if r.returncode == 0 and seen and all(x.endswith("=True") for x in seen.split()):
             return
