@@ -106,7 +106,7 @@ def write_site(
     target = layout.site_dir / SITE_FILE
     cfg = parse_site(data, source=target)  # raises ConfigError before anything is written
     layout.site_dir.mkdir(parents=True, exist_ok=True)
-    _write(target, HEADER + yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+    write_file(target, HEADER + yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
     return cfg
 
 
@@ -134,7 +134,8 @@ def render_ssh_config(layout: LabLayout, nodes: list[LabNode], user: str = "debi
     return "\n".join(lines)
 
 
-def _write(path: Path, text: str, mode: int = 0o644) -> None:
+def write_file(path: Path, text: str, mode: int = 0o644) -> None:
+    """A site file replaced whole (written beside it, then renamed over it)."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     tmp.chmod(mode)
@@ -142,7 +143,7 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
 
 
 def write_ssh_files(layout: LabLayout, nodes: list[LabNode], keys: dict[str, list[str]], user: str) -> None:
-    _write(
+    write_file(
         layout.site_dir / KNOWN_HOSTS, render_known_hosts([(n.name, n.address, keys[n.name]) for n in nodes])
     )
-    _write(layout.site_dir / SSH_CONFIG, render_ssh_config(layout, nodes, user))
+    write_file(layout.site_dir / SSH_CONFIG, render_ssh_config(layout, nodes, user))

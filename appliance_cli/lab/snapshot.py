@@ -67,8 +67,6 @@ def _copy_lab(src_nodes: Path, dst_nodes: Path, names: list[str], log: Path) -> 
                 names,
             )
         )
-    for n in names:
-        (dst_nodes / f".{n}.created").write_text("")
 
 
 def _bundle_args(state: LabState) -> dict[str, Any]:
@@ -149,6 +147,8 @@ def restore(
     log = layout.logs_dir / "snapshot.log"
     _copy_tree(src / "site", layout.site_dir, "copying the snapshot's site directory", log)
     _copy_lab(src / "nodes", layout.nodes_dir, info["nodes"], log)
+    for n in info["nodes"]:  # complete: `lab up` boots them as they are
+        marker(layout, n).write_text("")
     state = LabState(name=layout.name, count=len(info["nodes"]), nodes=[], bundle=info["bundle"])
     up = _up_again(layout, state, bundle_key, retarget(_site_file(layout).read_text(), info["lab"], layout))
     say(f"lab '{layout.name}' restored from snapshot {src.name} ({time.monotonic() - t0:.1f}s)")
@@ -175,10 +175,7 @@ def _up_again(
     """`lab up` on the existing root filesystems; it writes the lab's own appliance.yml, so the
     one the lab had (edited, installed) is put back."""
     info = lifecycle.up(nodes=state.count, **_bundle_args(state), bundle_key=bundle_key)
-    site = _site_file(layout)
-    tmp = site.with_name(site.name + ".snapshot-tmp")
-    tmp.write_text(site_text)
-    tmp.replace(site)
+    sitegen.write_file(_site_file(layout), site_text)  # as `lab up` writes it
     return info
 
 
