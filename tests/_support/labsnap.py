@@ -5,7 +5,7 @@ later module that wants the same installed lab starts from a copy of it, instead
 again; whatever that module breaks dies with its copy. A snapshot is named by a digest of
 everything that determines it, so one whose inputs changed is never reused:
 
-* the product: roles/, playbooks/, appliance_cli/, module_utils/, templates/, bundles/,
+* the product: roles/ (not their molecule/ scenarios), playbooks/, appliance_cli/, module_utils/, templates/, bundles/,
   inventories/lab/, ansible.cfg, pyproject.toml;
 * the stand-in for what cannot run here (tests/standin/), and this file;
 * the bundle on master1's stick (its manifest.json and manifest.sig) and the public key;
@@ -26,7 +26,8 @@ PRODUCT = (
     "roles", "playbooks", "appliance_cli", "module_utils", "templates", "bundles",
     "inventories/lab", "ansible.cfg", "pyproject.toml", "tests/standin", "tests/_support/labsnap.py",
 )  # fmt: skip
-_SKIP_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
+# roles/*/molecule: the roles' own test scenarios, which no install reads
+_SKIP_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "molecule"}
 
 
 def tree_digest(paths: tuple[str, ...] = PRODUCT, repo: Path = REPO) -> str:

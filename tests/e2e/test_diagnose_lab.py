@@ -105,8 +105,10 @@ def test_every_node_writes_and_reads_the_nfs_export_and_leaves_nothing_on_it(run
 
 def test_report_compare_flags_the_injected_regression_and_nothing_else(runs, cli):
     out, slow, *_ = runs
-    # 50 %: the injected regression is -99 %; CPU and memory of nodes sharing 2 busy cores move by 20-30 %
-    r = cli("report", "compare", str(out / "before.json"), str(out / "after.json"), "--threshold", "0.5")
+    # 90 %: the injected regression is -98 to -100 %. An untouched node's numbers move with the load
+    # the other test process puts on the 2 shared cores: CPU and memory by 20-30 %, and once (CI at
+    # 98b8ad5, two labs at once) worker3's throughput to the master by 57 %, all on veths.
+    r = cli("report", "compare", str(out / "before.json"), str(out / "after.json"), "--threshold", "0.9")
     assert r.rc == 8, r.out[-2000:] + r.err[-1000:]
     line = next(x for x in r.err.splitlines() if "regression(s): " in x)
     named = line.split("regression(s): ", 1)[1].split("; ")
