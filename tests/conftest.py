@@ -12,7 +12,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(SuiteTimings(), "appliance-suite-timings")
 
 
-@pytest.hookimpl(trylast=True)  # after tests/e2e/conftest.py has put the long lab modules first
+@pytest.hookimpl(trylast=True)  # after tests/e2e/conftest.py has put its modules in ORDER
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """APPLIANCE_TEST_ORDER=reverse runs the modules last to first (each module's tests keep their
     order): no module may depend on what another left behind (`make test-reverse`)."""
