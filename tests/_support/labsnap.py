@@ -10,7 +10,8 @@ everything that determines it, so one whose inputs changed is never reused:
 * the stand-in for what cannot run here (tests/standin/), and this file;
 * the bundle on master1's stick (its manifest.json and manifest.sig) and the public key;
 * the lab's name and node count, the site config the install ran with, the install's arguments;
-* the base image the nodes were made from (its size and mtime: it is rebuilt, never edited).
+* the base image the nodes were made from (its sha256, which its build writes beside it; it is
+  built before any key is made).
 
 APPLIANCE_E2E_SNAPSHOTS=0 turns reuse off (every configuration installs afresh, and is saved).
 """
@@ -52,20 +53,30 @@ def _walk(top: Path):
 
 
 def key(*, lab: str, nodes: int, site_text: str, bundle: Path, public_key: Path, args: tuple[str, ...],
-        base_image: Path | None = None, product: str | None = None) -> str:  # fmt: skip
+        base_image: Path, product: str | None = None) -> str:  # fmt: skip
     h = hashlib.sha256()
     parts = [
         f"lab={lab}", f"nodes={nodes}", f"args={args!r}", f"product={product or tree_digest()}",
         f"bundle={_file_digest(bundle / 'manifest.json')}:{_file_digest(bundle / 'manifest.sig')}",
         f"key={_file_digest(public_key)}",
     ]  # fmt: skip
-    if base_image is not None and base_image.exists():
-        st = base_image.stat()
-        parts.append(f"base={base_image.name}:{st.st_size}:{st.st_mtime_ns}")
+    parts.append(f"base={base_digest(base_image)}")
     for p in parts:
         h.update(p.encode() + b"\n")
     h.update(site_text.encode())
     return h.hexdigest()[:20]
+
+
+def base_digest(base_image: Path) -> str:
+    """The base image's content digest (the sidecar its build writes). It must exist when a key is
+    made: a key made before the first lab of a fresh machine built it, and one made after, would
+    name two snapshots of one lab (both test processes' session labs share one)."""
+    sidecar = base_image.with_name(base_image.name + ".sha256")
+    if not (base_image.is_file() and sidecar.is_file()):
+        raise FileNotFoundError(
+            f"{base_image}: no base image (or its .sha256) yet: build it before keying a snapshot"
+        )
+    return sidecar.read_text().strip()
 
 
 def _file_digest(path: Path) -> str:

@@ -58,8 +58,11 @@ def _key(tmp_path: Path, **over: object) -> str:
     (bundle / "manifest.sig").write_text("sig")
     pub = tmp_path / "lab.pub"
     pub.write_text("pub")
+    base = tmp_path / "base.tar.zst"
+    base.write_text("rootfs")
+    (tmp_path / "base.tar.zst.sha256").write_text(str(over.pop("base_sha", "aa")) + "\n")
     args: dict = dict(lab="e2e", nodes=4, site_text="site: {}\n", bundle=bundle, public_key=pub, args=(),
-                      product="p")  # fmt: skip
+                      product="p", base_image=base)  # fmt: skip
     args.update(over)
     return labsnap.key(**args)  # type: ignore[arg-type]
 
@@ -69,9 +72,19 @@ def test_every_input_names_another_snapshot(tmp_path: Path) -> None:
     assert _key(tmp_path) == base
     for change in (
         {"lab": "two"}, {"nodes": 2}, {"site_text": "site: {name: x}\n"}, {"args": ("--skip-diagnose",)},
-        {"product": "q"}, {"manifest": '{"a": 1}'},
+        {"product": "q"}, {"manifest": '{"a": 1}'}, {"base_sha": "bb"},
     ):  # fmt: skip
         assert _key(tmp_path, **change) != base, change
+
+
+def test_no_key_before_the_base_image_is_built(tmp_path: Path) -> None:
+    """CI at dbb0fbe: the first test process keyed the session lab before its first `lab up` built
+    the base image, the second after; each took the other's snapshot for stale and removed it."""
+    _key(tmp_path)
+    (tmp_path / "base.tar.zst.sha256").unlink()
+    with pytest.raises(FileNotFoundError, match="no base image"):
+        labsnap.key(lab="e2e", nodes=4, site_text="", bundle=tmp_path / "bundle", public_key=tmp_path / "lab.pub",
+                    args=(), product="p", base_image=tmp_path / "base.tar.zst")  # fmt: skip
 
 
 def test_a_snapshot_half_written_by_a_killed_run_is_removed_and_a_live_ones_kept(tmp_path: Path) -> None:
