@@ -189,6 +189,17 @@ def test_cp_keeps_what_a_node_needs(tmp_path: Path) -> None:
     shutil.rmtree(dst)
 
 
+def test_the_copy_dies_with_its_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cp runs under `setpriv --pdeathsig KILL`: a save killed with -9 leaves no cp writing into the
+    copy the next save removes (scripts/drill-killed-suite.sh shows it on the lab)."""
+    seen: list[list[str]] = []
+    monkeypatch.setattr(snapshot, "run", lambda argv, **kw: seen.append(argv))
+    snapshot._copy_tree(tmp_path / "a", tmp_path / "b", "test copy", tmp_path / "log")
+    assert seen == [
+        ["setpriv", "--pdeathsig", "KILL", "--", "cp", "-a", "--", str(tmp_path / "a"), str(tmp_path / "b")]
+    ]
+
+
 def test_under_make_test_a_test_that_cannot_run_fails_naming_why(tmp_path: Path) -> None:
     probe = tmp_path / "test_probe.py"
     probe.write_text("import pytest\n\ndef test_needs_a_tool():\n    pytest.skip('needs frobnicate')\n")
