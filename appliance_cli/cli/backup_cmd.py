@@ -40,13 +40,13 @@ def cmd_backup(args: argparse.Namespace) -> int:
         )
     print_recap(result)
     where = f"{BACKUP_ROOT}/{name}"
-    sums = run_on(cfg, cfg.master, f"cat {where}/SHA256SUMS", timeout=60).split("\n")
+    sums = run_on(cfg, cfg.master, ["cat", "--", f"{where}/SHA256SUMS"], timeout=60).split("\n")
     files = [ln.split(None, 1)[1] for ln in sums if ln.strip()]
     ui.info(f"backup on {cfg.master.name}: {where} ({len(files)} files, sha256 sums in SHA256SUMS)")
     for f in files:
         ui.info(f"  {f}")
     if cfg.scheduler.stack == "runai":
-        listed = run_on(cfg, cfg.master, f"cat {where}/runai-backend-volumes.json", timeout=60)
+        listed = run_on(cfg, cfg.master, ["cat", "--", f"{where}/runai-backend-volumes.json"], timeout=60)
         for line in runai_data_warnings(json.loads(listed)):
             ui.warn(line)
     ui.info(

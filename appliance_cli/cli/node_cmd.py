@@ -120,7 +120,7 @@ def cmd_uncordon(args: argparse.Namespace) -> int:
     cfg = load_site(resolve_site_arg(args))
     nodeops.check_node(cfg, args.node, draining=False)
     kubectl = _kubectl(cfg)
-    commands = nodeops.plan_uncordon(cfg, args.node, nodeops.read_json(kubectl, f"get node {args.node}"))
+    commands = nodeops.plan_uncordon(cfg, args.node, nodeops.read_json(kubectl, ["get", "node", args.node]))
     for command in commands:
         kubectl(command)
     ui.info(f"{args.node}: " + ("back in service" if commands else "already in service, nothing to undo"))
@@ -139,15 +139,17 @@ def cmd_rejoin(args: argparse.Namespace) -> int:
 
 
 def _rejoin(cfg: SiteConfig, node: Node, extravars: dict[str, str], yes: bool) -> None:
-    joined = run_on(cfg, node, f"sh -c 'test -f {nodeops.KUBELET_CONF} && echo joined || echo not-joined'")
+    joined = run_on(
+        cfg, node, ["sh", "-c", 'test -f "$1" && echo joined || echo not-joined', "sh", nodeops.KUBELET_CONF]
+    )
     if joined.strip() == "joined":
         ui.info(f"{node.name}: kubeadm reset -f {nodeops.RESET_REMOVES}")
         if not yes:
             ui.confirm(f"reset and rejoin {node.name}?", "resetting")
-        run_on(cfg, node, "kubeadm reset -f", timeout=300)
+        run_on(cfg, node, ["kubeadm", "reset", "-f"], timeout=300)
     else:
         ui.info(f"{node.name}: not joined ({nodeops.KUBELET_CONF} absent): nothing to reset")
-    _kubectl(cfg)(f"delete node {node.name} --ignore-not-found")  # its old Node object and labels go
+    _kubectl(cfg)(["delete", "node", node.name, "--ignore-not-found"])  # its old Node object and labels go
     _join_and_wait(cfg, node, extravars, "rejoin")
 
 
@@ -159,7 +161,7 @@ def _join_and_wait(cfg: SiteConfig, node: Node, extravars: dict[str, str], what:
     print_recap(result)
     kubectl = _kubectl(cfg)
     deadline = time.monotonic() + READY_TIMEOUT
-    while not nodeops.ready(doc := nodeops.read_json(kubectl, f"get node {node.name}")):
+    while not nodeops.ready(doc := nodeops.read_json(kubectl, ["get", "node", node.name])):
         if time.monotonic() > deadline:
             raise ApplianceError(
                 f"{node.name}: joined but not Ready after {READY_TIMEOUT}s",
@@ -240,7 +242,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
 def _silence(cfg: SiteConfig, node: Node) -> str:
     """Why the node does not answer over SSH, or "" when it does."""
     try:
-        run_on(cfg, node, "true", timeout=30)
+        run_on(cfg, node, ["true"], timeout=30)
     except Unreachable as exc:
         return exc.message
     return ""
@@ -252,12 +254,12 @@ def _remove(cfg: SiteConfig, node: Node, plan: nodeops.DrainPlan | None, reset: 
     if plan is not None:
         for command in plan.commands:
             kubectl(command)
-        kubectl(f"delete node {node.name} --ignore-not-found")
+        kubectl(["delete", "node", node.name, "--ignore-not-found"])
         ui.info(f"{node.name}: drained and deleted from the cluster")
     why = f"{node.name} ({node.address}) did not answer"
     if reset:
         try:
-            run_on(cfg, node, "kubeadm reset -f", timeout=300)
+            run_on(cfg, node, ["kubeadm", "reset", "-f"], timeout=300)
             ui.info(f"{node.name}: kubeadm reset done")
             return True
         except Unreachable as exc:  # it went away since it answered

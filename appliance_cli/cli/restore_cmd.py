@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import time
 from typing import Any
 
@@ -47,11 +46,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_restore(args: argparse.Namespace) -> int:
     cfg = load_site(resolve_site_arg(args))
     master = cfg.master.name
-    listing = run_on(cfg, cfg.master, f"ls -1 {BACKUP_ROOT} 2>/dev/null || true", timeout=60).split()
+    listing = run_on(
+        cfg, cfg.master, ["sh", "-c", 'ls -1 -- "$1" 2>/dev/null || true', "sh", BACKUP_ROOT], timeout=60
+    ).split()
     name = restoreplan.pick_backup(listing, args.backup, BACKUP_ROOT, master)
     where = f"{BACKUP_ROOT}/{name}"
-    check = f"cd {shlex.quote(where)} && sha256sum --strict --quiet -c SHA256SUMS 2>&1; true"
-    sums = run_on(cfg, cfg.master, f"sh -c {shlex.quote(check)}")  # run_on's sudo takes one command
+    check = 'cd -- "$1" && sha256sum --strict --quiet -c SHA256SUMS 2>&1; true'
+    sums = run_on(cfg, cfg.master, ["sh", "-c", check, "sh", where])
     bad = restoreplan.failed_sums(sums)
     if bad or "No such file" in sums:
         raise ApplianceError(
@@ -80,7 +81,10 @@ def _state(cfg: SiteConfig, master: str) -> dict[str, Any]:
     """The restore state on the master ({} when there is none)."""
     try:
         state = json.loads(
-            run_on(cfg, cfg.master, f"cat {STATE_FILE} 2>/dev/null || true", timeout=60) or "{}"
+            run_on(
+                cfg, cfg.master, ["sh", "-c", 'cat -- "$1" 2>/dev/null || true', "sh", STATE_FILE], timeout=60
+            )
+            or "{}"
         )
     except json.JSONDecodeError:
         raise ApplianceError(f"{STATE_FILE} on {master}: no JSON in it") from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
             print_recap(result)
         goal = plan.passes[-1]
         siteedit.set_kubernetes_version_in_file(path, goal)
-    state = _json(run_on(cfg, cfg.master, f"cat {STATE_FILE}", timeout=60), STATE_FILE)
+    state = _json(run_on(cfg, cfg.master, ["cat", "--", STATE_FILE], timeout=60), STATE_FILE)
     ui.info(f"{cfg.site.name}: upgraded to Kubernetes {goal}; {path}: kubernetes.version is {goal} now")
     if state.get("snapshot"):
         ui.info(f"etcd snapshot taken before the upgrade: {cfg.master.name}:{state['snapshot']}")
@@ -114,14 +115,14 @@ def _verified_plan(
     target = upgradeplan.target_of(manifest, upgradeplan.chart_metadata(root, manifest))
     target.containerd = upgradeplan.containerd_of(root, manifest)
 
-    def kubectl_json(a: str) -> Any:
-        return _json(cluster.kubectl(cfg, f"{a} -o json", timeout=120), f"kubectl {a}")
+    def kubectl_json(a: list[str]) -> Any:
+        return _json(cluster.kubectl(cfg, [*a, "-o", "json"], timeout=120), f"kubectl {shlex.join(a)}")
 
-    def helm_json(a: str) -> Any:
+    def helm_json(a: list[str]) -> Any:
         out = run_on(
-            cfg, cfg.master, f"helm --kubeconfig /etc/kubernetes/admin.conf {a} -o json", timeout=120
+            cfg, cfg.master, ["helm", "--kubeconfig", cluster.ADMIN_CONF, *a, "-o", "json"], timeout=120
         )
-        return _json(out, f"helm {a}")
+        return _json(out, f"helm {shlex.join(a)}")
 
     installed = upgradeplan.installed_from(kubectl_json, helm_json)
     installed.runtimes = _runtimes(cfg)

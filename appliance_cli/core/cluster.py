@@ -11,7 +11,7 @@ from appliance_cli.core.siteconfig import SiteConfig
 from appliance_cli.errors import ApplianceError, Unreachable
 
 ADMIN_CONF = "/etc/kubernetes/admin.conf"
-KUBECTL = f"kubectl --kubeconfig {ADMIN_CONF}"
+KUBECTL = ("kubectl", "--kubeconfig", ADMIN_CONF)  # argv
 
 
 @dataclass(frozen=True)
@@ -68,11 +68,11 @@ def parse_nodes(doc: dict[str, Any]) -> list[NodeRow]:
 _API_DOWN = ("The connection to the server", "Unable to connect to the server", "connection refused")
 
 
-def kubectl(cfg: SiteConfig, args: str, timeout: int = 60) -> str:
-    """`kubectl ARGS` on the master with the admin kubeconfig (ARGS is shell text); an API server
-    that does not answer is Unreachable, a refused request a RemoteFailed with kubectl's words."""
+def kubectl(cfg: SiteConfig, args: list[str], timeout: int = 60, stdin: str | None = None) -> str:
+    """`kubectl ARGS...` on the master with the admin kubeconfig (ARGS: argv, never shell text); an
+    API server that does not answer is Unreachable, a refused request a RemoteFailed with kubectl's words."""
     try:
-        return run_on(cfg, cfg.master, f"{KUBECTL} {args}", timeout=timeout)
+        return run_on(cfg, cfg.master, [*KUBECTL, *args], timeout=timeout, stdin=stdin)
     except RemoteFailed as exc:
         if any(s in exc.stderr for s in _API_DOWN):
             raise Unreachable(
@@ -84,7 +84,7 @@ def kubectl(cfg: SiteConfig, args: str, timeout: int = 60) -> str:
 
 
 def nodes(cfg: SiteConfig) -> list[NodeRow]:
-    out = kubectl(cfg, "get nodes -o json")
+    out = kubectl(cfg, ["get", "nodes", "-o", "json"])
     try:
         return parse_nodes(json.loads(out))
     except json.JSONDecodeError:

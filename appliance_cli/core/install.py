@@ -86,7 +86,7 @@ def _silent_nodes(cfg: SiteConfig, result: RunResult) -> list[Node]:
 
     def silent(node: Node) -> bool:
         try:
-            run_on(cfg, node, "true", timeout=15)
+            run_on(cfg, node, ["true"], timeout=15)
         except ApplianceError:
             return True
         return False

@@ -73,7 +73,9 @@ def scan(cfg: SiteConfig, node: Node | Jumpbox, timeout: int = 5) -> list[Scanne
     scratch.unlink(missing_ok=True)
     # The node's answer lands in a scratch file; it is shown as a fingerprint before anything is trusted.
     scratch_keys = ["-o", f"UserKnownHostsFile={scratch}", "-o", "StrictHostKeyChecking=accept-new"]
-    cmd = ssh_argv(cfg, node, "true", host_key_options=[*scratch_keys, "-o", "HostKeyAlgorithms=ssh-ed25519"])
+    cmd = ssh_argv(
+        cfg, node, ["true"], host_key_options=[*scratch_keys, "-o", "HostKeyAlgorithms=ssh-ed25519"]
+    )
     try:
         subprocess.run(cmd, capture_output=True, timeout=timeout + 10)
         lines = scratch.read_text().splitlines() if scratch.exists() else []

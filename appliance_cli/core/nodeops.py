@@ -13,6 +13,7 @@ calls go through one function given by the caller.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ RUNAI_DRAIN_TAINT = "runai=drain:NoExecute"
 # kubectl drain's own limits: give up on an eviction a budget keeps refusing after this long.
 DRAIN_TIMEOUT = "10m"
 
-Kubectl = Callable[[str], str]  # runs `kubectl ARGS` on the master, returns stdout
+Kubectl = Callable[[list[str]], str]  # runs `kubectl ARGS...` (argv) on the master, returns stdout
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class PodOnNode:
 class DrainPlan:
     node: str
     method: str  # "runai-taint" or "evict"
-    commands: list[str]  # kubectl argument strings, in order
+    commands: list[list[str]]  # kubectl arguments (argv after `kubectl`), in order
     pods: list[PodOnNode]
 
     @property
@@ -110,45 +111,45 @@ def plan_drain(
     check_node(cfg, node, draining=True)
     pods = pods_on(pods_doc, node)
     if cfg.scheduler.stack == "runai":
-        commands = [f"cordon {node}", f"taint nodes {node} {RUNAI_DRAIN_TAINT} --overwrite"]
+        commands = [["cordon", node], ["taint", "nodes", node, RUNAI_DRAIN_TAINT, "--overwrite"]]
         return DrainPlan(node, "runai-taint", commands, pods)
-    drain = f"drain {node} --ignore-daemonsets --delete-emptydir-data --timeout={DRAIN_TIMEOUT}"
-    drain += " --force" if force else ""
-    drain += " --skip-wait-for-delete-timeout=1" if silent else ""
+    drain = ["drain", node, "--ignore-daemonsets", "--delete-emptydir-data", f"--timeout={DRAIN_TIMEOUT}"]
+    drain += ["--force"] if force else []
+    drain += ["--skip-wait-for-delete-timeout=1"] if silent else []
     return DrainPlan(node, "evict", [drain], pods)
 
 
-def plan_uncordon(cfg: SiteConfig, node: str, node_doc: dict[str, Any]) -> list[str]:
+def plan_uncordon(cfg: SiteConfig, node: str, node_doc: dict[str, Any]) -> list[list[str]]:
     """Only what is there to undo: a re-run on a schedulable node runs nothing."""
     check_node(cfg, node, draining=False)
     spec = node_doc.get("spec") or {}
-    commands = []
+    commands: list[list[str]] = []
     if any(t.get("key") == "runai" and t.get("effect") == "NoExecute" for t in spec.get("taints") or []):
-        commands.append(f"taint nodes {node} runai:NoExecute-")
+        commands.append(["taint", "nodes", node, "runai:NoExecute-"])
     if spec.get("unschedulable"):
-        commands.append(f"uncordon {node}")
+        commands.append(["uncordon", node])
     return commands
 
 
-def read_json(kubectl: Kubectl, args: str) -> dict[str, Any]:
-    out = kubectl(f"{args} -o json")
+def read_json(kubectl: Kubectl, args: list[str]) -> dict[str, Any]:
+    out = kubectl([*args, "-o", "json"])
     try:
         data: dict[str, Any] = json.loads(out)
     except json.JSONDecodeError:
-        raise ApplianceError(f"kubectl {args}: no JSON in its answer") from None
+        raise ApplianceError(f"kubectl {shlex.join(args)}: no JSON in its answer") from None
     return data
 
 
 def member(kubectl: Kubectl, name: str) -> dict[str, Any] | None:
     """The cluster's Node object of that name; None when the cluster has no such node (read from
     the list: a NotFound is kubectl's error, not an answer)."""
-    items = read_json(kubectl, "get nodes").get("items") or []
+    items = read_json(kubectl, ["get", "nodes"]).get("items") or []
     return next((n for n in items if (n.get("metadata") or {}).get("name") == name), None)
 
 
 def pods_doc(kubectl: Kubectl) -> dict[str, Any]:
     """Every pod; pods_on() keeps the node's (one call, no field selector to depend on)."""
-    return read_json(kubectl, "get pods -A")
+    return read_json(kubectl, ["get", "pods", "-A"])
 
 
 # What `kubeadm reset -f` removes on a worker (1.23): said before it runs.

@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
+from collections.abc import Sequence
 
 from appliance_cli.core.siteconfig import Jumpbox, Node, SiteConfig
 from appliance_cli.errors import ApplianceError, Unreachable
 
 
+def remote_command(command: Sequence[str], user: str) -> str:
+    """The one string ssh hands the node's login shell for argv `command`: every word quoted
+    (shlex.join), so a value reaches the node as one argument whatever it holds (`;`, `$()`,
+    quotes, spaces, newlines); sudo covers the whole command. A shell feature a caller needs (a
+    pipe, `||`) is written as `sh -c SCRIPT sh ARG...`, with the data as positional arguments."""
+    if isinstance(command, str) or not command or not all(isinstance(w, str) for w in command):
+        raise TypeError(f"a remote command is a non-empty list of strings, not {command!r}")
+    if any("\0" in w for w in command):
+        raise ValueError("a remote command cannot carry a NUL byte")
+    return shlex.join(list(command) if user == "root" else ["sudo", "-n", "--", *command])
+
+
 def ssh_argv(
-    cfg: SiteConfig, node: Node | Jumpbox, command: list[str] | str, host_key_options: list[str] | None = None
+    cfg: SiteConfig, node: Node | Jumpbox, command: Sequence[str], host_key_options: list[str] | None = None
 ) -> list[str]:
     """`host_key_options` replaces the strict known_hosts check only for `hosts trust`, which reads
     a key into a scratch file to show its fingerprint before anything is recorded. The jumpbox
@@ -37,10 +51,7 @@ def ssh_argv(
     if cfg.ssh.private_key:
         argv += ["-i", str(cfg.resolve(cfg.ssh.private_key))]
     user = (node.user if isinstance(node, Jumpbox) else None) or cfg.ssh.user
-    remote = command if isinstance(command, str) else " ".join(command)
-    if user != "root":
-        remote = f"sudo -n {remote}"
-    return [*argv, f"{user}@{node.address}", remote]
+    return [*argv, f"{user}@{node.address}", remote_command(command, user)]
 
 
 class RemoteFailed(ApplianceError):
@@ -54,10 +65,16 @@ class RemoteFailed(ApplianceError):
 SSH_CONNECTION_FAILED = 255  # ssh's own exit code when it could not connect or authenticate
 
 
-def run_on(cfg: SiteConfig, node: Node, command: list[str] | str, timeout: int = 60) -> str:
-    shown = command if isinstance(command, str) else " ".join(command)
+def run_on(
+    cfg: SiteConfig, node: Node, command: Sequence[str], timeout: int = 60, stdin: str | None = None
+) -> str:
+    """`command` (argv) on the node; `stdin`: what it reads (a manifest, never the shell's text)."""
+    argv = ssh_argv(cfg, node, command)  # a str command is refused here, before anything runs
+    shown = shlex.join(command)
     try:
-        r = subprocess.run(ssh_argv(cfg, node, command), capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, input=stdin if stdin is not None else ""
+        )
     except subprocess.TimeoutExpired:
         raise Unreachable(
             f"{node.name} ({node.address}): no answer within {timeout}s",

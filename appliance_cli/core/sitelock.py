@@ -26,7 +26,7 @@ CONTROLLER_LOCK = ".appliance-run.lock"
 MASTER_LOCK = "/run/appliance-run.lock"
 LOCKED = "appliance-lock-held"
 # The remote side: take the lock without waiting, say so, then hold it until stdin closes.
-MASTER_COMMAND = f"flock -n {MASTER_LOCK} sh -c 'echo {LOCKED}; exec cat >/dev/null'"
+MASTER_COMMAND = ["flock", "-n", MASTER_LOCK, "sh", "-c", f"echo {LOCKED}; exec cat >/dev/null"]
 
 
 class SiteBusy(ApplianceError):

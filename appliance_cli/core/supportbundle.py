@@ -39,10 +39,10 @@ RUN_FILE_MAX = 4 * 1024 * 1024
 
 # Secret files on the master (passwords the toolkit generated, kept 0600 under /etc/appliance):
 # their contents are scrubbed wherever they appear.
-MASTER_SECRETS_COMMAND = (
-    r"find /etc/appliance -type f \( -name '*password*' -o -name '*secret*' -o -name '*token*' \) "
-    r"-size -8k -exec awk 1 {} +"  # awk 1: every file ends in a newline, one secret per line
-)
+MASTER_SECRETS_COMMAND = [
+    "find", "/etc/appliance", "-type", "f", "(", "-name", "*password*", "-o", "-name", "*secret*", "-o",
+    "-name", "*token*", ")", "-size", "-8k", "-exec", "awk", "1", "{}", "+",
+]  # fmt: skip  # awk 1: every file ends in a newline, one secret per line
 
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # kubeadm bootstrap tokens (id.secret)
@@ -86,7 +86,7 @@ class Scrubber:
         return text
 
 
-Runner = Callable[[SiteConfig, Node, str, int], str]
+Runner = Callable[[SiteConfig, Node, list[str], int], str]
 
 
 @dataclass
@@ -103,22 +103,31 @@ def _site_config_text(cfg: SiteConfig) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-def _node_commands(cfg: SiteConfig, node: Node, since: str) -> dict[str, str]:
-    units = " ".join(f"-u {u}" for u in JOURNAL_UNITS)
+def _with_stderr(argv: list[str]) -> list[str]:
+    """argv with its standard error in its output (what support reads), through `sh -c` whose
+    script is constant: every word of argv stays one argument."""
+    return ["sh", "-c", '"$@" 2>&1', "sh", *argv]
+
+
+def _node_commands(cfg: SiteConfig, node: Node, since: str) -> dict[str, list[str]]:
+    units = [w for u in JOURNAL_UNITS for w in ("-u", u)]
     cmds = {
-        "versions.txt": "sh -c 'uname -a; cat /etc/os-release; containerd --version; kubelet --version; "
-        "kubeadm version -o short; crictl --version; runc --version' 2>&1",
-        "journal.txt": f"journalctl {units} --since '{since}' -n {JOURNAL_LINES} --no-pager -o short-iso 2>&1",
-        "disk.txt": "df -h 2>&1",
-    }
+        "versions.txt": ["sh", "-c", "(uname -a; cat /etc/os-release; containerd --version; kubelet --version; "
+                         "kubeadm version -o short; crictl --version; runc --version) 2>&1"],
+        "journal.txt": _with_stderr(["journalctl", *units, f"--since={since}", "-n", str(JOURNAL_LINES),
+                                     "--no-pager", "-o", "short-iso"]),
+        "disk.txt": _with_stderr(["df", "-h"]),
+    }  # fmt: skip
     if node.name == cfg.master.name:
-        kubectl = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
+        kubectl = ["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"]
         cmds |= {
-            "kubectl-nodes.txt": f"{kubectl} get nodes -o wide 2>&1",
-            "kubectl-pods.txt": f"{kubectl} get pods -A -o wide 2>&1",
-            "kubectl-events.txt": f"{kubectl} get events -A 2>&1",
-            "kubectl-nodes.json": f"{kubectl} get nodes -o json 2>&1",
-            "helm-releases.txt": "helm --kubeconfig /etc/kubernetes/admin.conf list -A 2>&1",
+            "kubectl-nodes.txt": _with_stderr([*kubectl, "get", "nodes", "-o", "wide"]),
+            "kubectl-pods.txt": _with_stderr([*kubectl, "get", "pods", "-A", "-o", "wide"]),
+            "kubectl-events.txt": _with_stderr([*kubectl, "get", "events", "-A"]),
+            "kubectl-nodes.json": _with_stderr([*kubectl, "get", "nodes", "-o", "json"]),
+            "helm-releases.txt": _with_stderr(
+                ["helm", "--kubeconfig", "/etc/kubernetes/admin.conf", "list", "-A"]
+            ),
         }
     return cmds
 

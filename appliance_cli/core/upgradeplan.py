@@ -36,10 +36,11 @@ from appliance_cli.errors import ApplianceError
 KUBE_TOOLS = ("kubeadm", "kubelet", "kubectl")
 RUNTIME_PACKAGE = "containerd"
 # What a node runs: its containerd package's version (empty: not installed), then its codename.
-RUNTIME_PROBE = (
-    f"dpkg-query -W -f='${{Version}}' {RUNTIME_PACKAGE} 2>/dev/null; echo; "
-    '. /etc/os-release && echo "$VERSION_CODENAME"'
-)
+# argv: the script is constant, the package its argument
+RUNTIME_PROBE = [
+    "sh", "-c", 'dpkg-query -W -f=\'${Version}\' "$1" 2>/dev/null; echo; . /etc/os-release && echo "$VERSION_CODENAME"',
+    "sh", RUNTIME_PACKAGE,
+]  # fmt: skip
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
 
 
@@ -374,10 +375,10 @@ def render(plan: Plan, cfg: SiteConfig) -> list[str]:
 
 
 def installed_from(kubectl_json: Any, helm_json: Any) -> Installed:
-    """kubectl_json(args) -> parsed JSON of `kubectl ARGS -o json`; helm_json(args) the same for helm."""
-    cm = kubectl_json("-n kube-system get configmap kubeadm-config")
+    """kubectl_json(argv) -> parsed JSON of `kubectl ARGV... -o json`; helm_json(argv) the same for helm."""
+    cm = kubectl_json(["-n", "kube-system", "get", "configmap", "kubeadm-config"])
     cluster = yaml.safe_load((cm.get("data") or {}).get("ClusterConfiguration") or "") or {}
-    nodes = kubectl_json("get nodes")
+    nodes = kubectl_json(["get", "nodes"])
     kubelets = {
         n["metadata"]["name"]: n["status"]["nodeInfo"]["kubeletVersion"] for n in nodes.get("items") or []
     }
@@ -386,7 +387,7 @@ def installed_from(kubectl_json: Any, helm_json: Any) -> Installed:
         for n in nodes.get("items") or []
     }
     releases = {}
-    for r in helm_json("list -A") or []:
+    for r in helm_json(["list", "-A"]) or []:
         name, version = _role_filter("chart_upgrade", "chart_upgrade").split_chart(r.get("chart", ""))
         status = r.get("status") or "deployed"  # a failed upgrade is upgraded again
         releases[r["name"]] = (

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -21,6 +22,7 @@ from appliance_cli.runner.translate import stats_from_event, translate
 
 
 def _cmdline(req: RunRequest) -> str:
+    """ansible-runner's `cmdline`, which it splits with shlex.split: each part one word, quoted."""
     parts = []
     if req.options.check:
         parts.append("--check")
@@ -28,7 +30,7 @@ def _cmdline(req: RunRequest) -> str:
         parts.append("--diff")
     if req.options.skip_tags:
         parts.append(f"--skip-tags={req.options.skip_tags}")
-    return " ".join(parts)
+    return shlex.join(parts)
 
 
 def control_path_dir(site_dir: Path) -> str:

@@ -204,13 +204,17 @@ def test_gpu_allocatable_and_stack_objects() -> None:
 
 
 def test_kubectl_commands_as_the_master_runs_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each call is one kubectl line; `apply` hands the manifest to kubectl's stdin through a quoted
-    here-document, which a shell (behind `sudo -n` too) delivers byte for byte."""
+    """Each call is one kubectl argv; `apply` hands the manifest to kubectl's standard input, never
+    to a shell's text (tests/unit/test_remote_argv.py shows the argv arriving whole)."""
     import json
-    import subprocess
 
-    calls: list[str] = []
-    monkeypatch.setattr(kube, "kubectl", lambda cfg, args, timeout=60: calls.append(args) or '{"items": []}')
+    calls: list[tuple[list[str], str | None]] = []
+
+    def kubectl(cfg, args, timeout=60, stdin=None):
+        calls.append((args, stdin))
+        return '{"items": []}'
+
+    monkeypatch.setattr(kube, "kubectl", kubectl)
     c = kube.KubectlCluster(tr4858_site())
     manifest = job_manifest("runai", "m:5000", "r1", "team-a", Job("team-a", "a-1-g", 1))
     manifest["metadata"]["annotations"] = {"odd": "it's $HOME `x` \\n"}
@@ -218,11 +222,12 @@ def test_kubectl_commands_as_the_master_runs_them(monkeypatch: pytest.MonkeyPatc
     c.delete_jobs("runai-team-d", ["acceptance-d-1-gggg", "acceptance-d-2-gg"])
     c.pods("r1")
     c.cleanup(["runai-team-a"], "r1")
-    assert calls[1:] == [
-        "delete jobs -n runai-team-d acceptance-d-1-gggg acceptance-d-2-gg --ignore-not-found --wait=false",
-        "get pods -A -l acceptance.appliance/run=r1 -o json",
-        "delete jobs -n runai-team-a -l acceptance.appliance/run=r1 --ignore-not-found --wait=false",
-    ]
-    fed = subprocess.run(["sh", "-c", f"sudo_n() {{ \"$@\"; }}; sudo_n cat {calls[0].removeprefix('apply -f -')}"],
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
-    assert json.loads(fed) == manifest
+    assert calls[0][0] == ["apply", "-f", "-"] and json.loads(calls[0][1] or "") == manifest
+    assert [a for a, _ in calls[1:]] == [
+        ["delete", "jobs", "-n", "runai-team-d", "acceptance-d-1-gggg", "acceptance-d-2-gg", "--ignore-not-found",
+         "--wait=false"],
+        ["get", "pods", "-A", "-l", "acceptance.appliance/run=r1", "-o", "json"],
+        ["delete", "jobs", "-n", "runai-team-a", "-l", "acceptance.appliance/run=r1", "--ignore-not-found",
+         "--wait=false"],
+    ]  # fmt: skip
+    assert all(stdin is None for _, stdin in calls[1:])

@@ -57,7 +57,7 @@ def test_ssh_argv_verifies_host_keys_and_uses_sudo():
     cfg = load_site(EXAMPLE)
     argv = ssh_argv(cfg, cfg.master, ["cat", "/etc/kubernetes/admin.conf"])
     assert "StrictHostKeyChecking=yes" in argv and "StrictHostKeyChecking=no" not in " ".join(argv)
-    assert argv[-2:] == ["ubuntu@192.168.10.11", "sudo -n cat /etc/kubernetes/admin.conf"]
+    assert argv[-2:] == ["ubuntu@192.168.10.11", "sudo -n -- cat /etc/kubernetes/admin.conf"]
 
 
 def _free_port() -> int:

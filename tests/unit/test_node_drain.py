@@ -49,26 +49,31 @@ PODS = {
 def test_runai_drains_with_its_taint_and_a_cordon():
     plan = nodeops.plan_drain(_site("runai"), "gpu1", PODS)
     assert plan.method == "runai-taint"
-    assert plan.commands == ["cordon gpu1", "taint nodes gpu1 runai=drain:NoExecute --overwrite"]
+    assert plan.commands == [
+        ["cordon", "gpu1"],
+        ["taint", "nodes", "gpu1", "runai=drain:NoExecute", "--overwrite"],
+    ]
     assert [p.name for p in plan.evicted] == ["bare", "notebook", "train-0"]  # the flannel pod stays
 
 
 def test_other_stacks_evict_with_kubectl_drain():
     plan = nodeops.plan_drain(_site("open"), "gpu1", PODS)
     assert plan.method == "evict"
-    assert plan.commands == ["drain gpu1 --ignore-daemonsets --delete-emptydir-data --timeout=10m"]
+    assert plan.commands == [
+        ["drain", "gpu1", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=10m"]
+    ]
     assert [p.name for p in plan.bare] == ["bare"]
     forced = nodeops.plan_drain(_site("open"), "gpu1", PODS, force=True)
-    assert forced.commands[0].endswith(" --force")
+    assert forced.commands[0][-1] == "--force"
 
 
 def test_a_silent_node_is_drained_without_waiting_for_pods_no_kubelet_confirms():
     """Its evicted pods stay Terminating: kubectl drain would wait its whole timeout, then fail."""
     plan = nodeops.plan_drain(_site("open"), "gpu1", PODS, force=True, silent=True)
     assert plan.commands == [
-        "drain gpu1 --ignore-daemonsets --delete-emptydir-data --timeout=10m --force"
-        " --skip-wait-for-delete-timeout=1"
-    ]
+        ["drain", "gpu1", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=10m", "--force",
+         "--skip-wait-for-delete-timeout=1"]
+    ]  # fmt: skip
     taint = nodeops.plan_drain(_site("runai"), "gpu1", PODS, silent=True)  # no eviction to wait for
     assert taint.commands == nodeops.plan_drain(_site("runai"), "gpu1", PODS).commands
 
@@ -88,10 +93,10 @@ def test_uncordon_undoes_either_and_only_what_is_there():
         "spec": {"unschedulable": True, "taints": [{"key": "runai", "value": "drain", "effect": "NoExecute"}]}
     }
     assert nodeops.plan_uncordon(site, "gpu1", drained) == [
-        "taint nodes gpu1 runai:NoExecute-",
-        "uncordon gpu1",
+        ["taint", "nodes", "gpu1", "runai:NoExecute-"],
+        ["uncordon", "gpu1"],
     ]
-    assert nodeops.plan_uncordon(site, "gpu1", {"spec": {"unschedulable": True}}) == ["uncordon gpu1"]
+    assert nodeops.plan_uncordon(site, "gpu1", {"spec": {"unschedulable": True}}) == [["uncordon", "gpu1"]]
     assert nodeops.plan_uncordon(site, "gpu1", {"spec": {}}) == []
 
 
@@ -104,8 +109,8 @@ def test_drain_and_uncordon_through_the_standin_kubectl(tmp_path, capsys):
     try:
         cluster.add_node("gpu1")
 
-        def kubectl(args: str) -> str:
-            rc, out, err = cluster.kubectl(capsys, *args.split())
+        def kubectl(args: list[str]) -> str:
+            rc, out, err = cluster.kubectl(capsys, *args)
             assert rc == 0, (args, err)
             return out
 
@@ -113,20 +118,20 @@ def test_drain_and_uncordon_through_the_standin_kubectl(tmp_path, capsys):
         plan = nodeops.plan_drain(site, "gpu1", nodeops.pods_doc(kubectl))
         for command in plan.commands:
             kubectl(command)
-        node = json.loads(kubectl("get node gpu1 -o json"))
+        node = json.loads(kubectl(["get", "node", "gpu1", "-o", "json"]))
         assert node["spec"]["unschedulable"] is True
         assert {"key": "runai", "value": "drain", "effect": "NoExecute"} in node["spec"]["taints"]
         undo = nodeops.plan_uncordon(site, "gpu1", node)
         for command in undo:
             kubectl(command)
-        node = json.loads(kubectl("get node gpu1 -o json"))
+        node = json.loads(kubectl(["get", "node", "gpu1", "-o", "json"]))
         assert not node["spec"].get("unschedulable") and not [
             t for t in node["spec"].get("taints") or [] if t["key"] == "runai"
         ]
         assert nodeops.plan_uncordon(site, "gpu1", node) == []  # nothing left to undo
         plan = nodeops.plan_drain(_site("open"), "gpu1", nodeops.pods_doc(kubectl))
         kubectl(plan.commands[0])
-        assert json.loads(kubectl("get node gpu1 -o json"))["spec"]["unschedulable"] is True
+        assert json.loads(kubectl(["get", "node", "gpu1", "-o", "json"]))["spec"]["unschedulable"] is True
     finally:
         cluster.srv.shutdown()
 

@@ -195,9 +195,9 @@ def test_the_cli_refuses_before_any_ssh(argv, said, tmp_path, capsys, monkeypatc
 
 
 def test_node_add_refuses_a_member_pointing_at_rejoin(tmp_path, capsys, monkeypatch):
-    asked: list[str] = []
+    asked: list[list[str]] = []
 
-    def kubectl(args: str) -> str:
+    def kubectl(args: list[str]) -> str:
         asked.append(args)
         return '{"items": [{"metadata": {"name": "gpu1"}}, {"metadata": {"name": "gpu2"}}]}'
 
@@ -205,7 +205,7 @@ def test_node_add_refuses_a_member_pointing_at_rejoin(tmp_path, capsys, monkeypa
     assert main(["node", "add", "gpu2", "--site", str(_site_dir(tmp_path)), "--yes"]) == 2
     err = capsys.readouterr().err
     assert "gpu2 is already a member of the cluster" in err and "appliance node rejoin gpu2" in err
-    assert asked == ["get nodes -o json"]
+    assert asked == [["get", "nodes", "-o", "json"]]
 
 
 def test_labels_shown_after_a_join_leave_the_kubelets_own_out():
@@ -246,15 +246,18 @@ def test_an_unreachable_node_is_named_and_the_removal_goes_on(monkeypatch, capsy
     from appliance_cli.errors import Unreachable
 
     cfg = parse_site(_data())
-    asked: list[str] = []
+    asked: list[list[str]] = []
 
     def unreachable(cfg, node, command, timeout=60):
         raise Unreachable(f"{node.name} ({node.address}): SSH cannot connect: No route to host")
 
     monkeypatch.setattr(node_cmd, "_kubectl", lambda cfg: lambda args: asked.append(args) or "")
     monkeypatch.setattr(node_cmd, "run_on", unreachable)
-    plan = nodeops.DrainPlan("gpu2", "evict", ["drain gpu2 --ignore-daemonsets"], [])
+    plan = nodeops.DrainPlan("gpu2", "evict", [["drain", "gpu2", "--ignore-daemonsets"]], [])
     assert node_cmd._remove(cfg, cfg.node("gpu2"), plan, reset=True) is False
-    assert asked == ["drain gpu2 --ignore-daemonsets", "delete node gpu2 --ignore-not-found"]
+    assert asked == [
+        ["drain", "gpu2", "--ignore-daemonsets"],
+        ["delete", "node", "gpu2", "--ignore-not-found"],
+    ]
     said = capsys.readouterr()
     assert "gpu2 (192.168.10.22): SSH cannot connect: No route to host: not reset" in said.out + said.err

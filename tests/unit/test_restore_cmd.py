@@ -34,12 +34,13 @@ class FakeMaster:
         self.sums, self.state, self.commands = sums, state or {}, []  # type: ignore[var-annotated]
 
     def __call__(self, cfg, node, command, timeout=60):  # type: ignore[no-untyped-def]
-        self.commands.append(command)
-        if command.startswith(f"ls -1 {ROOT}"):
+        self.commands.append(command)  # argv: `sh -c SCRIPT sh PATH` where a shell is needed
+        script, arg = (command[2], command[4]) if command[:2] == ["sh", "-c"] else ("", "")
+        if script.startswith("ls -1 ") and arg == ROOT:
             return f"{OLD}\n{NEW}\nnotes.txt\n"
-        if "sha256sum" in command:
+        if "sha256sum" in script:
             return self.sums
-        if command.startswith(f"cat {restore_cmd.STATE_FILE}"):
+        if script.startswith("cat ") and arg == restore_cmd.STATE_FILE:
             return json.dumps(self.state)
         raise AssertionError(command)
 
@@ -93,11 +94,10 @@ def test_a_sum_mismatch_names_the_file_and_changes_nothing(site, capsys, monkeyp
         f"backup {NEW}: sha256 mismatch in etcd-snapshot.db (SHA256SUMS on master1); nothing was changed"
         in err
     )
-    # one command for run_on's `sudo -n`: the cd and the check in one shell
-    assert (
-        master.commands[1]
-        == f"sh -c 'cd {ROOT}/{NEW} && sha256sum --strict --quiet -c SHA256SUMS 2>&1; true'"
-    )
+    # the cd and the check in one shell, whose script is constant: the directory is its argument
+    assert master.commands[1] == [
+        "sh", "-c", 'cd -- "$1" && sha256sum --strict --quiet -c SHA256SUMS 2>&1; true', "sh", f"{ROOT}/{NEW}",
+    ]  # fmt: skip
 
 
 def test_an_unreachable_master_is_one_line(site, capsys, monkeypatch) -> None:

@@ -70,7 +70,18 @@ def test_the_bundle_version_is_read_from_its_apt_repository(tmp_path):
 def test_the_node_answers_give_its_containerd_and_codename():
     got = u.runtimes_from({"master1": f"{NEW}\nbookworm\n", "gpu1": "\nbookworm\n"})
     assert got == {"master1": ("bookworm", NEW), "gpu1": ("bookworm", "")}
-    assert "dpkg-query -W -f='${Version}' containerd" in u.RUNTIME_PROBE
+
+
+def test_the_runtime_probe_runs_as_argv_and_its_answer_parses():
+    """The probe itself, run here (Debian, like the nodes): its package is an argument, not text."""
+    import platform
+    import subprocess
+
+    assert u.RUNTIME_PROBE[-1] == "containerd"
+    r = subprocess.run(u.RUNTIME_PROBE, capture_output=True, text=True, check=True)
+    version, codename = r.stdout.split("\n")[:2]
+    assert codename == platform.freedesktop_os_release()["VERSION_CODENAME"]
+    assert u.runtimes_from({"here": r.stdout}) == {"here": (codename, version)}
 
 
 def test_a_containerd_row_per_node_in_each_nodes_window():

@@ -4,7 +4,6 @@ command reads the cluster (core/cluster.py). What kubectl returns is parsed by p
 from __future__ import annotations
 
 import json
-import shlex
 from typing import Any
 
 from appliance_cli.core.acceptance.compare import GPU, RUN_LABEL
@@ -14,7 +13,6 @@ from appliance_cli.core.siteconfig import SiteConfig
 from appliance_cli.errors import ApplianceError
 
 GPU_WORKER_LABEL = "node-role.kubernetes.io/runai-gpu-worker"  # roles/node_roles/defaults/main.yml (K1)
-_EOF = "APPLIANCE_ACCEPTANCE_EOF"
 # What each stack must show before its jobs are submitted (kubectl get -o name spelling): Run:ai's
 # projects CRD; Volcano's queues CRD and HAMi's device plugin (the chart's release `hami`).
 STACK_OBJECTS = {
@@ -63,40 +61,51 @@ class KubectlCluster:
     def __init__(self, cfg: SiteConfig):
         self.cfg = cfg
 
-    def _k(self, args: str, timeout: int = 60) -> str:
-        return kubectl(self.cfg, args, timeout=timeout)
+    def _k(self, args: list[str], timeout: int = 60, stdin: str | None = None) -> str:
+        return kubectl(self.cfg, args, timeout=timeout, stdin=stdin)
 
     def gpu_allocatable(self) -> dict[str, float]:
-        return gpu_allocatable_of(_json(self._k(f"get nodes -l {GPU_WORKER_LABEL} -o json"), "nodes"))
+        return gpu_allocatable_of(
+            _json(self._k(["get", "nodes", "-l", GPU_WORKER_LABEL, "-o", "json"]), "nodes")
+        )
 
     def stack_missing(self, stack: str, projects: list[str]) -> list[str]:
-        names = set(self._k("get crd,namespaces,daemonsets -A -o name").split())
+        names = set(self._k(["get", "crd,namespaces,daemonsets", "-A", "-o", "name"]).split())
         if stack == "open" and any("queues.scheduling.volcano.sh" in n for n in names):
-            names |= set(self._k("get queues.scheduling.volcano.sh -o name").split())
+            names |= set(self._k(["get", "queues.scheduling.volcano.sh", "-o", "name"]).split())
         return stack_missing_of(stack, projects, names)
 
     def apply(self, manifest: dict[str, Any]) -> None:
-        # a quoted here-document: kubectl (behind sudo when ssh.user is not root) reads it on stdin
-        self._k(f"apply -f - <<'{_EOF}'\n{json.dumps(manifest)}\n{_EOF}")
+        # on kubectl's standard input (behind sudo when ssh.user is not root): never in a shell's text
+        self._k(["apply", "-f", "-"], stdin=json.dumps(manifest) + "\n")
 
     def delete_jobs(self, namespace: str, names: list[str]) -> None:
-        quoted = " ".join(shlex.quote(n) for n in names)
-        self._k(f"delete jobs -n {shlex.quote(namespace)} {quoted} --ignore-not-found --wait=false")
+        self._k(["delete", "jobs", "-n", namespace, *names, "--ignore-not-found", "--wait=false"])
 
     def pods(self, run_id: str | None) -> list[dict[str, Any]]:
-        selector = f" -l {RUN_LABEL}={shlex.quote(run_id)}" if run_id else ""
-        items = _json(self._k(f"get pods -A{selector} -o json", timeout=120), "pods").get("items", [])
+        selector = ["-l", f"{RUN_LABEL}={run_id}"] if run_id else []
+        items = _json(self._k(["get", "pods", "-A", *selector, "-o", "json"], timeout=120), "pods").get(
+            "items", []
+        )
         return [i for i in items if isinstance(i, dict)]
 
     def logs(self, namespace: str, job: str) -> str:
         try:
-            return self._k(f"logs -n {shlex.quote(namespace)} job/{shlex.quote(job)} --tail=200")
+            return self._k(["logs", "-n", namespace, f"job/{job}", "--tail=200"])
         except ApplianceError as exc:
             return f"(no log: {exc.message})"
 
     def cleanup(self, namespaces: list[str], run_id: str) -> None:
         for ns in namespaces:
             self._k(
-                f"delete jobs -n {shlex.quote(ns)} -l {RUN_LABEL}={shlex.quote(run_id)} "
-                "--ignore-not-found --wait=false"
+                [
+                    "delete",
+                    "jobs",
+                    "-n",
+                    ns,
+                    "-l",
+                    f"{RUN_LABEL}={run_id}",
+                    "--ignore-not-found",
+                    "--wait=false",
+                ]
             )
