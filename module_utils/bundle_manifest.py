@@ -12,14 +12,14 @@ from typing import Any
 
 MANIFEST = "manifest.json"
 SCHEMA = "appliance-bundle"
-HEX_RE = re.compile(r"^[0-9a-f]{64}$")
+HEX_RE = re.compile(r"[0-9a-f]{64}")
 READ_SIZE = 1 << 20
 
 
 def hex_of(digest: str, error: type[Exception], what: str = "manifest lists an invalid digest") -> str:
     """The hex part of a 'sha256:<64 hex>' digest; `error(what …)` for anything else."""
     algo, _, hexd = str(digest).partition(":")
-    if algo != "sha256" or not HEX_RE.match(hexd):
+    if algo != "sha256" or not HEX_RE.fullmatch(hexd):
         raise error(f"{what} {digest!r}")
     return hexd
 

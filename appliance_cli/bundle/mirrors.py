@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from appliance_cli.errors import UsageError
 
 ENV = "APPLIANCE_BUNDLE_MIRRORS"
-_HOST = re.compile(r"^[A-Za-z0-9.-]+(:\d+)?$")
+_HOST = re.compile(r"[A-Za-z0-9.-]+(:\d+)?")
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,12 @@ class MirrorMap:
         for spec in items:
             host, sep, url = spec.strip().partition("=")
             parts = urlsplit(url)
-            if not sep or not _HOST.match(host) or parts.scheme not in ("http", "https") or not parts.netloc:
+            if (
+                not sep
+                or not _HOST.fullmatch(host)
+                or parts.scheme not in ("http", "https")
+                or not parts.netloc
+            ):
                 raise UsageError(
                     f"--mirror {spec!r}: expected HOST=URL",
                     hint="e.g. --mirror dl.k8s.io=http://127.0.0.1:8080/dl.k8s.io",

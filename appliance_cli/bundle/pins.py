@@ -15,7 +15,7 @@ from appliance_cli.bundle.lockfile import AptLock, FileLock, ImageLock, Lock
 from appliance_cli.bundle.profile import AptSpec, ChartSpec, FileSpec, ImageSpec, Profile
 from appliance_cli.errors import BundleError
 
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass
@@ -87,7 +87,7 @@ def _pin_file(prof: Profile, lock: Lock | None, section: str, spec: FileSpec, pr
         return spec.model_copy(update={"sha256": entry.sha256})
     if spec.sha256 is None or prof.production:
         problems.append(f"{label}: not in the lock")
-    elif not _HEX64.match(spec.sha256):
+    elif not _HEX64.fullmatch(spec.sha256):
         problems.append(f"{label}: sha256 {spec.sha256!r} is not 64 hex digits")
     return spec
 
@@ -109,7 +109,7 @@ def _pin_image(prof: Profile, lock: Lock | None, spec: ImageSpec, problems: list
         return spec.model_copy(update={"digest": entry.digest})
     if spec.digest is None or prof.production:
         problems.append(f"{label}: not in the lock")
-    elif not re.match(r"^sha256:[0-9a-f]{64}$", spec.digest):
+    elif not re.fullmatch(r"sha256:[0-9a-f]{64}", spec.digest):
         problems.append(f"{label}: digest {spec.digest!r} is not sha256:<64 hex>")
     return spec
 

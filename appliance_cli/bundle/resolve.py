@@ -25,7 +25,7 @@ from appliance_cli.bundle.profile import ChartSpec, FileSpec, ImageSpec
 from appliance_cli.errors import BundleError
 
 PLATFORM = ("linux", "amd64")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def now() -> str:
@@ -41,9 +41,9 @@ def parse_published_checksum(text: str, filename: str) -> str | None:
     """A bare sha256 (kubernetes' .sha256), or sha256sum lines ('HEX  NAME' / 'HEX *NAME')."""
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 1 and _HEX64.match(parts[0].lower()):
+        if len(parts) == 1 and _HEX64.fullmatch(parts[0].lower()):
             return parts[0].lower()
-        if len(parts) >= 2 and _HEX64.match(parts[0].lower()):
+        if len(parts) >= 2 and _HEX64.fullmatch(parts[0].lower()):
             name = parts[-1].lstrip("*")
             if name == filename or name.endswith("/" + filename):
                 return parts[0].lower()
@@ -103,7 +103,7 @@ def helm_index_digest(spec: ChartSpec, mirrors: MirrorMap, label: str) -> tuple[
     except (yaml.YAMLError, KeyError, TypeError):
         raise BundleError(f"{label}: {index_url} lists no chart named {spec.name}") from None
     for v in versions:
-        if str(v.get("version")) == str(spec.version) and _HEX64.match(str(v.get("digest", ""))):
+        if str(v.get("version")) == str(spec.version) and _HEX64.fullmatch(str(v.get("digest", ""))):
             return str(v["digest"]), index_url
     raise BundleError(
         f"{label}: {index_url} has no digest for {spec.name} {spec.version}",

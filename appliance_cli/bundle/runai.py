@@ -32,7 +32,7 @@ from appliance_cli.bundle.progress import ProgressEvent, ProgressFn, no_progress
 from appliance_cli.bundle.store import BlobStore
 from appliance_cli.errors import BundleError
 
-_VERSION_RE = re.compile(r"(?i)^run[:_-]?ai[-_](.+?)\.(tar|tar\.gz|tgz)$")
+_VERSION_RE = re.compile(r"(?i)run[:_-]?ai[-_](.+?)\.(tar|tar\.gz|tgz)")
 MT_LAYER_TAR = "application/vnd.oci.image.layer.v1.tar"
 
 
@@ -82,7 +82,7 @@ def import_runai(
     label = tar_path.name
     if not tar_path.is_file():
         raise BundleError(f"{tar_path}: no such file")
-    m = _VERSION_RE.match(tar_path.name)
+    m = _VERSION_RE.fullmatch(tar_path.name)
     version = m.group(1) if m else "unknown"
     manifest, _ = load_manifest(root)
     # Check every member before extracting anything.

@@ -18,8 +18,8 @@ PLACEHOLDER = "# @@BUNDLE-DATA@@\n"
 TOOLKIT_DIST = "appliance_toolkit"  # the project's wheel: appliance_toolkit-<version>-....whl
 PIP_DIST = "pip"
 PYTHON_MIN = "3.11"  # requires-python of the toolkit (pyproject.toml); ansible-core 2.18+ needs it
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-_CP_ABI = re.compile(r"^cp(\d)(\d+)[dmu]*$")
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+_CP_ABI = re.compile(r"cp(\d)(\d+)[dmu]*")
 
 
 def _sh_quote(value: str) -> str:
@@ -32,7 +32,7 @@ def wheel_python(names: list[str]) -> str | None:
     for name in names:
         parts = name[: -len(".whl")].split("-")
         for abi in parts[-2].split(".") if len(parts) >= 5 else []:
-            if m := _CP_ABI.match(abi):
+            if m := _CP_ABI.fullmatch(abi):
                 versions.add(f"{m[1]}.{m[2]}")
     if len(versions) > 1:
         raise BundleError(
@@ -49,7 +49,7 @@ def _fits(version: str, exact: str | None) -> bool:
 
 
 def _line(kind: str, f: FileEntry, label: str) -> str:
-    if not _SAFE_NAME.match(f.path):
+    if not _SAFE_NAME.fullmatch(f.path):
         raise BundleError(f"{label}: file name {f.path!r} is not safe for install-toolkit.sh")
     blobs = " ".join(hex_of(d) for d, _ in f.blobs())
     return f"{kind} {f.path} {hex_of(f.digest)} {f.size} {blobs}"
@@ -79,7 +79,7 @@ def render(artifacts: list[Artifact]) -> bytes | None:
         (f,) = rt.files
         if not f.path.endswith((".tar.gz", ".tgz")):
             raise BundleError(f"{rt.label}: {f.path} is not a .tar.gz (an install_only CPython build)")
-        if not rt.version or not re.match(r"^\d+\.\d+", rt.version):
+        if not rt.version or not re.fullmatch(r"\d+\.\d+(\.[0-9A-Za-z]+)*", rt.version):
             raise BundleError(f"{rt.label}: give its Python version (version: 3.11.x) in the profile")
         if not _fits(rt.version, exact):
             need = exact or f"{PYTHON_MIN}+"

@@ -7,9 +7,10 @@ from __future__ import annotations
 import ipaddress
 import re
 
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# with fullmatch: `$` would accept a trailing newline
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 LABEL_VALUE_RULE = (
     "a label value is at most 63 characters of letters, digits, '-', '_' and '.', "
@@ -22,7 +23,7 @@ def label_value_problem(value: str) -> str | None:
     """None when `value` is a valid label value, else why not (k8s IsValidLabelValue)."""
     if len(value) > 63:
         return f"it has {len(value)} characters; {LABEL_VALUE_RULE}"
-    if not _LABEL_VALUE.match(value):
+    if not _LABEL_VALUE.fullmatch(value):
         return LABEL_VALUE_RULE
     return None
 
@@ -34,13 +35,13 @@ def label_key_problem(key: str) -> str | None:
         return "a label key has at most one '/' (prefix/name)"
     if prefix and subdomain_problem(prefix):
         return f"its prefix '{prefix}' is not {SUBDOMAIN_RULE}"
-    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
+    if not name or len(name) > 63 or not _QUALIFIED_NAME.fullmatch(name):
         return "its name part must be 1-63 characters of letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
     return None
 
 
 def subdomain_problem(value: str) -> str | None:
-    if len(value) > 253 or not _DNS1123_SUBDOMAIN.match(value):
+    if len(value) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(value):
         return f"not {SUBDOMAIN_RULE}"
     return None
 

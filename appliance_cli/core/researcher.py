@@ -19,7 +19,7 @@ from appliance_cli.errors import ApplianceError, UsageError
 # What Run:ai's General | Settings | Researcher Authentication shows as the client configuration
 # on a self-hosted (air-gapped) backend, and the user name its guide puts in every context.
 RUNAI_USER = "runai-authenticated-user"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,62}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,62}")
 
 
 def project_namespace(cfg: SiteConfig, project: str) -> str:
@@ -29,9 +29,9 @@ def project_namespace(cfg: SiteConfig, project: str) -> str:
 
 def check_request(cfg: SiteConfig, name: str, project: str) -> dict[str, str]:
     """The site's OIDC settings, or a UsageError naming what is wrong (one line)."""
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise UsageError(
-            f"researcher name '{name}' is not usable in a kubeconfig (letters, digits, '.', '_', '@', '-')"
+            f"researcher name {name!r} is not usable in a kubeconfig (letters, digits, '.', '_', '@', '-')"
         )
     oidc = oidc_settings(cfg)
     if not oidc or not oidc.get("issuer_url") or not oidc.get("client_id"):

@@ -9,12 +9,12 @@ from typing import Any
 from appliance_cli.errors import ApplianceError, UsageError
 
 # `appliance backup` names each backup by the UTC time it started (cluster_backup_name).
-BACKUP_NAME = re.compile(r"^\d{8}T\d{6}Z$")
+BACKUP_NAME = re.compile(r"\d{8}T\d{6}Z")
 
 
 def pick_backup(listing: list[str], wanted: str, root: str, master: str) -> str:
     """The backup `wanted` names among `listing` (the directory names under root on the master)."""
-    names = sorted(n for n in listing if BACKUP_NAME.match(n))
+    names = sorted(n for n in listing if BACKUP_NAME.fullmatch(n))
     if wanted == "latest":
         if not names:
             raise ApplianceError(
@@ -22,7 +22,7 @@ def pick_backup(listing: list[str], wanted: str, root: str, master: str) -> str:
                 hint="`appliance backup` makes one (a backup copied off the master goes back under that directory)",
             )
         return names[-1]
-    if not BACKUP_NAME.match(wanted):
+    if not BACKUP_NAME.fullmatch(wanted):
         raise UsageError(
             f"--backup {wanted}: not a backup name (YYYYMMDDTHHMMSSZ, as `appliance backup` prints) or latest"
         )

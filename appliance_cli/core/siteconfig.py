@@ -23,7 +23,9 @@ SITE_FILE = "appliance.yml"
 NODE_ROLES = ("master", "runai-system", "gpu-worker", "cpu-worker")
 SCHEDULERS = ("runai", "open", "kai", "none")
 KAI_MIN_KUBERNETES = (1, 28)  # NVIDIA KAI Scheduler is validated on Kubernetes >= 1.28 only
-_RFC1123_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+# Validators use fullmatch: `$` also matches before a trailing newline, which a remote command
+# would split on (tests/unit/test_whole_string_validators.py holds every validator to it).
+_RFC1123_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
 
 class _Model(BaseModel):
@@ -438,9 +440,9 @@ def _identity_problems(entries: list[Node], node_net: Net | None) -> list[str]:
     seen_addrs: dict[str, int] = {}
     for i, node in enumerate(entries):
         where = f"nodes[{i}]"
-        if not _RFC1123_LABEL.match(node.name):
+        if not _RFC1123_LABEL.fullmatch(node.name):
             problems.append(
-                f"{where}.name: '{node.name}' is not a valid RFC 1123 hostname "
+                f"{where}.name: {node.name!r} is not a valid RFC 1123 hostname "
                 "(lower-case letters, digits and '-', at most 63, not starting or ending with '-')"
             )
         if node.name in seen_names:
@@ -555,16 +557,16 @@ def _project_problems(cfg: SiteConfig) -> list[str]:
     departments = {d.name for d in sch.departments} or {"default"}
     seen: set[str] = set()
     for i, d in enumerate(sch.departments):
-        if not _RFC1123_LABEL.match(d.name):
+        if not _RFC1123_LABEL.fullmatch(d.name):
             problems.append(
-                f"scheduler.departments[{i}].name: '{d.name}' is not a valid name (RFC 1123 label)"
+                f"scheduler.departments[{i}].name: {d.name!r} is not a valid name (RFC 1123 label)"
             )
     for i, prj in enumerate(sch.projects):
         where = f"scheduler.projects[{i}]"
         # Run:ai makes namespace runai-<name>: 63 characters in all
-        if not _RFC1123_LABEL.match(prj.name) or len(prj.name) > 57:
+        if not _RFC1123_LABEL.fullmatch(prj.name) or len(prj.name) > 57:
             problems.append(
-                f"{where}.name: '{prj.name}' is not a valid project name "
+                f"{where}.name: {prj.name!r} is not a valid project name "
                 "(lower-case letters, digits and '-', at most 57: it becomes namespace runai-<name>)"
             )
         if prj.name in seen:
@@ -603,9 +605,9 @@ def _project_problems(cfg: SiteConfig) -> list[str]:
             ipaddress.ip_address(sch.jumpbox.address)
         except ValueError:
             problems.append(f"scheduler.jumpbox.address: '{sch.jumpbox.address}' is not an IP address")
-        if not _RFC1123_LABEL.match(sch.jumpbox.name) or sch.jumpbox.name in {n.name for n in cfg.nodes}:
+        if not _RFC1123_LABEL.fullmatch(sch.jumpbox.name) or sch.jumpbox.name in {n.name for n in cfg.nodes}:
             problems.append(
-                f"scheduler.jumpbox.name: '{sch.jumpbox.name}' must be a hostname that names no node"
+                f"scheduler.jumpbox.name: {sch.jumpbox.name!r} must be a hostname that names no node"
             )
     return problems
 
@@ -731,14 +733,14 @@ def _name_problems(cfg: SiteConfig) -> list[str]:
         if why:
             problems.append(f"hardware_classes.{name}: not usable as a node label value: {why}")
     if cfg.site.domain and (why := k8snames.subdomain_problem(cfg.site.domain)):
-        problems.append(f"site.domain: '{cfg.site.domain}' is {why}")
+        problems.append(f"site.domain: {cfg.site.domain!r} is {why}")
     key = cfg.role_vars.get("node_roles_node_group_label")
     if isinstance(key, str) and key and (why := k8snames.label_key_problem(key)):
-        problems.append(f"role_vars.node_roles_node_group_label: '{key}' is not a label key: {why}")
+        problems.append(f"role_vars.node_roles_node_group_label: {key!r} is not a label key: {why}")
     sans = cfg.role_vars.get("control_plane_cert_sans")
     for j, san in enumerate(sans if isinstance(sans, list) else []):
         if "{{" not in str(san) and (why := k8snames.cert_san_problem(str(san))):
-            problems.append(f"role_vars.control_plane_cert_sans[{j}]: '{san}' is {why}")
+            problems.append(f"role_vars.control_plane_cert_sans[{j}]: {str(san)!r} is {why}")
     return problems
 
 
@@ -762,6 +764,11 @@ def _cross_checks(cfg: SiteConfig, entries: list[Node]) -> list[str]:
     ]
 
 
+def _one_line(problem: str) -> str:
+    # a refused value may hold a newline: the problem stays one line all the same
+    return problem.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def parse_site(data: Any, source: Path | None = None) -> SiteConfig:
     """Validate already-loaded YAML data. Raises ConfigError with one line per problem."""
     label = str(source) if source else SITE_FILE
@@ -770,13 +777,13 @@ def parse_site(data: Any, source: Path | None = None) -> SiteConfig:
     try:
         cfg = SiteConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError([f"{label}: {p}" for p in _pydantic_problems(exc)], hint=_HINT) from None
+        raise ConfigError([_one_line(f"{label}: {p}") for p in _pydantic_problems(exc)], hint=_HINT) from None
     cfg.source = source
     entries = list(cfg.nodes)
     cfg.leave_out_removed()
     problems = _cross_checks(cfg, entries)
     if problems:
-        raise ConfigError([f"{label}: {p}" for p in problems], hint=_HINT)
+        raise ConfigError([_one_line(f"{label}: {p}") for p in problems], hint=_HINT)
     return cfg
 
 

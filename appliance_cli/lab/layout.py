@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_ROOT = Path("/var/lib/appliance")
-_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
+_NAME_RE = re.compile(r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?")
 SUBNET_PREFIX = "10.77.0"
 MAX_NODES = 32
 
@@ -34,11 +34,11 @@ class LabLayout:
     @classmethod
     def default(cls) -> LabLayout:
         name = os.environ.get("APPLIANCE_LAB_NAME") or "lab"
-        if not _NAME_RE.match(name):
+        if not _NAME_RE.fullmatch(name):
             from appliance_cli.errors import UsageError
 
             raise UsageError(
-                f"APPLIANCE_LAB_NAME '{name}' is not a valid lab name",
+                f"APPLIANCE_LAB_NAME {name!r} is not a valid lab name",
                 hint="use lower-case letters, digits and '-', at most 32 characters",
             )
         lab_dir = Path(os.environ.get("APPLIANCE_LAB_DIR") or DEFAULT_ROOT / "labs" / name)

@@ -98,7 +98,7 @@ META_FILES = ("manifest.sig", "oci-layout", "index.json", "install-toolkit.sh") 
 STAGING = ".staging"
 VERIFIED = ".verified"  # hex -> [size, mtime_ns, inode] of the blobs whose bytes were hashed here
 BLOB_DIR = os.path.join("blobs", "sha256")
-_HEX_RE = re.compile(r"^[0-9a-f]{64}$")
+_HEX_RE = re.compile(r"[0-9a-f]{64}")
 
 
 class SyncError(Exception):
@@ -316,7 +316,7 @@ def sync(
     blob_dir = os.path.join(dest, BLOB_DIR)
     stale = []
     if prune and os.path.isdir(blob_dir):
-        stale = sorted(n for n in os.listdir(blob_dir) if _HEX_RE.match(n) and n not in owners)
+        stale = sorted(n for n in os.listdir(blob_dir) if _HEX_RE.fullmatch(n) and n not in owners)
     result = {
         "changed": bool(missing or p["meta_changed"] or stale),
         "copied": len(missing),

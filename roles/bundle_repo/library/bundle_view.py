@@ -9,7 +9,6 @@ import errno
 import hashlib
 import json
 import os
-import re
 from typing import Any, BinaryIO
 
 from ansible.module_utils.bundle_manifest import hex_of as _hex_of
@@ -85,7 +84,6 @@ charts:
 
 BUF = 4 * 1024 * 1024
 STATE = ".bundle-view.json"
-_HEX_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
 class ViewError(Exception):

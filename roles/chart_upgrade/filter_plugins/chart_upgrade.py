@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_CHART = re.compile(r"^(.*)-(v?\d[^-]*(?:-[0-9A-Za-z.]+)?)$")
+_CHART = re.compile(r"(.*)-(v?\d[^-]*(?:-[0-9A-Za-z.]+)?)")
 
 
 def split_chart(chart: str) -> tuple[str, str]:
     """helm list's `chart` (name-version) -> (name, version); (chart, '') when there is no version."""
-    m = _CHART.match(chart or "")
+    m = _CHART.fullmatch(chart or "")
     return (m.group(1), m.group(2)) if m else (chart or "", "")
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 
 CRI = "io.containerd.grpc.v1.cri"
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def containerd_carry_over(
@@ -55,7 +55,7 @@ def containerd_carry_over(
 
 
 def _key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else json.dumps(key, ensure_ascii=True)
+    return key if _BARE_KEY.fullmatch(key) else json.dumps(key, ensure_ascii=True)
 
 
 def containerd_toml_value(value: Any) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_VER = re.compile(r"^v?(\d+)(?:\.(\d+|[xX*]))?(?:\.(\d+|[xX*]))?(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
+_VER = re.compile(r"v?(\d+)(?:\.(\d+|[xX*]))?(?:\.(\d+|[xX*]))?(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?")
 Version = tuple[tuple[int, int, int], str]
 
 
@@ -18,7 +18,7 @@ class ConstraintError(ValueError):
 
 
 def _parse(v: str) -> Version:
-    m = _VER.match(v.strip())
+    m = _VER.fullmatch(v.strip())
     if not m:
         raise ConstraintError(f'invalid semantic version "{v}"')
     nums = [int(g) if g and g.isdigit() else 0 for g in (m.group(1), m.group(2), m.group(3))]

@@ -97,10 +97,9 @@ INDEX_TYPES = (
     "application/vnd.oci.image.index.v1+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
 )
-_HEX_RE = re.compile(r"^[0-9a-f]{64}$")
 # distribution's reference grammar: path components and tags
-_COMPONENT_RE = re.compile(r"^[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*$")
-_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_COMPONENT_RE = re.compile(r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*")
+_TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 
 class SeedError(Exception):
@@ -136,9 +135,9 @@ def split_reference(reference: str) -> tuple[str, str | None]:
     if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
         parts = parts[1:]
     repo = "/".join(parts)
-    if not parts or not all(_COMPONENT_RE.match(p) for p in parts):
+    if not parts or not all(_COMPONENT_RE.fullmatch(p) for p in parts):
         raise SeedError(f"image reference {reference!r}: {repo!r} is not a valid repository name")
-    if tag is not None and not _TAG_RE.match(tag):
+    if tag is not None and not _TAG_RE.fullmatch(tag):
         raise SeedError(f"image reference {reference!r}: {tag!r} is not a valid tag")
     return repo, tag
 
