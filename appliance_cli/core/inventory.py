@@ -39,8 +39,23 @@ def _env() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["quote"] = lambda v: '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    env.filters["quote"] = yaml_quote
     return env
+
+
+def yaml_quote(value: object) -> str:
+    """`value` as one YAML double-quoted scalar, everything outside printable ASCII escaped: a value
+    can end neither its quotes nor its line, whatever it holds."""
+    out = []
+    for ch in str(value):
+        o = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif 0x20 <= o < 0x7F:
+            out.append(ch)
+        else:
+            out.append(f"\\x{o:02x}" if o <= 0xFF else f"\\u{o:04x}" if o <= 0xFFFF else f"\\U{o:08x}")
+    return '"' + "".join(out) + '"'
 
 
 def ssh_common_args(cfg: SiteConfig) -> str:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from appliance_cli.core import k8snames
+from appliance_cli.core import k8snames, siteyaml
 from appliance_cli.errors import ConfigError
 
 SITE_FILE = "appliance.yml"
@@ -345,13 +345,54 @@ def known_role_vars() -> set[str]:
 Net = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
+# Role variables that keep a control on: a site cannot switch them off through role_vars (the one
+# list; a unit test holds every name to a role default). Changing one means editing the role.
+PROTECTED_ROLE_VARS = {
+    "bundle_repo_expect_manifest_sha256": "the master's pin to the manifest the controller verified",
+    "bundle_repo_http_address": "the address the bundle's HTTP service binds",
+    "bundle_repo_http_sandbox": "the bundle HTTP service's systemd sandbox",
+    "os_prereqs_apt_exclusive": "apt reading the offline repository only",
+    "os_prereqs_apt_trusted": "how apt trusts the offline repository",
+    "registry_listen_address": "the address the registry binds",
+    "registry_verify_enabled": "the pull of a seeded image over TLS that proves the registry",
+    "container_runtime_containerd_validate": "containerd's check of the config it is given",
+}
+
+
 def _role_var_problems(cfg: SiteConfig) -> list[str]:
     known = known_role_vars() if cfg.role_vars else set()
-    return [
-        f"role_vars.{name}: not a variable of any role (see roles/*/defaults/main.yml)"
-        for name in sorted(cfg.role_vars)
-        if name not in known
-    ]
+    problems = []
+    for name in sorted(cfg.role_vars):
+        if name in PROTECTED_ROLE_VARS:
+            problems.append(
+                f"role_vars.{name}: not settable by a site: it keeps a control on ({PROTECTED_ROLE_VARS[name]})"
+            )
+        elif name not in known:
+            problems.append(f"role_vars.{name}: not a variable of any role (see roles/*/defaults/main.yml)")
+    return problems
+
+
+_TEMPLATE_MARKERS = ("{{", "{%", "{#")
+
+
+def _template_problems(data: Any, where: str = "") -> list[str]:
+    """Site values reach Ansible as data: a value that holds a Jinja marker would be rendered by
+    Ansible (`site.name: "{{ lookup('pipe', ...) }}"` ran on the controller), so it is refused.
+    role_vars are templated on purpose (they override role defaults, which are templates)."""
+    if isinstance(data, str):
+        found = [m for m in _TEMPLATE_MARKERS if m in data]
+        return [f"{where}: holds {found[0]!r}: site values are data, never templates"] if found else []
+    if isinstance(data, dict):
+        return [
+            p
+            for k, v in data.items()
+            if not (where == "" and k == "role_vars")
+            for p in _template_problems(k, f"{where}.{k}" if where else str(k))
+            + _template_problems(v, f"{where}.{k}" if where else str(k))
+        ]
+    if isinstance(data, list):
+        return [p for i, v in enumerate(data) for p in _template_problems(v, f"{where}[{i}]")]
+    return []
 
 
 def _network_problems(cfg: SiteConfig) -> tuple[list[str], Net | None]:
@@ -678,6 +719,11 @@ def oidc_settings(cfg: SiteConfig) -> dict[str, str]:
 def site_warnings(cfg: SiteConfig) -> list[str]:
     """What a site may run with but should know about (printed by validate and install)."""
     warnings = []
+    if not cfg.bundle.require_signature:
+        warnings.append(
+            "bundle.require_signature: false: THE BUNDLE'S SIGNATURE IS NOT CHECKED; whoever can write "
+            "the stick decides what runs as root on every node"
+        )
     system = [n.name for n in cfg.nodes if "runai-system" in n.roles]
     if cfg.scheduler.stack == "runai" and len(system) < 2:
         warnings.append(
@@ -774,6 +820,9 @@ def parse_site(data: Any, source: Path | None = None) -> SiteConfig:
     label = str(source) if source else SITE_FILE
     if not isinstance(data, dict):
         raise ConfigError([f"{label}: expected a mapping at the top level"])
+    templated = _template_problems(data)
+    if templated:
+        raise ConfigError([_one_line(f"{label}: {p}") for p in templated], hint=_HINT)
     try:
         cfg = SiteConfig.model_validate(data)
     except ValidationError as exc:
@@ -802,10 +851,4 @@ def load_site(path: str | Path) -> SiteConfig:
         raise ConfigError(
             [f"{f}: site config not found"], hint="run `appliance init DIR` or pass --site DIR/appliance.yml"
         )
-    try:
-        data = yaml.safe_load(f.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError([f"{f}:{where}: not valid YAML ({getattr(exc, 'problem', exc)})"]) from None
-    return parse_site(data, source=f.resolve())
+    return parse_site(siteyaml.load(f), source=f.resolve())

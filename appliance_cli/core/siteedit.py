@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from appliance_cli.core import siteyaml
 from appliance_cli.core.siteconfig import SiteConfig, parse_site
 from appliance_cli.errors import ConfigError
 
@@ -49,11 +50,13 @@ def mark_removed(text: str, name: str) -> str:
 def site_without(path: Path, name: str) -> SiteConfig:
     """The site as it will be once `name` is marked removed, validated (ConfigError otherwise: e.g.
     the quotas need that node's GPUs), nothing written: asked before the node is touched."""
-    return parse_site(yaml.safe_load(mark_removed(path.read_text(), name)), source=path.resolve())
+    return parse_site(
+        siteyaml.loads(mark_removed(siteyaml.read_text(path), name), path), source=path.resolve()
+    )
 
 
 def mark_removed_in_file(path: Path, name: str) -> None:
-    text = path.read_text()
+    text = siteyaml.read_text(path)
     new = mark_removed(text, name)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(new)
@@ -84,7 +87,7 @@ def set_kubernetes_version(text: str, version: str) -> str:
             assert m
             lines[at] = f"{m['key']}{version}{m['rest']}"
         out = "".join(lines)
-    before, after = yaml.safe_load(text) or {}, yaml.safe_load(out) or {}
+    before, after = siteyaml.loads(text, "appliance.yml") or {}, siteyaml.loads(out, "appliance.yml") or {}
     want = copy.deepcopy(before)
     want.setdefault("kubernetes", {})
     want["kubernetes"] = {**(want["kubernetes"] or {}), "version": version}
@@ -97,7 +100,7 @@ def set_kubernetes_version(text: str, version: str) -> str:
 
 
 def set_kubernetes_version_in_file(path: Path, version: str) -> None:
-    new = set_kubernetes_version(path.read_text(), version)
+    new = set_kubernetes_version(siteyaml.read_text(path), version)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(new)
     tmp.replace(path)
@@ -158,7 +161,7 @@ def _edit_item(lines: list[str], first: int, last: int) -> list[str] | None:
 
 
 def _check_only_removed_changed(before: str, after: str, name: str) -> None:
-    old, new = yaml.safe_load(before), yaml.safe_load(after)
+    old, new = siteyaml.loads(before, "appliance.yml"), siteyaml.loads(after, "appliance.yml")
     expected: Any = copy.deepcopy(old)
     for node in expected.get("nodes") or []:
         if isinstance(node, dict) and node.get("name") == name:

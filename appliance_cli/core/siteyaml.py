@@ -1,0 +1,85 @@
+"""appliance.yml's text and YAML, read strictly: the site config switches controls on and off, so
+a reading that differs from what the operator sees is a hole.
+
+* UTF-8 only: anything else is one line naming the line and byte, never a UnicodeDecodeError.
+* A key given twice in one mapping is refused with both line numbers (PyYAML lets the later one
+  win: `require_signature: true` ... `require_signature: false` turned checking off).
+* Aliases are refused: a site config has no use for them, and nested ones expand to gigabytes
+  when the inventory is rendered (the "billion laughs").
+* Only the YAML 1.1 core tags (SafeLoader): no `!unsafe`, no `!!python/...`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from appliance_cli.errors import ConfigError
+
+_HINT = "fix the line named above; `appliance init` writes a documented skeleton"
+
+
+class _Refused(yaml.MarkedYAMLError):
+    """A construct the site config does not accept, at its line."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise _Refused(
+                problem=f"alias *{event.anchor} is not accepted in a site config (write the value out)",
+                problem_mark=event.start_mark,
+            )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                except TypeError:  # an unhashable key: SafeLoader refuses it below
+                    continue
+                line = key_node.start_mark.line + 1
+                if first is not None:
+                    raise _Refused(
+                        problem=f"key {key!r} is given twice (lines {first} and {line}); keep one",
+                        problem_mark=key_node.start_mark,
+                    )
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_text(path: Path) -> str:
+    """The file's text; ConfigError (exit 2) naming the line and byte where it is not UTF-8."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(
+            [f"{path}: line {line}, byte {column} (0x{data[exc.start]:02x}): not UTF-8"],
+            hint="save the file as UTF-8",
+        ) from None
+
+
+def loads(text: str, source: Path | str) -> Any:
+    """Parse appliance.yml's text strictly; ConfigError (exit 2), one line naming the line."""
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}:" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        if isinstance(exc, _Refused):
+            raise ConfigError([f"{source}:{where} {problem}"], hint=_HINT) from None
+        raise ConfigError([f"{source}:{where} not valid YAML ({problem})"], hint=_HINT) from None
+
+
+def load(path: Path) -> Any:
+    return loads(read_text(path), path)
