@@ -34,7 +34,8 @@ def recorded_hosts(path: Path) -> set[str]:
     names: set[str] = set()
     if not path.is_file():
         return names
-    for line in path.read_text().splitlines():
+    # a corrupt byte must not crash the run: such a line names no host of ours
+    for line in path.read_text(errors="replace").splitlines():
         line = line.strip()
         if not line or line.startswith("#"):
             continue
@@ -78,7 +79,7 @@ def scan(cfg: SiteConfig, node: Node | Jumpbox, timeout: int = 5) -> list[Scanne
     )
     try:
         subprocess.run(cmd, capture_output=True, timeout=timeout + 10)
-        lines = scratch.read_text().splitlines() if scratch.exists() else []
+        lines = scratch.read_text(errors="replace").splitlines() if scratch.exists() else []
     finally:
         scratch.unlink(missing_ok=True)
     keys = []
@@ -97,7 +98,7 @@ def scan(cfg: SiteConfig, node: Node | Jumpbox, timeout: int = 5) -> list[Scanne
 def record(cfg: SiteConfig, keys: list[ScannedKey]) -> Path:
     path = cfg.resolve(cfg.ssh.known_hosts)
     path.parent.mkdir(parents=True, exist_ok=True)
-    existing = path.read_text() if path.exists() else ""
+    existing = path.read_text(errors="replace") if path.exists() else ""
     with path.open("a") as fh:
         if existing and not existing.endswith("\n"):
             fh.write("\n")

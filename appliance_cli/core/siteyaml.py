@@ -4,8 +4,9 @@ a reading that differs from what the operator sees is a hole.
 * UTF-8 only: anything else is one line naming the line and byte, never a UnicodeDecodeError.
 * A key given twice in one mapping is refused with both line numbers (PyYAML lets the later one
   win: `require_signature: true` ... `require_signature: false` turned checking off).
-* Aliases are refused: a site config has no use for them, and nested ones expand to gigabytes
-  when the inventory is rendered (the "billion laughs").
+* Aliases are capped: what they expand to, counted in YAML nodes, stays under ALIAS_CAP (nested
+  ones expanded to gigabytes when the inventory was rendered: the "billion laughs"). PyYAML's own
+  dumper writes an alias for an object it meets twice, so a generated file may hold a few.
 * Only the YAML 1.1 core tags (SafeLoader): no `!unsafe`, no `!!python/...`.
 """
 
@@ -25,14 +26,38 @@ class _Refused(yaml.MarkedYAMLError):
     """A construct the site config does not accept, at its line."""
 
 
+# A site config is a few hundred YAML nodes; aliases may add this many more in all.
+ALIAS_CAP = 10_000
+
+
+def _expanded(node: Any, memo: dict[int, int]) -> int:
+    """How many nodes `node` stands for once every alias in it is written out."""
+    if id(node) not in memo:
+        memo[id(node)] = 0  # a recursive alias counts once (SafeLoader builds it as a cycle)
+        if isinstance(node, yaml.MappingNode):
+            memo[id(node)] = 1 + sum(_expanded(k, memo) + _expanded(v, memo) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            memo[id(node)] = 1 + sum(_expanded(v, memo) for v in node.value)
+        else:
+            memo[id(node)] = 1
+    return memo[id(node)]
+
+
 class _StrictLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()  # type: ignore[no-untyped-call]
-            raise _Refused(
-                problem=f"alias *{event.anchor} is not accepted in a site config (write the value out)",
-                problem_mark=event.start_mark,
-            )
+            target = self.anchors.get(event.anchor)
+            if target is not None:
+                memo = self.__dict__.setdefault("_alias_memo", {})
+                total = self.__dict__.get("_alias_total", 0) + _expanded(target, memo)
+                self.__dict__["_alias_total"] = total
+                if total > ALIAS_CAP:
+                    raise _Refused(
+                        problem=f"aliases expand to more than {ALIAS_CAP} values (at *{event.anchor}); "
+                        "write the values out",
+                        problem_mark=event.start_mark,
+                    )
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:

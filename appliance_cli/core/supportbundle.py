@@ -146,7 +146,8 @@ def _controller_secrets(cfg: SiteConfig) -> list[str]:
         for user in cfg.researcher_registry.users:
             path = cfg.resolve(user.password_file)
             if path.is_file():
-                values.append(path.read_text())
+                # any bytes: a value that is not UTF-8 cannot appear in the (UTF-8) text redacted
+                values.append(path.read_text(errors="replace"))
     return values
 
 

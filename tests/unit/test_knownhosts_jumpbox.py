@@ -50,3 +50,11 @@ def test_trust_scans_the_jumpbox_with_its_user_and_records_it(tmp_path, monkeypa
     assert "jump1 (10.99.0.40): ssh-ed25519 SHA256:" in capsys.readouterr().out
     assert main(["hosts", "trust", "--site", str(site), "--yes"]) == 0
     assert "nodes and the jumpbox already have a recorded host key" in capsys.readouterr().out
+
+
+def test_a_corrupt_byte_in_known_hosts_does_not_crash_the_reading(tmp_path):
+    site = write_site(tmp_path)
+    kh = site / "known_hosts"
+    kh.write_bytes(kh.read_bytes() + b"bad\xff,10.99.0.99 ssh-ed25519 " + KEY.encode() + b"\n")
+    names = knownhosts.recorded_hosts(kh)
+    assert {"master1", "gpu1", "gpu2"} <= names

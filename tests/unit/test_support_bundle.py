@@ -125,3 +125,9 @@ def test_an_unreachable_node_is_noted_not_fatal(site, tmp_path):
 )
 def test_secret_shapes(text, kept):
     assert supportbundle.Scrubber()(text) == kept
+
+
+def test_a_password_file_that_is_not_utf8_does_not_crash_the_collection(site, tmp_path):
+    (tmp_path / "alice.pw").write_bytes(b"caf\xe9-" + RESEARCHER_PASSWORD.encode() + b"\n")
+    res = supportbundle.collect(site, tmp_path / "out", _runner(set()))
+    assert "support/nodes/master1/journal.txt" in _archive(res.path)
