@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from appliance_cli.cli import ui
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
-from appliance_cli.core import knownhosts
+from appliance_cli.core import knownhosts, sitelock
 from appliance_cli.core.acceptance.compare import RUN_LABEL, fmt
 from appliance_cli.core.acceptance.junit import write_junit
 from appliance_cli.core.acceptance.kube import KubectlCluster
@@ -155,33 +155,41 @@ def cmd_acceptance(args: argparse.Namespace) -> int:
         show_plan(cfg, plan)
         return 0
     knownhosts.require_host_keys(cfg)
-    cluster = KubectlCluster(cfg)
-    plan = check_cluster(cluster, cfg, plan)
-    for part, why in plan.refused.items():
-        ui.warn(f"{part}: not run on this site: {why}")
-    run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
-    settings = Settings(
-        stack=cfg.scheduler.stack, registry=cfg.registry.address, run_id=run_id, step_timeout_s=args.timeout
-    )
-    ui.info(f"acceptance run {run_id} on site {cfg.site.name} ({cfg.scheduler.stack})")
-    ui.info(f"{'':6}{'':5}{'step':<15}{''.join(f'{p:>8}' for p in PROJECTS)}   (GPUs allocated/quota)")
-    try:
-        outcome = AcceptanceRun(
-            cluster, settings, on_progress=progress, on_step=show_step, on_smoke=show_smoke
-        ).run(plan)
-    except ApplianceError as exc:  # the runner tried to delete its jobs; say how to, should it have failed
-        leftover = f"`kubectl delete jobs -A -l {RUN_LABEL}={run_id}` removes what the run left"
-        exc.hint = f"{exc.hint}; {leftover}" if exc.hint else leftover
-        raise
-    if outcome.cleanup_error:
-        ui.error(f"the run's jobs (label {RUN_LABEL}={run_id}) were not all deleted: "
-                 f"{outcome.cleanup_error}")  # fmt: skip
-    if args.junit:
-        write_junit(plan, outcome, Path(args.junit))
-        ui.info(f"wrote {args.junit}")
-    ui.info(summary(plan, outcome))
-    if not outcome.passed:
-        first = outcome.failures[0] if outcome.failures else outcome.cleanup_error
-        more = f" (+{len(outcome.failures) - 1} more)" if len(outcome.failures) > 1 else ""
-        raise Degraded(f"acceptance failed: {first}{more}", hint="the steps above show what each project got")
+    with sitelock.site_lock(cfg, "acceptance"):  # its jobs take every GPU of the site
+        cluster = KubectlCluster(cfg)
+        plan = check_cluster(cluster, cfg, plan)
+        for part, why in plan.refused.items():
+            ui.warn(f"{part}: not run on this site: {why}")
+        run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+        settings = Settings(
+            stack=cfg.scheduler.stack,
+            registry=cfg.registry.address,
+            run_id=run_id,
+            step_timeout_s=args.timeout,
+        )
+        ui.info(f"acceptance run {run_id} on site {cfg.site.name} ({cfg.scheduler.stack})")
+        ui.info(f"{'':6}{'':5}{'step':<15}{''.join(f'{p:>8}' for p in PROJECTS)}   (GPUs allocated/quota)")
+        try:
+            outcome = AcceptanceRun(
+                cluster, settings, on_progress=progress, on_step=show_step, on_smoke=show_smoke
+            ).run(plan)
+        except (
+            ApplianceError
+        ) as exc:  # the runner tried to delete its jobs; say how to, should it have failed
+            leftover = f"`kubectl delete jobs -A -l {RUN_LABEL}={run_id}` removes what the run left"
+            exc.hint = f"{exc.hint}; {leftover}" if exc.hint else leftover
+            raise
+        if outcome.cleanup_error:
+            ui.error(f"the run's jobs (label {RUN_LABEL}={run_id}) were not all deleted: "
+                     f"{outcome.cleanup_error}")  # fmt: skip
+        if args.junit:
+            write_junit(plan, outcome, Path(args.junit))
+            ui.info(f"wrote {args.junit}")
+        ui.info(summary(plan, outcome))
+        if not outcome.passed:
+            first = outcome.failures[0] if outcome.failures else outcome.cleanup_error
+            more = f" (+{len(outcome.failures) - 1} more)" if len(outcome.failures) > 1 else ""
+            raise Degraded(
+                f"acceptance failed: {first}{more}", hint="the steps above show what each project got"
+            )
     return 0

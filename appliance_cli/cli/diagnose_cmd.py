@@ -12,7 +12,7 @@ from rich.table import Table
 from appliance_cli.cli import ui
 from appliance_cli.cli.preflight_cmd import add_report_args, write_reports
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
-from appliance_cli.core import knownhosts
+from appliance_cli.core import knownhosts, sitelock
 from appliance_cli.core.checks.compare import DEFAULT_THRESHOLD, Delta, compare
 from appliance_cli.core.checks.diagnose import run_diagnose
 from appliance_cli.core.checks.model import Report, Status
@@ -140,7 +140,9 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     cfg = load_site(resolve_site_arg(args))
     knownhosts.require_host_keys(cfg)
     mb, seconds = (QUICK_MB, QUICK_SECONDS) if args.quick else (256, 1.0)
-    report = run_diagnose(cfg, mb=mb, seconds=seconds, on_layer=lambda s: ui.info(f"measuring {s}…"))
+    # the lock: diagnose writes on every node and the share, and a run beside it skews both
+    with sitelock.site_lock(cfg, "diagnose"):
+        report = run_diagnose(cfg, mb=mb, seconds=seconds, on_layer=lambda s: ui.info(f"measuring {s}…"))
     show(report)
     write_reports(report, args)
     if args.baseline:

@@ -125,13 +125,17 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 def cmd_trust(args: argparse.Namespace) -> int:
     cfg = load_site(resolve_site_arg(args))
-    missing = knownhosts.missing_nodes(cfg)
-    if not missing:
-        hosts = knownhosts.ssh_hosts(cfg)
-        what = ui.count(len(cfg.nodes), "node") + (" and the jumpbox" if len(hosts) > len(cfg.nodes) else "")
-        ui.info(f"all {what} already have a recorded host key")
-        return 0
-    trust_hosts(cfg, missing, args.yes)
+    # the controller's lock only: the master's needs the host keys this records
+    with sitelock.controller_lock(cfg.site_dir, "hosts trust"):
+        missing = knownhosts.missing_nodes(cfg)
+        if not missing:
+            hosts = knownhosts.ssh_hosts(cfg)
+            what = ui.count(len(cfg.nodes), "node") + (
+                " and the jumpbox" if len(hosts) > len(cfg.nodes) else ""
+            )
+            ui.info(f"all {what} already have a recorded host key")
+            return 0
+        trust_hosts(cfg, missing, args.yes)
     return 0
 
 

@@ -83,13 +83,15 @@ def _kubectl(cfg: SiteConfig) -> nodeops.Kubectl:
 def cmd_drain(args: argparse.Namespace) -> int:
     cfg = load_site(resolve_site_arg(args))
     nodeops.check_node(cfg, args.node, draining=True)  # before any ssh
-    kubectl = _kubectl(cfg)
-    plan = nodeops.plan_drain(cfg, args.node, nodeops.pods_doc(kubectl), force=args.force)
-    _show_drain(plan, args.force)
-    if not args.yes:
-        ui.confirm(f"drain {args.node}?", "draining")
-    for command in plan.commands:
-        kubectl(command)
+    # the lock: an upgrade's uncordon would undo a drain made while it runs
+    with sitelock.site_lock(cfg, f"node drain {args.node}"):
+        kubectl = _kubectl(cfg)
+        plan = nodeops.plan_drain(cfg, args.node, nodeops.pods_doc(kubectl), force=args.force)
+        _show_drain(plan, args.force)
+        if not args.yes:
+            ui.confirm(f"drain {args.node}?", "draining")
+        for command in plan.commands:
+            kubectl(command)
     ui.info(
         f"{args.node}: drained ({ui.count(len(plan.evicted), 'pod')} moved); `appliance node uncordon {args.node}` undoes it"
     )
@@ -119,10 +121,13 @@ def _show_drain(plan: nodeops.DrainPlan, force: bool) -> None:
 def cmd_uncordon(args: argparse.Namespace) -> int:
     cfg = load_site(resolve_site_arg(args))
     nodeops.check_node(cfg, args.node, draining=False)
-    kubectl = _kubectl(cfg)
-    commands = nodeops.plan_uncordon(cfg, args.node, nodeops.read_json(kubectl, ["get", "node", args.node]))
-    for command in commands:
-        kubectl(command)
+    with sitelock.site_lock(cfg, f"node uncordon {args.node}"):
+        kubectl = _kubectl(cfg)
+        commands = nodeops.plan_uncordon(
+            cfg, args.node, nodeops.read_json(kubectl, ["get", "node", args.node])
+        )
+        for command in commands:
+            kubectl(command)
     ui.info(f"{args.node}: " + ("back in service" if commands else "already in service, nothing to undo"))
     return 0
 

@@ -60,8 +60,11 @@ def controller_lock(site_dir: Path, what: str) -> Iterator[None]:
 
 @contextmanager
 def master_lock(cfg: SiteConfig) -> Iterator[None]:
+    # keepalives: a controller cut off from the master ends its side of the lock within a minute
+    argv = ssh_argv(cfg, cfg.master, MASTER_COMMAND)
+    argv[1:1] = ["-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4"]
     proc = subprocess.Popen(
-        ssh_argv(cfg, cfg.master, MASTER_COMMAND),
+        argv,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

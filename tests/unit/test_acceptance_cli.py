@@ -4,8 +4,10 @@ on a failure), all against the fake cluster of test_acceptance_runner (no SSH, n
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import yaml
 
 from appliance_cli.cli import acceptance_cmd
 from appliance_cli.cli.main import main
-from appliance_cli.core import knownhosts
+from appliance_cli.core import knownhosts, sitelock
 from appliance_cli.core.acceptance import runner
 from tests._support.paths import EXAMPLE
 from tests.unit.test_acceptance_runner import Clock, FakeCluster, expected_answers
@@ -62,8 +64,14 @@ def tr_site(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@contextlib.contextmanager
+def _no_master_lock(cfg: Any) -> Iterator[None]:
+    yield  # no SSH from unit tests: the master's lock is proven in the lab
+
+
 def _with(monkeypatch: pytest.MonkeyPatch, cluster: FakeCluster) -> None:
     monkeypatch.setattr(knownhosts, "require_host_keys", lambda cfg: None)
+    monkeypatch.setattr(sitelock, "master_lock", _no_master_lock)
     monkeypatch.setattr(acceptance_cmd, "KubectlCluster", lambda cfg: cluster)
     clock = Clock()
 
