@@ -7,11 +7,11 @@ cd "$(dirname "$0")/.."
 
 # containerd and shellcheck are for the unit tests only (containerd loads the rendered
 # config.toml; shellcheck reads install-toolkit.sh): without them those tests skip. chromium
-# (headless) renders the diagnose HTML report in its e2e test.
+# (headless) renders the diagnose HTML report in its e2e test. gnupg signs the bundle's apt repositories.
 HOST_PACKAGES=(
   make python3 python3-venv
   mmdebstrap systemd-container zstd dpkg-dev iproute2 openssh-client netcat-openbsd
-  skopeo busybox-static apt-utils docker-registry apache2-utils openssl containerd shellcheck chromium
+  skopeo busybox-static apt-utils docker-registry apache2-utils openssl containerd shellcheck chromium gnupg
 )
 missing=()
 for p in "${HOST_PACKAGES[@]}"; do

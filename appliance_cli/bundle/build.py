@@ -21,6 +21,7 @@ from pathlib import Path
 
 from appliance_cli import __version__
 from appliance_cli.bundle import chartpack, oci, toolkit_script, zipapp
+from appliance_cli.bundle.aptsign import AptSigner
 from appliance_cli.bundle.fetch import download_to, fetch
 from appliance_cli.bundle.lockfile import AptLock, load_lock, lock_path
 from appliance_cli.bundle.mirrors import NO_MIRRORS, MirrorMap
@@ -221,6 +222,7 @@ class _Builder:
         self.opts, self.previous = opts, previous
         self.progress = opts.progress
         self.notes: list[str] = []
+        self.signer = AptSigner(cache)
 
     def note(self, item: str, message: str) -> None:
         self.progress(ProgressEvent("note", item, message=message))
@@ -236,8 +238,11 @@ class _Builder:
             arts.append(self.image(image))
         for wheel in self.prof.wheels:
             arts += self.wheels(wheel)
-        for apt in self.prof.apt:
-            arts.append(self.apt(apt))
+        try:
+            for apt in self.prof.apt:
+                arts.append(self.apt(apt))
+        finally:
+            self.signer.close()
         for spec in self.prof.files:
             if spec.from_deb:
                 arts.append(self.file_artifact(spec, "file"))
@@ -489,6 +494,7 @@ class _Builder:
             work = self.cache / "apt-work" / spec.name
             aptclosure.download_closure(base, spec.sources, list(spec.packages), repo, work)
         aptclosure.index_flat_repo(repo)
+        self.signer.sign(repo, label)
         files: list[FileEntry] = []
         for p in sorted(repo.rglob("*")):
             if p.is_symlink():
@@ -503,7 +509,14 @@ class _Builder:
             size=sum(f.size for f in files),
             digest=tree_digest(files),
             files=files,
-            apt=AptInfo(distro=spec.distro, codename=spec.codename, arch=spec.arch, packages=spec.packages),
+            apt=AptInfo(
+                distro=spec.distro,
+                codename=spec.codename,
+                arch=spec.arch,
+                packages=spec.packages,
+                signed_by=self.signer.fingerprint(),
+                keyring=self.signer.public_key(),
+            ),
         )
 
     def _apt_locked(self, locked: AptLock, repo: Path, label: str) -> None:

@@ -121,6 +121,10 @@ class AptInfo(_Strict):
     codename: str
     arch: str = "amd64"
     packages: list[str] = []
+    # The OpenPGP key the repository's InRelease is signed with (bundle/aptsign.py): its
+    # fingerprint and the ASCII-armored public key the nodes' apt reads it with (signed-by=).
+    signed_by: str | None = Field(default=None, pattern=r"^[0-9A-F]{40}$")
+    keyring: str | None = None
 
 
 class Artifact(_Strict):

@@ -352,7 +352,7 @@ PROTECTED_ROLE_VARS = {
     "bundle_repo_http_address": "the address the bundle's HTTP service binds",
     "bundle_repo_http_sandbox": "the bundle HTTP service's systemd sandbox",
     "os_prereqs_apt_exclusive": "apt reading the offline repository only",
-    "os_prereqs_apt_trusted": "how apt trusts the offline repository",
+    "os_prereqs_apt_keyring": "the key apt checks the offline repository's signature with",
     "registry_listen_address": "the address the registry binds",
     "registry_verify_enabled": "the pull of a seeded image over TLS that proves the registry",
     "container_runtime_containerd_validate": "containerd's check of the config it is given",

@@ -15,6 +15,9 @@ from tests._support.modules import load_role_module
 ROOT = Path(__file__).resolve().parents[2]
 view = load_role_module("bundle_repo", "bundle_view")
 
+FPR = "8007" + "20C3DBFFB8D827C7C394BDD587E2E4FAB8EB"[:36]
+ARMORED = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDMEZ0\n-----END PGP PUBLIC KEY BLOCK-----\n"
+
 
 def _d(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
@@ -50,7 +53,8 @@ def bundle(tmp_path: Path) -> Bundle:
     b = Bundle(tmp_path / "bundle")
     b.add("debian-bookworm", "apt-repo", {"Packages": b"P", "Packages.gz": b"G", "pool/a_1_amd64.deb": b"deb"},
           apt={"distro": "debian", "codename": "bookworm"})  # fmt: skip
-    b.add("ubuntu-focal", "apt-repo", {"Packages": b"U"}, apt={"distro": "Ubuntu", "codename": "focal"})
+    b.add("ubuntu-focal", "apt-repo", {"Packages": b"U"},
+          apt={"distro": "Ubuntu", "codename": "focal", "signed_by": FPR, "keyring": ARMORED})  # fmt: skip
     b.add("kubeadm", "file", {"kubeadm": b"#!kubeadm"}, version="v1.23.17", install_path="/usr/bin/kubeadm")
     b.add("cni-plugins", "file", {"a/bridge": b"bridge", "a/loopback": b"lo"})
     b.add("gpu-operator", "helm-chart", {"gpu-operator-v24.6.2.tgz": b"tgz"}, version="v24.6.2")
@@ -162,7 +166,11 @@ def test_index_for_the_other_roles(bundle: Bundle):
         "codename": "focal",
         "arch": "amd64",
         "url": "http://10.0.0.1:8081/apt/ubuntu-focal/",
+        # the key apt reads the repository with comes from the signed manifest, not from :8081
+        "signed_by": FPR,
+        "keyring": ARMORED,
     }
+    assert idx["apt_repos"][0]["keyring"] == ""  # an unsigned repository: bundle_repo's facts refuse it
     k = idx["files"]["kubeadm"]
     assert k["sha256"] == _d(b"#!kubeadm")[7:] and k["url"] == "http://10.0.0.1:8081/files/kubeadm"
     assert k["install_path"] == "/usr/bin/kubeadm" and k["version"] == "v1.23.17"

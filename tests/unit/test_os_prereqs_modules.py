@@ -202,14 +202,35 @@ def apt_tree(tmp_path):
 
 def apt_params(tree: Path, **over: Any) -> dict[str, Any]:
     p = {
-        "content": "deb [trusted=yes] http://10.77.0.11:8081/apt/debian-12/ ./\n",
+        "content": f"deb [signed-by={tree}/keyrings/appliance-offline.asc] http://10.77.0.11:8081/apt/debian-12/ ./\n",
         "path": str(tree / "sources.list.d/appliance-offline.list"),
         "exclusive": True,
         "sources_dir": str(tree / "sources.list.d"),
         "sources_list": str(tree / "sources.list"),
         "aside_dir": str(tree / "disabled"),
+        "keyring": KEY,
+        "keyring_path": str(tree / "keyrings/appliance-offline.asc"),
     }
     return {**p, **over}
+
+
+KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDMEZ0test\n=abcd\n-----END PGP PUBLIC KEY BLOCK-----\n"
+
+
+def test_the_key_is_written_with_the_source_and_a_new_key_is_a_change(apt_tree):
+    r = apt_sources.converge(apt_params(apt_tree), check_mode=False)
+    key = apt_tree / "keyrings/appliance-offline.asc"
+    assert r["changed"] and key.read_text() == KEY and key.stat().st_mode & 0o777 == 0o644
+    assert not apt_sources.converge(apt_params(apt_tree), check_mode=False)["changed"]
+    other = KEY.replace("test", "othr")
+    again = apt_sources.converge(apt_params(apt_tree, keyring=other), check_mode=False)
+    assert again["changed"] and key.read_text() == other  # a new bundle's key: apt updates again
+    assert not apt_sources.converge(apt_params(apt_tree, keyring=other), check_mode=True)["changed"]
+
+
+def test_without_a_key_no_key_file_is_written(apt_tree):
+    apt_sources.converge(apt_params(apt_tree, keyring=""), check_mode=False)
+    assert not (apt_tree / "keyrings").exists()
 
 
 def test_apt_sources_become_the_offline_repository_only(apt_tree):
@@ -241,7 +262,7 @@ def test_apt_sources_check_mode_and_non_exclusive(apt_tree):
     )
     r = apt_sources.converge(apt_params(apt_tree, exclusive=False), check_mode=False)
     assert r["moved"] == [] and (apt_tree / "sources.list").exists()
-    assert (apt_tree / "sources.list.d/appliance-offline.list").read_text().startswith("deb [trusted=yes]")
+    assert (apt_tree / "sources.list.d/appliance-offline.list").read_text().startswith("deb [signed-by=")
 
 
 def _task_names_in_order() -> list[str]:

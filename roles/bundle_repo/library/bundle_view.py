@@ -67,7 +67,7 @@ removed:
   type: list
   returned: always
 apt_repos:
-  description: apt-repo artifacts (name, distro, codename, arch, url).
+  description: apt-repo artifacts (name, distro, codename, arch, url, signed_by, keyring).
   type: list
   returned: always
 files:
@@ -148,6 +148,9 @@ def served_index(manifest: dict[str, Any], base_url: str) -> dict[str, Any]:
                     "codename": str(info.get("codename", "")).lower(),
                     "arch": info.get("arch", "amd64"),
                     "url": f"{base}/apt/{name}/",
+                    # the key its InRelease is signed with, from the signed manifest (never :8081)
+                    "signed_by": str(info.get("signed_by") or ""),
+                    "keyring": str(info.get("keyring") or ""),
                 }
             )
         elif kind in ("file", "helm-chart") and entries:

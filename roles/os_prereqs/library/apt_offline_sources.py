@@ -27,6 +27,8 @@ options:
   sources_dir: {description: apt's drop-in directory., type: path, default: /etc/apt/sources.list.d}
   sources_list: {description: apt's main source file., type: path, default: /etc/apt/sources.list}
   aside_dir: {description: Where other sources are moved., type: path, default: /etc/apt/sources.list.appliance-disabled}
+  keyring: {description: "ASCII-armored key the source's signed-by= names; written before the source.", type: str, default: ""}
+  keyring_path: {description: Where the key is written (a .asc file; apt >= 1.4 reads it)., type: path, default: /etc/apt/keyrings/appliance-offline.asc}
 """
 
 RETURN = r"""
@@ -55,8 +57,13 @@ def converge(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
             os.makedirs(params["aside_dir"], mode=0o755, exist_ok=True)
             for p in moved:
                 shutil.move(p, os.path.join(params["aside_dir"], os.path.basename(p)))
+    # the key first: a source naming a key not yet there would fail the next `apt update`
+    key_diff = None
+    if params["keyring"]:
+        key_diff = converge_file(params["keyring_path"], params["keyring"], 0o644, check_mode)
     diff = converge_file(params["path"], params["content"], 0o644, check_mode)
-    return {"changed": bool(moved) or diff is not None, "moved": moved, "diff": diff or {}}
+    changed = bool(moved) or diff is not None or key_diff is not None
+    return {"changed": changed, "moved": moved, "diff": diff or key_diff or {}}
 
 
 def main() -> None:
@@ -70,6 +77,8 @@ def main() -> None:
             "sources_dir": {"type": "path", "default": "/etc/apt/sources.list.d"},
             "sources_list": {"type": "path", "default": "/etc/apt/sources.list"},
             "aside_dir": {"type": "path", "default": "/etc/apt/sources.list.appliance-disabled"},
+            "keyring": {"type": "str", "default": ""},
+            "keyring_path": {"type": "path", "default": "/etc/apt/keyrings/appliance-offline.asc"},
         },
         supports_check_mode=True,
     )

@@ -11,7 +11,10 @@ def site(host):
 
 def test_apt_points_at_the_bundle_only(host):
     offline = host.file("/etc/apt/sources.list.d/appliance-offline.list")
-    assert offline.contains(r"^deb \[trusted=yes\] http://")
+    # read with the bundle's own key alone (issue 28), never [trusted=yes]
+    assert offline.contains(r"^deb \[signed-by=/etc/apt/keyrings/appliance-offline.asc\] http://")
+    assert not offline.contains("trusted=yes")
+    assert host.file("/etc/apt/keyrings/appliance-offline.asc").contains("BEGIN PGP PUBLIC KEY BLOCK")
     others = host.check_output("ls /etc/apt/sources.list.d/").split()
     assert others == ["appliance-offline.list"]
     assert not host.file("/etc/apt/sources.list").exists

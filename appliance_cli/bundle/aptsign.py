@@ -1,0 +1,125 @@
+"""The bundle's apt repositories, signed: a Release and its clear-signed InRelease per repository,
+made with an OpenPGP key of the build (issue 28: apt read them with `[trusted=yes]` over plain
+HTTP, so whoever could answer as the master's :8081 had root on every node).
+
+The chain: the bundle's manifest is signed (Ed25519, checked by the controller and pinned on the
+master); it carries each apt repository's OpenPGP key and fingerprint (AptInfo.keyring,
+AptInfo.signed_by); the nodes get that key from the manifest through Ansible (never over :8081)
+and apt reads the repository with `signed-by=` it alone, so apt checks InRelease, InRelease the
+Packages index, and the index every .deb.
+
+The key is made once per build cache (gpg, ed25519, no passphrase: its authority is the signed
+manifest's, not its secrecy on the build host) and an InRelease is made again only when its
+Release changes, so a rebuild with nothing new gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+from appliance_cli.errors import BundleError
+
+# What the nodes' sources line names (the role writes the manifest's key there).
+KEY_UID = "appliance offline bundle apt repositories"
+# A fixed date: the Release's bytes depend on the packages alone (apt only refuses a Date in the
+# future; the signature's own time is in InRelease).
+RELEASE_DATE = "Thu, 01 Jan 1970 00:00:00 UTC"
+INDEX_FILES = ("Packages", "Packages.gz")
+
+
+def _gpg(home: Path, *args: str, stdin: bytes | None = None, what: str) -> bytes:
+    argv = ["gpg", "--homedir", str(home), "--batch", "--no-tty", "--quiet", *args]
+    try:
+        out = subprocess.run(argv, input=stdin, capture_output=True, timeout=120, check=False)
+    except FileNotFoundError:
+        raise BundleError(f"{what}: gpg is not installed", hint="apt-get install gnupg") from None
+    if out.returncode != 0:
+        last = (out.stderr.decode(errors="replace").strip().splitlines() or ["(no output)"])[-1]
+        raise BundleError(f"{what}: gpg failed: {last}", hint="see `gpg --homedir " + str(home) + "`")
+    return out.stdout
+
+
+class AptSigner:
+    def __init__(self, cache: Path):
+        self.home = cache / "apt-signing" / "gnupg"
+        self._fpr: str | None = None
+
+    def fingerprint(self) -> str:
+        """The key's fingerprint (40 hex digits), the key made first if the cache has none."""
+        if self._fpr is None:
+            # gpg-agent's socket lives in the key's directory unless /run/user/UID exists, and a
+            # socket path has at most 107 bytes: gpg's own error would be "No agent running"
+            socket = self.home / "S.gpg-agent.browser"
+            if len(str(socket)) > 107 and not Path(f"/run/user/{os.getuid()}").is_dir():
+                raise BundleError(
+                    f"{self.home}: too long a path for gpg-agent's socket ({len(str(socket))} > 107 bytes)",
+                    hint="build with a shorter cache directory (APPLIANCE_CACHE_DIR)",
+                )
+            self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.chmod(self.home, 0o700)
+            fprs = self._fingerprints()
+            if not fprs:
+                _gpg(self.home, "--pinentry-mode", "loopback", "--passphrase", "", "--quick-gen-key",
+                     KEY_UID, "ed25519", "sign", "never", what="the apt signing key")  # fmt: skip
+                fprs = self._fingerprints()
+            if len(fprs) != 1:
+                raise BundleError(
+                    f"{self.home}: {len(fprs)} secret keys, expected the one apt signing key",
+                    hint=f"remove {self.home.parent}; the next build makes a new key",
+                )
+            self._fpr = fprs[0]
+        return self._fpr
+
+    def _fingerprints(self) -> list[str]:
+        out = _gpg(self.home, "--with-colons", "--list-secret-keys", what="the apt signing key").decode()
+        fprs, primary = [], False
+        for line in out.splitlines():
+            fields = line.split(":")
+            if fields[0] == "sec":
+                primary = True
+            elif fields[0] == "fpr" and primary:
+                fprs.append(fields[9])
+                primary = False
+        return fprs
+
+    def public_key(self) -> str:
+        """The public key, ASCII-armored (apt >= 1.4 reads a `.asc` keyring)."""
+        return _gpg(self.home, "--armor", "--export", self.fingerprint(), what="the apt signing key").decode()
+
+    def sign(self, repo: Path, label: str) -> None:
+        """Write `Release` over the repository's index files and `InRelease`, its clear-signed copy
+        (kept when the Release is unchanged and signed by this key)."""
+        release = release_text(repo).encode()
+        fpr = self.fingerprint()
+        stamp = repo / ".inrelease-stamp"
+        key = f"{hashlib.sha256(release).hexdigest()} {fpr}"
+        if (repo / "InRelease").is_file() and stamp.is_file() and stamp.read_text() == key:
+            return
+        _write(repo / "Release", release)
+        signed = _gpg(self.home, "--pinentry-mode", "loopback", "--passphrase", "", "--local-user", fpr,
+                      "--digest-algo", "SHA512", "--clearsign", stdin=release, what=f"{label}: InRelease")  # fmt: skip
+        _write(repo / "InRelease", signed)
+        stamp.write_text(key)
+
+    def close(self) -> None:
+        """Stop the gpg-agent the key's use started (it would outlive the build)."""
+        if self.home.is_dir():
+            subprocess.run(["gpgconf", "--homedir", str(self.home), "--kill", "gpg-agent"],
+                           capture_output=True, timeout=30, check=False)  # fmt: skip
+
+
+def release_text(repo: Path) -> str:
+    lines = ["Origin: appliance", "Label: appliance offline bundle", f"Date: {RELEASE_DATE}", "SHA256:"]
+    for name in INDEX_FILES:
+        data = (repo / name).read_bytes()
+        lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}")
+    return "\n".join(lines) + "\n"
+
+
+def _write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
