@@ -97,7 +97,7 @@ def ensure_base_rootfs(cache_dir: Path, rebuild: bool = False) -> Path:
             hint="check the host's Debian mirror is reachable (apt-get update)",
         )
         tmp.replace(out)
-        (cache_dir / (BASE_NAME + ".sha256")).write_text(file_digest(out))
+        digest_sidecar(out).write_text(file_digest(out))
         recipe.write_text(_recipe_key())
         return out
 
@@ -106,9 +106,14 @@ def file_digest(path: Path) -> str:
     return sha256_file(path)[0]
 
 
+def digest_sidecar(base: Path) -> Path:
+    """Where the base tarball's sha256 is kept (written by its build; the lab snapshots' key reads it)."""
+    return base.with_name(base.name + ".sha256")
+
+
 def base_digest(base: Path) -> str:
     """sha256 of the base tarball, from the sidecar written at build time when it is current."""
-    side = base.with_name(base.name + ".sha256")
+    side = digest_sidecar(base)
     if side.is_file() and side.stat().st_mtime >= base.stat().st_mtime:
         return side.read_text().strip()
     digest = file_digest(base)

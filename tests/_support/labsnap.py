@@ -71,7 +71,9 @@ def base_digest(base_image: Path) -> str:
     """The base image's content digest (the sidecar its build writes). It must exist when a key is
     made: a key made before the first lab of a fresh machine built it, and one made after, would
     name two snapshots of one lab (both test processes' session labs share one)."""
-    sidecar = base_image.with_name(base_image.name + ".sha256")
+    from appliance_cli.debian.rootfs import digest_sidecar
+
+    sidecar = digest_sidecar(base_image)
     if not (base_image.is_file() and sidecar.is_file()):
         raise FileNotFoundError(
             f"{base_image}: no base image (or its .sha256) yet: build it before keying a snapshot"
