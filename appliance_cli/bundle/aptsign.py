@@ -15,6 +15,7 @@ Release changes, so a rebuild with nothing new gives the same bytes.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -60,11 +61,14 @@ class AptSigner:
                 )
             self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
             os.chmod(self.home, 0o700)
-            fprs = self._fingerprints()
-            if not fprs:
-                _gpg(self.home, "--pinentry-mode", "loopback", "--passphrase", "", "--quick-gen-key",
-                     KEY_UID, "ed25519", "sign", "never", what="the apt signing key")  # fmt: skip
+            # two builds on one cache at once make one key, not two
+            with (self.home.parent / ".lock").open("a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
                 fprs = self._fingerprints()
+                if not fprs:
+                    _gpg(self.home, "--pinentry-mode", "loopback", "--passphrase", "", "--quick-gen-key",
+                         KEY_UID, "ed25519", "sign", "never", what="the apt signing key")  # fmt: skip
+                    fprs = self._fingerprints()
             if len(fprs) != 1:
                 raise BundleError(
                     f"{self.home}: {len(fprs)} secret keys, expected the one apt signing key",
