@@ -196,3 +196,33 @@ def test_missing_headers_names_the_node_and_kernel() -> None:
 def test_node_os_name_is_the_operator_suffix() -> None:
     assert g.node_os_name({"distribution": "Ubuntu", "distribution_version": "20.04"}) == "ubuntu20.04"
     assert g.node_os_name({}) == ""
+
+
+def _prereqs(keyring: str) -> list:
+    from pathlib import Path
+
+    import jinja2
+
+    src = (
+        Path(__file__).resolve().parents[2]
+        / "roles/gpu_operator/templates/etc/kubernetes/addons/gpu-operator-prereqs.yml.j2"
+    ).read_text()
+    text = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(src).render(
+        gpu_operator_driver="container",
+        gpu_operator_namespace="gpu-operator",
+        gpu_operator_driver_repo_configmap="repo-config",
+        gpu_operator_pull_node="master1",
+        hostvars={"master1": {"appliance_apt_repo_url": "http://10.0.0.1:8081/apt/ubuntu-focal/",
+                              "appliance_apt_keyring": keyring}},
+    )  # fmt: skip
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def test_the_driver_containers_apt_reads_the_bundle_with_its_key_only():
+    key = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDMEZ0\n=abcd\n-----END PGP PUBLIC KEY BLOCK-----\n"
+    cm = _prereqs(key)[1]
+    assert cm["data"]["custom-repo.list"] == (
+        "deb [signed-by=/etc/apt/sources.list.d/appliance-offline.asc] http://10.0.0.1:8081/apt/ubuntu-focal/ ./\n"
+    )
+    assert cm["data"]["appliance-offline.asc"] == key
+    assert "trusted=yes" not in str(cm)
