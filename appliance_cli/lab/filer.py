@@ -27,6 +27,9 @@ def ganesha_config(path: str, read_only: bool = False) -> str:
     """The whole ganesha.conf: one export of `path`, NFSv3 + v4, no root squash; graceless so a
     restart (tests switch the export read-only and back) serves at once."""
     access = "RO" if read_only else "RW"
+    if '"' in path or "\\" in path:
+        raise LabError(f"nfs.path {path!r}: the lab's filer cannot export a path with a quote or backslash")
+    # quoted: a site's path may hold a space or a ';' (ganesha's parser ends a bare word there)
     return f"""# Written by the rehearsal lab (appliance_cli/lab/filer.py): master1 plays the site's NFS filer.
 NFS_CORE_PARAM {{
     Protocols = 3, 4;
@@ -37,8 +40,8 @@ NFSV4 {{
 }}
 EXPORT {{
     Export_Id = 1;
-    Path = {path};
-    Pseudo = {path};
+    Path = "{path}";
+    Pseudo = "{path}";
     Protocols = 3, 4;
     Transports = TCP, UDP;
     Access_Type = {access};

@@ -40,7 +40,7 @@ RECAP = re.compile(r"^RECAP (\S+) ok=(\d+) changed=(\d+) failed=(\d+) unreachabl
 ORDER = (
     "test_faults.py", "test_kill_points.py", "test_unreachable_mid_run.py", "test_upgrade_apply_lab.py",
     "test_node_add_remove.py", "test_restore_lab.py", "test_node_remove_unreachable.py",
-    "test_apiserver_down.py", "test_run_locks.py", "test_upgrade_minor_lab.py", "test_preflight_failures.py",
+    "test_apiserver_down.py", "test_run_locks.py", "test_hostile_site_paths.py", "test_upgrade_minor_lab.py", "test_preflight_failures.py",
     "test_node_maintenance.py", "test_backup_lab.py",
     "test_scheduler_runai.py", "test_kubernetes.py", "test_researcher_access.py",
     "test_researcher_registry.py", "test_scheduler_open.py", "test_storage_nfs.py", "test_diagnose_lab.py",

@@ -19,8 +19,8 @@ def _export_block(conf: str) -> str:
 @pytest.mark.parametrize(("read_only", "access"), [(False, "RW"), (True, "RO")])
 def test_one_export_of_the_path_root_not_squashed(read_only: bool, access: str) -> None:
     export = _export_block(filer.ganesha_config("/srv/nfs/x", read_only))
-    assert "Path = /srv/nfs/x;" in export
-    assert "Pseudo = /srv/nfs/x;" in export
+    assert 'Path = "/srv/nfs/x";' in export
+    assert 'Pseudo = "/srv/nfs/x";' in export
     assert f"Access_Type = {access};" in export
     assert "Squash = No_Root_Squash;" in export
     assert "Protocols = 3, 4;" in export
@@ -32,7 +32,8 @@ def test_lab_site_exports_what_the_site_config_names(tmp_path) -> None:
 
     cfg = parse_site(sitegen.site_data(LabLayout("t1", tmp_path / "lab", tmp_path / "cache"), 2))
     assert cfg.nfs is not None and cfg.nfs.server == "10.77.0.11"  # master1: the filer runs there
-    assert f"Path = {cfg.nfs.path};" in filer.ganesha_config(cfg.nfs.path)
+    assert f'Path = "{cfg.nfs.path}";' in filer.ganesha_config(cfg.nfs.path)
+    assert 'Pseudo = "/srv/a b;c";' in filer.ganesha_config("/srv/a b;c")
 
 
 def test_setup_installs_from_the_lab_repo_and_leaves_no_apt_state_behind() -> None:
