@@ -5,10 +5,15 @@ unless named in `update` (a tag that moved since is news for a reviewer, not for
 re-pin). An entry locked by its index digest alone (a reviewed value) is completed with its
 amd64 manifest digest by reading that digest, not the tag. `check` resolves everything again
 and reports where upstream now differs from the lock, writing nothing.
+
+An apt entry's indexes are read only through a Release file signed by one of the archive keys its
+profile pins (`keyring:`): the keyring file must hash to the pinned sha256 and hold exactly the
+pinned fingerprints, and a production profile has no entry without one (profile.py).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,9 +29,12 @@ from appliance_cli.bundle.lockfile import (
     write_lock,
 )
 from appliance_cli.bundle.mirrors import NO_MIRRORS, MirrorMap
-from appliance_cli.bundle.pins import apt_identity
+from appliance_cli.bundle.pins import apt_identity, apt_keys
 from appliance_cli.bundle.profile import AptSpec, ChartSpec, FileSpec, ImageSpec, Profile, load_profile
 from appliance_cli.bundle.progress import ProgressEvent, ProgressFn, no_progress
+from appliance_cli.content import content_root
+from appliance_cli.debian.aptindex import TrustedKeys
+from appliance_cli.debian.openpgp import KeyringFormatError, primary_fingerprints
 from appliance_cli.errors import ApplianceError, BundleError, UsageError
 
 
@@ -38,6 +46,7 @@ class LockOptions:
     check: bool = False  # resolve everything again, report drift, write nothing
     cache: Path | None = None  # downloads land here as <cache>/files/<sha256> (build's cache)
     progress: ProgressFn = no_progress
+    repo_root: Path | None = None  # where a profile's keyring paths are resolved (default: content root)
 
 
 @dataclass
@@ -153,15 +162,17 @@ class _Locker:
         label = f"apt/{spec.name}"
         current = self.old.apt.get(spec.name)
         sources, arch, packages = apt_identity(spec)
-        matches = current is not None and (current.sources.strip(), current.arch, current.packages) == (
-            sources,
-            arch,
-            packages,
-        )
+        matches = current is not None and (
+            current.sources.strip(),
+            current.arch,
+            current.packages,
+            current.verified_with,
+        ) == (sources, arch, packages, apt_keys(spec))
         if not self._wanted(label, spec.name, current, matches):
             assert current is not None
             return current
-        fresh = _resolve_apt(spec, self.opts.mirrors, label)
+        keys = archive_keys(spec, self.opts.repo_root or content_root(), label, self.prof.production)
+        fresh = _resolve_apt(spec, self.opts.mirrors, label, keys)
         what = ""
         if current is not None and current.debs != fresh.debs:
             changed = sorted({d.name for d in fresh.debs} ^ {d.name for d in current.debs}) or sorted(
@@ -173,13 +184,57 @@ class _Locker:
         return current if self.opts.check and current is not None else fresh
 
 
-def _resolve_apt(spec: AptSpec, mirrors: MirrorMap, label: str) -> AptLock:
+KEYRING_HINT = (
+    "check where the keyring came from (bundles/keyrings/README.md) before pinning anything new: "
+    "the keyring and its fingerprints are what every locked .deb is trusted through"
+)
+
+
+def archive_keys(spec: AptSpec, repo_root: Path, label: str, production: bool) -> TrustedKeys | None:
+    """The keys `spec`'s Release files must be signed by: its keyring file, checked against the
+    sha256 and the fingerprints the profile pins. None only for a test profile naming no keyring."""
+    ring = spec.keyring
+    if ring is None:
+        if production:  # profile.py refuses this already; never lock a production closure unchecked
+            raise BundleError(f"{label}: a production profile's apt entry names no keyring")
+        return None
+    path = repo_root / ring.path
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BundleError(
+            f"{label}: keyring {ring.path}: cannot read it ({exc.strerror})", hint=KEYRING_HINT
+        ) from None
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != ring.sha256:
+        raise BundleError(
+            f"{label}: keyring {ring.path} has sha256 {actual}, the profile pins {ring.sha256}",
+            hint=KEYRING_HINT,
+        )
+    try:
+        found = primary_fingerprints(data)
+    except KeyringFormatError as exc:
+        raise BundleError(f"{label}: keyring {ring.path}: {exc}", hint=KEYRING_HINT) from None
+    pinned = set(ring.fingerprints)
+    extra, missing = sorted(set(found) - pinned), sorted(pinned - set(found))
+    if extra or missing:
+        what = [f"holds key {', '.join(extra)}, which the profile does not pin"] if extra else []
+        what += [f"lacks pinned key {', '.join(missing)}"] if missing else []
+        raise BundleError(f"{label}: keyring {ring.path} {' and '.join(what)}", hint=KEYRING_HINT)
+    return TrustedKeys(path, frozenset(pinned))
+
+
+def _resolve_apt(spec: AptSpec, mirrors: MirrorMap, label: str, keys: TrustedKeys | None) -> AptLock:
     from appliance_cli.bundle.fetch import fetch_bytes
     from appliance_cli.debian import aptresolve
 
     try:
         debs = aptresolve.resolve_closure(
-            spec.sources, list(spec.packages), spec.arch, lambda url: fetch_bytes(mirrors.url(url), label)
+            spec.sources,
+            list(spec.packages),
+            spec.arch,
+            lambda url: fetch_bytes(mirrors.url(url), label),
+            keyring=keys,
         )
     except BundleError:
         raise
@@ -190,6 +245,7 @@ def _resolve_apt(spec: AptSpec, mirrors: MirrorMap, label: str) -> AptLock:
         sources=sources + "\n",
         arch=arch,
         packages=packages,
+        verified_with=apt_keys(spec),
         resolved_at=resolve.now(),
         debs=[DebLock(**vars(d)) for d in debs],
     )

@@ -7,7 +7,8 @@ entry, the bytes that intent meant when it was locked, and how that was establis
   helm-index  the chart matched the digest in its helm repository's index.yaml (index_url)
   registry    the tag resolved with skopeo on the build host: the index (or manifest) digest,
               plus the linux/amd64 manifest digest
-  index       apt: exact versions, sizes and sha256 from the mirror's Packages index
+  index       apt: exact versions, sizes and sha256 from the mirror's Packages index, listed by a
+              Release file signed by one of the profile's pinned archive keys (verified_with)
   reviewed    copied from an independent published source after review (`source` names it:
               kubespray checksum tables, Kubernetes promoter manifests, ...; see PINS.md)
   tofu        trust on first use: nothing published to compare with; hashed as downloaded
@@ -82,6 +83,9 @@ class AptLock(_Strict):
     arch: str
     packages: list[str]  # what the profile asked for (sorted)
     method: Method = "index"
+    # the pinned primary-key fingerprints (sorted) every suite's Release was checked against: each
+    # carried a good signature by one of them. None: locked without checking (test profiles only)
+    verified_with: list[str] | None = None
     resolved_at: str | None = None
     debs: list[DebLock]
 

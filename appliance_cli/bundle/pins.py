@@ -31,6 +31,11 @@ def apt_identity(spec: AptSpec) -> tuple[str, str, list[str]]:
     return spec.sources.strip(), spec.arch, sorted(set(spec.packages))
 
 
+def apt_keys(spec: AptSpec) -> list[str] | None:
+    """The archive keys a lock entry of `spec` must have been verified with (AptLock.verified_with)."""
+    return sorted(spec.keyring.fingerprints) if spec.keyring else None
+
+
 def update_hint(prof: Profile, name: str) -> str:
     return f"run `appliance bundle lock --profile {prof.name} --update {name}` and review the lock diff"
 
@@ -122,6 +127,16 @@ def _pin_apt(prof: Profile, lock: Lock | None, spec: AptSpec, problems: list[str
                 f"apt/{spec.name}: its sources or package list changed since it was locked; "
                 f"{update_hint(prof, spec.name)}"
             )
+            return
+        keys = apt_keys(spec)
+        if entry.verified_with != keys:
+            if entry.verified_with is None:
+                how = "without checking its archive's signatures; the profile pins keys for it"
+            elif keys is None:
+                how = "with archive keys the profile no longer names"
+            else:
+                how = "with other archive keys than the profile pins"
+            problems.append(f"apt/{spec.name}: locked {how}; {update_hint(prof, spec.name)}")
             return
         pinned.apt[spec.name] = entry
     elif prof.production:

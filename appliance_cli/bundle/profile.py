@@ -7,11 +7,12 @@ package versions) is recorded by `appliance bundle lock` in the lock next to the
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from appliance_cli.content import profiles_dir
 from appliance_cli.errors import BundleError
@@ -107,6 +108,32 @@ class ImageSpec(_Spec):
         return self
 
 
+class KeyringSpec(_Spec):
+    """The archive keyring `bundle lock` checks each suite's InRelease (or Release + Release.gpg)
+    with: a binary OpenPGP keyring committed in this repository (bundles/keyrings/), its sha256, and
+    the primary-key fingerprint of every key in it. The file must hash to `sha256` and hold exactly
+    the keys `fingerprints` names, and each Release file must carry a good signature by one of them."""
+
+    # relative to the repository root (bundles/keyrings/...), or absolute: where the file lies does
+    # not make it trusted, its pinned sha256 and fingerprints do
+    path: str = Field(min_length=1)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    fingerprints: list[str] = Field(min_length=1)
+
+    @field_validator("fingerprints")
+    @classmethod
+    def _full_fingerprints(cls, value: list[str]) -> list[str]:
+        out = [f.replace(" ", "").upper() for f in value]
+        for given, fpr in zip(value, out, strict=True):
+            if not re.fullmatch(r"[0-9A-F]{40}", fpr):
+                raise ValueError(
+                    f"{given!r} is not a full key fingerprint (40 hex digits; key ids are not enough)"
+                )
+        if len(set(out)) != len(out):
+            raise ValueError("a fingerprint is listed twice")
+        return out
+
+
 class AptSpec(_Spec):
     name: str = Field(pattern=_NAME)
     distro: str
@@ -114,6 +141,9 @@ class AptSpec(_Spec):
     arch: str = "amd64"
     sources: str  # one-line-style apt sources for the target
     packages: list[str]
+    # the archive's signing keys; required in a production profile (an unsigned index would let
+    # whoever sits between the build host and the archive pin its own .debs, which the bundle signs)
+    keyring: KeyringSpec | None = None
 
 
 class WheelSpec(_Spec):
@@ -144,6 +174,12 @@ class Profile(_Spec):
             raise ValueError("at most one files entry may have role: controller-runtime")
         if any(c.role for c in self.charts):
             raise ValueError("role: controller-runtime belongs to a files entry, not a chart")
+        unchecked = [a.name for a in self.apt if a.keyring is None]
+        if self.production and unchecked:
+            raise ValueError(
+                f"apt/{unchecked[0]}: a production profile checks its archive's signatures: give its "
+                "keyring (path, sha256, fingerprints; bundles/README.md)"
+            )
         return self
 
     def entries(self) -> list[tuple[str, _Spec]]:
@@ -176,7 +212,7 @@ def load_profile(name_or_path: str | Path) -> Profile:
     except ValidationError as exc:
         e = exc.errors()[0]
         loc = _loc(data, e["loc"])
-        raise BundleError(f"profile {path}: {loc}: {e['msg']}") from None
+        raise BundleError(f"profile {path}: {loc + ': ' if loc else ''}{e['msg']}") from None
     prof.source_path = path
     seen: set[str] = set()
     for label, _ in prof.entries():

@@ -33,7 +33,14 @@ from typing import Any
 from debian.deb822 import Deb822, PkgRelation
 from debian.debian_support import version_compare
 
-from appliance_cli.debian.aptindex import AptResolveError, Candidate, Fetch, IndexFile, load_candidates
+from appliance_cli.debian.aptindex import (
+    AptResolveError,
+    Candidate,
+    Fetch,
+    IndexFile,
+    Keyring,
+    load_candidates,
+)
 from appliance_cli.digest import sha256_file
 
 ESSENTIAL_AND_REQUIRED = "essential+required"
@@ -331,7 +338,7 @@ def resolve_closure(
     assume_installed: AssumeInstalled = ESSENTIAL_AND_REQUIRED,
     *,
     extra_installed: Iterable[str] = (),
-    keyring: Path | None = None,
+    keyring: Keyring | None = None,
     indexes_out: list[IndexFile] | None = None,
 ) -> list[LockedDeb]:
     """Every package `packages` need on `arch` that the target does not have, sorted by name.
@@ -340,7 +347,7 @@ def resolve_closure(
     `assume_installed`: ESSENTIAL_AND_REQUIRED (the index's Essential/required packages), or the
     target's installed packages (name -> version, e.g. `installed_from_dpkg_status`, or bare
     names); `extra_installed` adds names to either. `keyring`: check each InRelease/Release with
-    gpgv against it. `indexes_out` receives the Packages files read (url, sha256, Release sha256).
+    gpgv against it (a `TrustedKeys`: only a signature by one of its pinned fingerprints counts). `indexes_out` receives the Packages files read (url, sha256, Release sha256).
     """
     indexes, candidates = load_candidates(sources, arch, fetch, keyring)
     if indexes_out is not None:

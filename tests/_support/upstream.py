@@ -1,7 +1,7 @@
 """A local "upstream" for `bundle lock` / `bundle build` tests: everything on 127.0.0.1.
 
 * files and their published checksums, helm repositories (index.yaml with digests) and apt
-  mirrors (Release + Packages) under one plain HTTP server, each upstream host in a directory
+  mirrors (InRelease signed with a key made here + Packages) under one plain HTTP server, each upstream host in a directory
   of its own: https://dl.k8s.io/P is served as http://127.0.0.1:PORT/dl.k8s.io/P;
 * the real docker-registry (Debian's 2.8, plain HTTP, writable) holding multi-arch image
   indexes pushed with skopeo: registry.k8s.io/pause is 127.0.0.1:RPORT/registry.k8s.io/pause.
@@ -16,6 +16,7 @@ import gzip
 import hashlib
 import http.server
 import json
+import os
 import shutil
 import subprocess
 import threading
@@ -99,6 +100,9 @@ class Upstream:
                 time.sleep(0.1)
 
     def stop(self) -> None:
+        if (self.root / "gnupg").is_dir():
+            env = {**os.environ, "GNUPGHOME": str(self.root / "gnupg")}
+            subprocess.run(["gpgconf", "--kill", "gpg-agent"], env=env, check=False, capture_output=True)
         if self._http:
             self._http.shutdown()
             self._http.server_close()
@@ -154,16 +158,42 @@ class Upstream:
         self.put(f"{repo.rstrip('/')}/index.yaml", yaml.safe_dump(index).encode())
         return url
 
+    def archive_key(self) -> tuple[Path, str]:
+        """The upstream archive's signing key (made on first use, in a GNUPGHOME of its own): its
+        public keyring, as a profile's apt `keyring:` names it, and its fingerprint."""
+        home = self.root / "gnupg"
+        ring = self.root / "archive-keyring.gpg"
+        env = {**os.environ, "GNUPGHOME": str(home)}
+        gpg = ["gpg", "--batch", "--quiet", "--pinentry-mode", "loopback", "--passphrase", ""]
+        if not ring.exists():
+            home.mkdir(mode=0o700)
+            uid = "Upstream Archive <archive@example.invalid>"
+            subprocess.run([*gpg, "--quick-gen-key", uid, "ed25519", "sign", "never"], env=env, check=True)
+            ring.write_bytes(
+                subprocess.run([*gpg, "--export"], env=env, check=True, capture_output=True).stdout
+            )
+        colons = subprocess.run(
+            [*gpg, "--with-colons", "--fingerprint"], env=env, check=True, capture_output=True
+        )
+        fpr = next(ln.split(":")[9] for ln in colons.stdout.decode().splitlines() if ln.startswith("fpr:"))
+        return ring, fpr
+
+    def archive_keyring_spec(self) -> dict:
+        """The apt entry's `keyring:` for this upstream's archives."""
+        ring, fpr = self.archive_key()
+        return {"path": str(ring), "sha256": sha256(ring.read_bytes()), "fingerprints": [fpr]}
+
     def publish_apt(self, archive: str, suite: str, packages: list[tuple[str, str, dict[str, str]]]) -> str:
         """An apt archive at upstream URL `archive` (e.g. http://archive.ubuntu.com/ubuntu) with one
-        suite, component main: (name, version, control fields) each built as a real .deb.
-        Returns the sources line."""
+        suite, component main: (name, version, control fields) each built as a real .deb; its
+        InRelease signed with `archive_key()`. Returns the sources line."""
         parts = urlsplit(archive)
         self.hosts.add(parts.netloc)
         root = self.files / parts.netloc / parts.path.strip("/")
         for name, version, fields in packages:
             build_deb(root / "pool" / suite, name, version, **fields)
-        index_suite(root, suite, None)
+        self.archive_key()
+        index_suite(root, suite, {**os.environ, "GNUPGHOME": str(self.root / "gnupg")})
         return f"deb {archive} {suite} main\n"
 
     def apt_pool_file(self, archive: str, suite: str, name: str) -> Path:

@@ -5,8 +5,9 @@
    resolve, download, then a corrupted .deb in the mirror is named by the download.
 2. Online: Debian bookworm's real index standing in for Ubuntu focal's (no Ubuntu mirror is
    reachable from the build machines): the production profile's apt package list is resolved
-   (no download), with the Ubuntu-only names mapped to their Debian equivalents. Skipped, saying
-   so, only when deb.debian.org cannot be reached.
+   (no download), with the Ubuntu-only names mapped to their Debian equivalents, each suite's
+   InRelease checked against the lab profile's pinned Debian 12 archive keys. Skipped, saying so,
+   only when deb.debian.org cannot be reached.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from appliance_cli.bundle.lock import archive_keys
+from appliance_cli.bundle.profile import load_profile
 from appliance_cli.debian.aptindex import AptResolveError, IndexFile, http_fetch, http_fetch_to
 from appliance_cli.debian.aptresolve import download_locked, resolve_closure
 from tests._support.aptmirror import TOOLS, build_deb, index_suite
@@ -129,7 +132,6 @@ deb http://deb.debian.org/debian-security bookworm-security main
 """
 # Ubuntu names with no package of that name in Debian -> the Debian package that fills the role.
 UBUNTU_TO_DEBIAN = {"linux-headers-generic": "linux-headers-amd64"}
-DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 
 
 def _debian_reachable() -> str | None:
@@ -149,7 +151,9 @@ def test_production_package_list_on_debian_bookworm() -> None:
     wanted = profile["apt"][0]["packages"]
     mapped = {n: UBUNTU_TO_DEBIAN[n] for n in wanted if n in UBUNTU_TO_DEBIAN}
     packages = [mapped.get(n, n) for n in wanted]
-    ring = DEBIAN_KEYRING if DEBIAN_KEYRING.is_file() and shutil.which("gpgv") else None
+    # the lab profile's pinned Debian 12 archive keys: its keyring file, checked against its pins
+    lab = load_profile("lab").apt[0]
+    ring = archive_keys(lab, REPO, f"apt/{lab.name}", production=True) if shutil.which("gpgv") else None
     seen: list[IndexFile] = []
     start = time.monotonic()
     debs = resolve_closure(DEBIAN, packages, "amd64", http_fetch, keyring=ring, indexes_out=seen)

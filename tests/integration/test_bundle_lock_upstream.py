@@ -25,8 +25,8 @@ from appliance_cli.errors import BundleError
 from tests._support.upstream import REGISTRY, Upstream, sha256
 
 pytestmark = pytest.mark.skipif(
-    not (Path(REGISTRY).exists() and shutil.which("skopeo")),
-    reason="needs docker-registry and skopeo: scripts/bootstrap.sh installs them",
+    not (Path(REGISTRY).exists() and shutil.which("skopeo") and shutil.which("gpg") and shutil.which("gpgv")),
+    reason="needs docker-registry, skopeo, gpg and gpgv: scripts/bootstrap.sh installs them",
 )
 
 KUBEADM = "https://dl.k8s.io/release/v1.23.17/bin/linux/amd64/kubeadm"
@@ -75,7 +75,7 @@ def _populate(up: Upstream, tmp_path: Path, lie: str = "") -> None:
     ])  # fmt: skip
 
 
-def _profile(tmp_path: Path) -> Path:
+def _profile(tmp_path: Path, up: Upstream) -> Path:
     prof = {
         "name": "prod-shaped",
         "production": True,
@@ -86,6 +86,7 @@ def _profile(tmp_path: Path) -> Path:
                 "codename": "focal",
                 "sources": f"deb {ARCHIVE} focal main\n",
                 "packages": ["containerd-test"],
+                "keyring": up.archive_keyring_spec(),
             }
         ],
         "files": [
@@ -142,7 +143,7 @@ def _build(up: Upstream, profile: Path, tmp_path: Path):
 
 def test_lock_then_build_gives_a_bundle_that_verifies(upstream, tmp_path):
     _populate(upstream, tmp_path)
-    profile = _profile(tmp_path)
+    profile = _profile(tmp_path, upstream)
     with pytest.raises(BundleError, match=r"prod-shaped: files/kubeadm: not in the lock \(and 6 more\)"):
         _build(upstream, profile, tmp_path)
 
@@ -168,6 +169,7 @@ def test_lock_then_build_gives_a_bundle_that_verifies(upstream, tmp_path):
         ("runc-test", "1.1"),
     ]
     assert all(len(d.sha256) == 64 and d.base == ARCHIVE for d in focal.debs)
+    assert focal.verified_with == [upstream.archive_key()[1]]  # read through its signed InRelease
 
     again = _lock(upstream, profile, tmp_path)  # nothing is re-resolved unless asked
     assert not again.written and not again.resolved and len(again.kept) == 7
@@ -185,7 +187,7 @@ def test_lock_then_build_gives_a_bundle_that_verifies(upstream, tmp_path):
 def test_lie_package_differs_from_the_index(upstream, tmp_path):
     """The mirror serves a .deb other than the one its index (and so the lock) lists."""
     _populate(upstream, tmp_path)
-    profile = _profile(tmp_path)
+    profile = _profile(tmp_path, upstream)
     _lock(upstream, profile, tmp_path)
     upstream.apt_pool_file(ARCHIVE, "focal", "runc-test").write_bytes(b"not the indexed package")
     with pytest.raises(
@@ -197,7 +199,7 @@ def test_lie_package_differs_from_the_index(upstream, tmp_path):
 
 def test_lie_file_differs_from_its_published_checksum(upstream, tmp_path):
     _populate(upstream, tmp_path, lie="file")
-    profile = _profile(tmp_path)
+    profile = _profile(tmp_path, upstream)
     with pytest.raises(
         BundleError,
         match=r"^files/kubeadm: the download of \S+ has sha256 [0-9a-f]{64}, upstream publishes 0{64}",
@@ -211,7 +213,7 @@ def test_lie_chart_differs_from_its_helm_index_digest(upstream, tmp_path):
     with pytest.raises(
         BundleError, match=r"^charts/gpu-operator: .* the helm repository's index publishes 1{64}"
     ):
-        _lock(upstream, _profile(tmp_path), tmp_path)
+        _lock(upstream, _profile(tmp_path, upstream), tmp_path)
 
 
 def test_lie_index_without_an_amd64_image(upstream, tmp_path):
@@ -220,14 +222,14 @@ def test_lie_index_without_an_amd64_image(upstream, tmp_path):
         BundleError,
         match=r"^images/flannel: the index sha256:\S+ has no linux/amd64 image \(it has linux/arm64\)",
     ):
-        _lock(upstream, _profile(tmp_path), tmp_path)
+        _lock(upstream, _profile(tmp_path, upstream), tmp_path)
 
 
 def test_lie_tag_moved_after_locking(upstream, tmp_path):
     """A moved tag changes nothing the build takes (it pulls the locked digest); `lock --check`
     reports it, naming the entry, and only `--update NAME` moves the lock."""
     _populate(upstream, tmp_path)
-    profile = _profile(tmp_path)
+    profile = _profile(tmp_path, upstream)
     _lock(upstream, profile, tmp_path)
     locked = load_lock(lock_path(profile), "prod-shaped").images["pause"].digest
     moved = upstream.push_image(PAUSE, salt="rebuilt")
@@ -247,7 +249,7 @@ def test_lie_tag_moved_after_locking(upstream, tmp_path):
 
 def test_cli_lock_check_exits_4_naming_the_moved_entry(upstream, tmp_path):
     _populate(upstream, tmp_path)
-    profile = _profile(tmp_path)
+    profile = _profile(tmp_path, upstream)
     mirrors = [a for m in upstream.mirrors() for a in ("--mirror", m)]
     cmd = [
         sys.executable,
@@ -278,7 +280,7 @@ def test_cli_lock_check_exits_4_naming_the_moved_entry(upstream, tmp_path):
 
 def test_a_profile_entry_changed_after_locking_is_refused_by_the_build(upstream, tmp_path):
     _populate(upstream, tmp_path)
-    profile = _profile(tmp_path)
+    profile = _profile(tmp_path, upstream)
     _lock(upstream, profile, tmp_path)
     data = yaml.safe_load(profile.read_text())
     data["images"][0]["reference"] = "registry.k8s.io/pause:3.7"
@@ -292,7 +294,7 @@ def test_a_profile_entry_changed_after_locking_is_refused_by_the_build(upstream,
 
 def test_the_published_hash_is_read_from_sha256sum_lines(upstream, tmp_path):
     _populate(upstream, tmp_path)
-    _lock(upstream, profile := _profile(tmp_path), tmp_path)
+    _lock(upstream, profile := _profile(tmp_path, upstream), tmp_path)
     containerd = load_lock(lock_path(profile), "prod-shaped").files["containerd"]
     assert containerd.sha256 == sha256(b"containerd tarball\n" * 500)
     assert containerd.checksum_url == f"{CONTAINERD}.sha256sum"
@@ -304,7 +306,7 @@ def test_a_reviewed_index_digest_is_completed_by_reading_that_digest_not_the_tag
     from appliance_cli.bundle.lockfile import ImageLock, write_lock
 
     _populate(upstream, tmp_path)
-    profile = _profile(tmp_path)
+    profile = _profile(tmp_path, upstream)
     _lock(upstream, profile, tmp_path)
     lock = load_lock(lock_path(profile), "prod-shaped")
     reviewed = lock.images["pause"].digest
@@ -323,7 +325,7 @@ def test_a_reviewed_index_digest_is_completed_by_reading_that_digest_not_the_tag
 
 def test_the_build_checks_the_amd64_manifest_against_the_lock(upstream, tmp_path):
     _populate(upstream, tmp_path)
-    profile = _profile(tmp_path)
+    profile = _profile(tmp_path, upstream)
     _lock(upstream, profile, tmp_path)
     text = lock_path(profile).read_text()
     lock = load_lock(lock_path(profile), "prod-shaped")
@@ -340,4 +342,4 @@ def test_update_of_an_unknown_entry_is_a_usage_error(upstream, tmp_path):
     from appliance_cli.errors import UsageError
 
     with pytest.raises(UsageError, match=r"--update kubeadmm: no entry of that name in profile prod-shaped"):
-        _lock(upstream, _profile(tmp_path), tmp_path, update=["kubeadmm"])
+        _lock(upstream, _profile(tmp_path, upstream), tmp_path, update=["kubeadmm"])

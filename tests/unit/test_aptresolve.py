@@ -352,7 +352,7 @@ def test_signed_inrelease_is_verified(signer) -> None:
     files[url] = files[url].replace(b"Origin: Test", b"Origin: Evil")
     with pytest.raises(
         AptResolveError,
-        match=r"^checking the signature of InRelease of .* focal with gpgv failed: .*BAD signature",
+        match=r"^InRelease of .* focal \(\S+/dists/focal/InRelease\): BAD signature by key ",
     ):
         resolve_closure(f"deb {BASE} focal main", ["bash"], "amd64", served(files), keyring=keyring)
 
@@ -362,7 +362,9 @@ def test_release_gpg_is_verified_and_unsigned_refused(signer, tmp_path: Path) ->
     files = archive({"focal": BASE_SYSTEM})
     rel = files.pop(f"{BASE}/dists/focal/InRelease")
     files[f"{BASE}/dists/focal/Release"] = rel
-    with pytest.raises(AptResolveError, match=r"is not signed \(no InRelease, no Release.gpg\)"):
+    with pytest.raises(
+        AptResolveError, match=r"/focal/Release\): not signed \(no InRelease, no Release.gpg\)"
+    ):
         resolve_closure(f"deb {BASE} focal main", ["bash"], "amd64", served(files), keyring=keyring)
     files[f"{BASE}/dists/focal/Release.gpg"] = sign(rel, detached=True)
     assert names(
@@ -370,7 +372,7 @@ def test_release_gpg_is_verified_and_unsigned_refused(signer, tmp_path: Path) ->
     ) == ["bash"]
     other = tmp_path / "other.gpg"
     other.write_bytes(b"")
-    with pytest.raises(AptResolveError, match=r"gpgv failed"):
+    with pytest.raises(AptResolveError, match=r"Release.gpg\): no good signature by a trusted key"):
         resolve_closure(f"deb {BASE} focal main", ["bash"], "amd64", served(files), keyring=other)
 
 

@@ -305,3 +305,30 @@ def test_the_toolkits_dependencies_are_what_its_wheel_pulls() -> None:
 
     deps = build.project_dependencies(content_root())
     assert "ansible-core>=2.18,<2.20" in deps and any(d.startswith("ansible-runner") for d in deps)
+
+
+# The archive keys each profile pins (bundles/keyrings/README.md says where each file came from).
+UBUNTU_ARCHIVE_KEYS = {
+    "790BC7277767219C42C86F933B4FE6ACC0B21F32",  # Ubuntu Archive Automatic Signing Key (2012)
+    "F6ECB3762474EDA9D21B7022871920D1991BC93C",  # Ubuntu Archive Automatic Signing Key (2018)
+}
+DEBIAN_12_ARCHIVE_KEYS = {
+    "B8B80B5B623EAB6AD8775C45B7C5D7D6350947F8",  # Debian Archive Automatic Signing Key (12/bookworm)
+    "05AB90340C0C5E797F44A8C8254CF3B5AEC0A8F0",  # Debian Security Archive Automatic Signing Key (12/bookworm)
+    "4D64FEC119C2029067D6E791F8D2585B8783D481",  # Debian Stable Release Key (12/bookworm)
+}
+
+
+@pytest.mark.parametrize(("name", "keys"), [(PROD, UBUNTU_ARCHIVE_KEYS), ("lab", DEBIAN_12_ARCHIVE_KEYS)])
+def test_each_apt_entry_pins_its_archive_keyring_and_the_file_matches(name, keys) -> None:
+    """`bundle lock` reads an index only through a Release signed by a pinned key: every apt entry
+    (the production one above all) names a committed keyring whose sha256 and keys match its pins."""
+    from appliance_cli.bundle.lock import archive_keys
+
+    prof = load_profile(name)
+    assert prof.apt
+    for apt in prof.apt:
+        assert apt.keyring is not None, f"apt/{apt.name} names no keyring"
+        assert apt.keyring.path.startswith("bundles/keyrings/") and set(apt.keyring.fingerprints) == keys
+        trusted = archive_keys(apt, content_root(), f"apt/{apt.name}", prof.production)
+        assert trusted is not None and trusted.fingerprints == keys
