@@ -366,9 +366,12 @@ class Oidc(_Model):
     issuer_url: Url | None = None
     client_id: Text | None = None
     username_claim: Text = "email"
-    username_prefix: Text = "-"
+    # Both prefixes are the one home of their defaults (the role takes the settings as given).
+    # A prefix keeps the identity provider's names apart from the cluster's own: without one, a
+    # group the provider calls system:masters is cluster-admin (issue 28).
+    username_prefix: Text = Field(default="oidc:", description="'-' for none")
     groups_claim: Text | None = None
-    groups_prefix: Text | None = None
+    groups_prefix: Text | None = Field(default="oidc:", description="required with groups_claim")
     ca_file: SitePath | None = Field(
         default=None, description="CA (PEM) of the issuer's certificate; default: site.tls.ca when given"
     )
@@ -826,6 +829,18 @@ def _project_problems(cfg: SiteConfig) -> list[str]:
             problems.append("scheduler.oidc: issuer_url and client_id are both required (except with runai)")
         if oidc.issuer_url and not oidc.issuer_url.startswith("https://"):
             problems.append(f"scheduler.oidc.issuer_url: '{oidc.issuer_url}' must be an https:// URL")
+        if oidc.groups_claim and not oidc.groups_prefix:
+            problems.append(
+                "scheduler.oidc.groups_prefix: required with groups_claim (e.g. 'oidc:'): without one, a "
+                "group the identity provider names system:masters is cluster-admin"
+            )
+        for field in ("username_prefix", "groups_prefix"):
+            value = getattr(oidc, field) or ""
+            if value.startswith("system:"):
+                problems.append(
+                    f"scheduler.oidc.{field}: {value!r} would make the identity provider's names the "
+                    "cluster's own system: ones (e.g. 'oidc:')"
+                )
     if sch.jumpbox is not None:
         if ip_address(sch.jumpbox.address) is None:
             problems.append(f"scheduler.jumpbox.address: {sch.jumpbox.address!r} is not an IP address")
@@ -892,7 +907,8 @@ def oidc_settings(cfg: SiteConfig) -> dict[str, str]:
         "username_claim": oidc.username_claim,
         "username_prefix": oidc.username_prefix,
         "groups_claim": oidc.groups_claim or "",
-        "groups_prefix": oidc.groups_prefix or "",
+        # the prefix means nothing without the claim: no flag then (the API server as before)
+        "groups_prefix": (oidc.groups_prefix or "") if oidc.groups_claim else "",
         "ca_file": str(cfg.resolve(ca_file)) if ca_file else "",
     }
     return out

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from appliance_cli.bundle.profile import carried_kubernetes_releases, load_profile
 from appliance_cli.cli.main import main
-from appliance_cli.core.siteconfig import parse_site
+from appliance_cli.core.siteconfig import SiteConfig, oidc_settings, parse_site
 from appliance_cli.errors import ConfigError
 from tests._support.paths import EXAMPLE
 
@@ -278,6 +278,39 @@ def test_cli_validate_refuses_a_hostile_path_with_exit_2_one_line_and_a_hint(tmp
         "holds a control character"
     ]
     assert "hint" in err and "Traceback" not in err
+
+
+# -- OIDC: prefixes by default, none refused with a groups claim ------------------------------------
+def _open_oidc(**extra: Any) -> dict[str, Any]:
+    oidc = {"issuer_url": "https://idp.example/realms/lab", "client_id": "k8s", **extra}
+    return site_with(lambda d, v: d["scheduler"].update(stack="open", oidc=v), oidc)
+
+
+def test_oidc_prefixes_default_to_oidc() -> None:
+    cfg: SiteConfig = parse_site(_open_oidc(groups_claim="groups"))
+    settings = oidc_settings(cfg)
+    assert (settings["username_prefix"], settings["groups_claim"], settings["groups_prefix"]) == (
+        "oidc:",
+        "groups",
+        "oidc:",
+    )
+    # on a runai site with no scheduler.oidc at all, the same defaults
+    assert oidc_settings(parse_site(copy.deepcopy(BASE)))["username_prefix"] == "oidc:"
+
+
+@pytest.mark.parametrize("prefix", [None, ""])
+def test_a_groups_claim_without_a_groups_prefix_is_refused(prefix: str | None) -> None:
+    problems = problems_of(_open_oidc(groups_claim="groups", groups_prefix=prefix))
+    assert [p for p in problems if "groups_prefix" in p] == [
+        "appliance.yml: scheduler.oidc.groups_prefix: required with groups_claim (e.g. 'oidc:'): "
+        "without one, a group the identity provider names system:masters is cluster-admin"
+    ]
+
+
+@pytest.mark.parametrize("field", ["username_prefix", "groups_prefix"])
+def test_a_prefix_into_the_system_names_is_refused(field: str) -> None:
+    problems = problems_of(_open_oidc(groups_claim="groups", **{field: "system:"}))
+    assert any(p.startswith(f"appliance.yml: scheduler.oidc.{field}: 'system:' would make") for p in problems)
 
 
 # -- properties ----------------------------------------------------------------------------------
