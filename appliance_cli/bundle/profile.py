@@ -8,6 +8,7 @@ package versions) is recorded by `appliance bundle lock` in the lock next to the
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
 from typing import Literal
 
@@ -18,6 +19,10 @@ from appliance_cli.content import profiles_dir
 from appliance_cli.errors import BundleError
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"
+# The files a Kubernetes release is made of: a profile carries release X when it has all three at X.
+KUBE_TOOLS = ("kubeadm", "kubelet", "kubectl")
+# vX.Y.Z, or a test stand-in's vX.Y.Z-standin (the release it stands in for)
+_KUBE_RELEASE = re.compile(r"(v\d+\.\d+\.\d+)(?:-standin)?")
 
 
 class _Spec(BaseModel):
@@ -182,6 +187,19 @@ class Profile(_Spec):
             )
         return self
 
+    def kubernetes_release(self) -> str | None:
+        """vX.Y.Z when the profile has kubeadm, kubelet and kubectl of that release (a tool is the
+        file installed under its name, else the entry of its name; `kubernetes:` names the release
+        a test tool of another version is bundled for), else None."""
+        found: dict[str, set[str]] = {t: set() for t in KUBE_TOOLS}
+        for f in self.files:
+            tool = Path(f.install_path).name if f.install_path else f.name
+            m = _KUBE_RELEASE.fullmatch(f.kubernetes or f.version or "")
+            if tool in found and m:
+                found[tool].add(m.group(1))
+        common = set.intersection(*found.values())
+        return common.pop() if len(common) == 1 else None
+
     def entries(self) -> list[tuple[str, _Spec]]:
         out: list[tuple[str, _Spec]] = []
         for section in ("apt", "files", "images", "charts", "wheels"):
@@ -220,6 +238,24 @@ def load_profile(name_or_path: str | Path) -> Profile:
             raise BundleError(f"profile {path}: duplicate entry {label}")
         seen.add(label)
     return prof
+
+
+@cache
+def carried_kubernetes_releases(directory: Path | None = None) -> tuple[str, ...]:
+    """Every Kubernetes release a profile in `directory` (default: bundles/profiles) carries,
+    oldest first: what a site's kubernetes.version is checked against. A profile that does not
+    load is left out here (`appliance bundle` commands name its problem)."""
+    found: set[str] = set()
+    for path in sorted((directory or profiles_dir()).glob("*.yml")):
+        if path.name.endswith(".lock.yml"):
+            continue
+        try:
+            release = load_profile(path).kubernetes_release()
+        except BundleError:
+            continue
+        if release:
+            found.add(release)
+    return tuple(sorted(found, key=lambda v: tuple(int(x) for x in v[1:].split("."))))
 
 
 def _loc(data: object, loc: tuple) -> str:

@@ -10,11 +10,21 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from appliance_cli.core import k8snames, siteyaml
 from appliance_cli.errors import ConfigError
@@ -26,6 +36,187 @@ KAI_MIN_KUBERNETES = (1, 28)  # NVIDIA KAI Scheduler is validated on Kubernetes 
 # Validators use fullmatch: `$` also matches before a trailing newline, which a remote command
 # would split on (tests/unit/test_whole_string_validators.py holds every validator to it).
 _RFC1123_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+
+
+# -- typed fields (issue 28): every value that reaches a node or a command has a type ----------
+# Values reach commands as argv (never through a shell), so a path holding a space or a `;` is
+# data, and is taken: udisks mounts a stick at /media/USER/LABEL, labels hold spaces. Hosts,
+# ports, versions and durations are strict. A refused value is shown escaped (repr).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def ip_address(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address, or None. An IPv6 scope (`fe80::1%eth0`) is refused: ipaddress takes any text
+    after the `%`, newlines and `;` included, and no site address needs one."""
+    if "%" in value:
+        return None
+    try:
+        return ipaddress.ip_address(value)
+    except ValueError:
+        return None
+
+
+def dns_name_problem(value: str) -> str | None:
+    """An RFC 1123 host name, case-insensitive: dot-separated labels of 1-63 letters, digits and
+    '-' (not first or last), 253 characters in all; the last label not all digits (that would be
+    a mistyped IPv4 address)."""
+    labels = value.lower().split(".")
+    if (
+        len(value) > 253
+        or not all(_RFC1123_LABEL.fullmatch(label) for label in labels)
+        or labels[-1].isdigit()
+    ):
+        return "is not an RFC 1123 host name (letters, digits, '-' and '.', e.g. master1 or nfs.example.com)"
+    return None
+
+
+def host_problem(value: str) -> str | None:
+    """An IP address or an RFC 1123 host name."""
+    if ip_address(value) is not None or dns_name_problem(value) is None:
+        return None
+    return "is not an IP address or an RFC 1123 host name"
+
+
+def host_port_problem(value: str) -> str | None:
+    """HOST:PORT: a host (IPv6 in brackets, [fd00::1]:5000) and a port 1-65535."""
+    m = re.fullmatch(r"(?:\[([0-9A-Fa-f:.]+)\]|([^:\[\]]+)):([1-9][0-9]{0,4})", value)
+    if m is None or int(m.group(3)) > 65535:
+        return "is not HOST:PORT with a port 1-65535 (e.g. master1:5000)"
+    if m.group(1) is not None:
+        return (
+            None if isinstance(ip_address(m.group(1)), ipaddress.IPv6Address) else "has no IPv6 address in []"
+        )
+    why = host_problem(m.group(2))
+    return f"has a host that {why}" if why else None
+
+
+def path_problem(value: str) -> str | None:
+    """A file path: no control characters (spaces and any other character are data)."""
+    if not value:
+        return "is empty"
+    if _CONTROL.search(value):
+        return "holds a control character"
+    return None
+
+
+def absolute_path_problem(value: str) -> str | None:
+    """An absolute path on a node, without control characters or `..` components (the tasks
+    create, copy into and export these directories: a path that climbs out of itself is a mistake)."""
+    if why := path_problem(value):
+        return why
+    if not value.startswith("/"):
+        return "is not an absolute path (it must start with /)"
+    if ".." in value.split("/"):
+        return "has a '..' component"
+    return None
+
+
+# vMAJOR.MINOR.PATCH, no leading zeros and no suffix (kubeadm --kubernetes-version, image tags)
+_KUBERNETES_VERSION = re.compile(r"v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
+# Semantic Versioning 2.0.0 (semver.org's pattern): the scheduler vendor's versions (Run:ai 2.9.0)
+_SEMVER = re.compile(
+    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?"
+)
+# Go durations as kubeadm reads them (24h0m0s, 1h, 30m), whole hours, minutes and seconds only
+_DURATION = re.compile(r"(?:([0-9]{1,5})h)?(?:([0-9]{1,5})m)?(?:([0-9]{1,5})s)?")
+# The join token kubeadm init makes lives at most its own default, 24h0m0s: a longer-lived (or,
+# with 0, never-expiring) token is a standing credential to join the cluster, and nothing needs
+# one (every join gets a fresh token, node_join_token_ttl). At least a minute: under that the
+# token may lapse before kubeadm has finished with it.
+TOKEN_TTL_MIN_S, TOKEN_TTL_MAX_S = 60, 24 * 3600
+# A POSIX user name (useradd's default NAME_REGEX, plus upper case): never starting with '-',
+# since it becomes ssh's USER@HOST argument
+_USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
+
+
+def kubernetes_version_problem(value: str) -> str | None:
+    if not _KUBERNETES_VERSION.fullmatch(value):
+        return "is not a Kubernetes release vMAJOR.MINOR.PATCH (e.g. v1.23.17)"
+    return None
+
+
+def semver_problem(value: str) -> str | None:
+    return None if _SEMVER.fullmatch(value) else "is not a version MAJOR.MINOR.PATCH (e.g. 2.9.0)"
+
+
+def duration_seconds(value: str) -> int | None:
+    if value == "0":  # Go's zero duration (a kubeadm token that never expires)
+        return 0
+    m = _DURATION.fullmatch(value)
+    if not value or m is None:
+        return None
+    h, mi, se = (int(g or 0) for g in m.groups())
+    return h * 3600 + mi * 60 + se
+
+
+def token_ttl_problem(value: str) -> str | None:
+    seconds = duration_seconds(value)
+    if seconds is None:
+        return "is not a duration of hours, minutes and seconds (e.g. 24h0m0s, 1h, 30m)"
+    if not TOKEN_TTL_MIN_S <= seconds <= TOKEN_TTL_MAX_S:
+        return "must be from 1m to 24h0m0s (kubeadm's default; 0 would never expire)"
+    return None
+
+
+def user_name_problem(value: str) -> str | None:
+    return None if _USER_NAME.fullmatch(value) else "is not a user name (letters, digits, '_', '.', '-')"
+
+
+def url_problem(value: str) -> str | None:
+    """An http(s) URL: a host (and port), then a path without spaces or control characters (it
+    becomes one word of an apt source line or a flag)."""
+    m = re.fullmatch(r"https?://([^/?#\s]+)([/?#][^\s\x00-\x1f\x7f]*)?", value)
+    if m is None:
+        return "is not an http(s):// URL without spaces"
+    where = m.group(1)
+    if host_problem(where) is None or host_port_problem(where) is None:
+        return None
+    return "does not name a host (HOST or HOST:PORT)"
+
+
+def text_problem(value: str) -> str | None:
+    """Free text that reaches a flag, a file name or another program: no control characters."""
+    return "holds a control character" if _CONTROL.search(value) else None
+
+
+def email_problem(value: str) -> str | None:
+    local, at, domain = value.rpartition("@")
+    if (
+        not at
+        or not re.fullmatch(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}", local)
+        or dns_name_problem(domain)
+    ):
+        return "is not an e-mail address (e.g. admin@runai.example.com)"
+    return None
+
+
+def _typed(problem: Callable[[str], str | None]) -> AfterValidator:
+    def check(value: str) -> str:
+        why = problem(value)
+        if why:
+            raise PydanticCustomError("site_value", "{problem}", {"problem": f"{value!r} {why}"})
+        return value
+
+    return AfterValidator(check)
+
+
+Host = Annotated[str, _typed(host_problem)]
+DnsName = Annotated[str, _typed(dns_name_problem)]
+HostPort = Annotated[str, _typed(host_port_problem)]
+IpAddress = Annotated[str, _typed(lambda v: None if ip_address(v) else "is not an IP address")]
+AbsolutePath = Annotated[str, _typed(absolute_path_problem)]
+SitePath = Annotated[str, _typed(path_problem)]  # on the controller, relative to the site directory
+KubernetesVersion = Annotated[str, _typed(kubernetes_version_problem)]
+SemVer = Annotated[str, _typed(semver_problem)]
+TokenTtl = Annotated[str, _typed(token_ttl_problem)]
+UserName = Annotated[str, _typed(user_name_problem)]
+Url = Annotated[str, _typed(url_problem)]
+Text = Annotated[str, _typed(text_problem)]
+# site.name is free text, but it names files (the support bundle's): no '/'
+SiteName = Annotated[str, _typed(lambda v: text_problem(v) or ("holds a '/'" if "/" in v else None))]
+Email = Annotated[str, _typed(email_problem)]
 
 
 class _Model(BaseModel):
@@ -89,13 +280,15 @@ class Tls(_Model):
     """The scheduler UI's certificate for `site.domain` (Run:ai's backend needs one signed by the
     organisation's CA). PEM files; paths relative to the site directory."""
 
-    certificate: str = Field(description="the certificate for site.domain (PEM; may carry intermediates)")
-    key: str = Field(description="its private key (PEM, unencrypted)")
-    ca: str = Field(description="the organisation's CA certificate(s) it must chain to (PEM)")
+    certificate: SitePath = Field(
+        description="the certificate for site.domain (PEM; may carry intermediates)"
+    )
+    key: SitePath = Field(description="its private key (PEM, unencrypted)")
+    ca: SitePath = Field(description="the organisation's CA certificate(s) it must chain to (PEM)")
 
 
 class SiteInfo(_Model):
-    name: str
+    name: SiteName
     domain: str | None = Field(
         default=None, description="DNS domain of the scheduler UI, e.g. runai.example.com"
     )
@@ -103,50 +296,52 @@ class SiteInfo(_Model):
 
 
 class Kubernetes(_Model):
-    version: str = "v1.23.17"
+    version: KubernetesVersion = Field(
+        default="v1.23.17", description="a release the bundle profiles carry (bundles/profiles)"
+    )
     pod_cidr: str = "10.244.0.0/16"
     service_cidr: str = "10.96.0.0/12"
-    dns_domain: str = "cluster.local"
+    dns_domain: DnsName = "cluster.local"
     container_runtime: Literal["containerd", "docker"] = "containerd"
-    token_ttl: str = "24h0m0s"
+    token_ttl: TokenTtl = Field(default="24h0m0s", description="kubeadm init's join token: 1m to 24h0m0s")
 
 
 class Network(_Model):
     node_cidr: str
-    dns_servers: list[str] = []
-    ntp_servers: list[str] = []
+    dns_servers: list[IpAddress] = []
+    ntp_servers: list[Host] = []
 
 
 class Registry(_Model):
-    address: str = Field(description="HOST:PORT of the private registry, served from the master")
+    address: HostPort = Field(description="HOST:PORT of the private registry, served from the master")
 
 
 DEFAULT_BUNDLE_SOURCE = "/media/appliance-usb/bundle"
 
 
 class Bundle(_Model):
-    path: str = Field(description="where the offline bundle lives on the master")
-    source: str = Field(
+    path: AbsolutePath = Field(description="where the offline bundle lives on the master")
+    source: AbsolutePath = Field(
         default=DEFAULT_BUNDLE_SOURCE,
         description="the bundle as the controller sees it (the mounted USB stick); verified before install",
     )
-    master_source: str | None = Field(
+    master_source: AbsolutePath | None = Field(
         default=None,
         description="the stick as the master sees it, when the controller is not the master (default: source)",
     )
-    public_key: str | None = Field(
+    public_key: SitePath | None = Field(
         default=None,
         description="Ed25519 public key (PEM) the bundle must be signed with; relative to the site",
     )
-    apt_repo_url: str | None = Field(
+    apt_repo_url: Url | None = Field(
         default=None, description="override of the apt repository URL the nodes use (lab only)"
     )
     require_signature: bool = True
 
 
 class Nfs(_Model):
-    server: str
-    path: str
+    server: Host
+    path: AbsolutePath
 
 
 class Department(_Model):
@@ -168,13 +363,16 @@ class Oidc(_Model):
     """Researcher authentication: the kube-apiserver's --oidc-* flags. With Run:ai they default to
     its built-in identity provider at https://<site.domain>/auth/realms/runai."""
 
-    issuer_url: str | None = None
-    client_id: str | None = None
-    username_claim: str = "email"
-    username_prefix: str = "-"
-    groups_claim: str | None = None
-    groups_prefix: str | None = None
-    ca_file: str | None = Field(
+    issuer_url: Url | None = None
+    client_id: Text | None = None
+    username_claim: Text = "email"
+    # Both prefixes are the one home of their defaults (the role takes the settings as given).
+    # A prefix keeps the identity provider's names apart from the cluster's own: without one, a
+    # group the provider calls system:masters is cluster-admin (issue 28).
+    username_prefix: Text = Field(default="oidc:", description="'-' for none")
+    groups_claim: Text | None = None
+    groups_prefix: Text | None = Field(default="oidc:", description="required with groups_claim")
+    ca_file: SitePath | None = Field(
         default=None, description="CA (PEM) of the issuer's certificate; default: site.tls.ca when given"
     )
 
@@ -184,13 +382,13 @@ class Jumpbox(_Model):
 
     name: str = "jumpbox"
     address: str
-    user: str | None = Field(default=None, description="ssh user (default: ssh.user)")
+    user: UserName | None = Field(default=None, description="ssh user (default: ssh.user)")
 
 
 class Scheduler(_Model):
     stack: Literal["runai", "open", "kai", "none"] = "none"
-    version: str | None = None
-    admin_email: str | None = Field(
+    version: SemVer | None = Field(default=None, description="the vendor's version, e.g. Run:ai 2.9.0")
+    admin_email: Email | None = Field(
         default=None,
         description="the Run:ai admin account (default admin@<site.domain>); its password is generated",
     )
@@ -206,14 +404,16 @@ class Scheduler(_Model):
 
 class RegistryUser(_Model):
     name: str
-    password_file: str = Field(description="file holding the user's password (relative to the site; 0600)")
+    password_file: SitePath = Field(
+        description="file holding the user's password (relative to the site; 0600)"
+    )
 
 
 class ResearcherRegistry(_Model):
     """A second registry on the master that researchers (and MLflow) push to; the system registry
     stays pull-only. Its push credentials are never given to the nodes (SEED-COVERAGE K3)."""
 
-    address: str = Field(description="HOST:PORT on the master, another port than registry.address")
+    address: HostPort = Field(description="HOST:PORT on the master, another port than registry.address")
     users: list[RegistryUser] = Field(min_length=1)
 
 
@@ -239,10 +439,10 @@ class Gpu(_Model):
 
 
 class Ssh(_Model):
-    user: str = "root"
-    private_key: str | None = None
-    known_hosts: str = "known_hosts"
-    proxy_command: str | None = Field(default=None, description="e.g. to reach nodes through a jump host")
+    user: UserName = "root"
+    private_key: SitePath | None = None
+    known_hosts: SitePath = "known_hosts"
+    proxy_command: Text | None = Field(default=None, description="e.g. to reach nodes through a jump host")
     port: int = Field(default=22, ge=1, le=65535)
     mitogen: bool = Field(
         default=True,
@@ -491,11 +691,9 @@ def _identity_problems(entries: list[Node], node_net: Net | None) -> list[str]:
                 f"{where}.name: duplicate hostname '{node.name}' (also nodes[{seen_names[node.name]}])"
             )
         seen_names.setdefault(node.name, i)
-        try:
-            addr = ipaddress.ip_address(node.address)
-        except ValueError:
-            problems.append(f"{where}.address: '{node.address}' is not an IP address")
-            addr = None
+        addr = ip_address(node.address)
+        if addr is None:
+            problems.append(f"{where}.address: {node.address!r} is not an IP address")
         if node.address in seen_addrs:
             problems.append(
                 f"{where}.address: duplicate address {node.address} (also nodes[{seen_addrs[node.address]}])"
@@ -532,6 +730,40 @@ def _role_problems(cfg: SiteConfig, entries: list[Node]) -> list[str]:
     return problems
 
 
+def _release(version: str) -> tuple[int, ...]:
+    """v1.23.17 -> (1, 23, 17): a KubernetesVersion, or a release a profile carries."""
+    return tuple(int(x) for x in version[1:].split("."))
+
+
+def _kubernetes_version_problems(cfg: SiteConfig) -> list[str]:
+    """kubernetes.version against the releases the bundle profiles carry (bundles/profiles, the
+    one list; `bundle.profile.carried_kubernetes_releases`). A release they carry is taken. So is
+    an older patch of a minor they carry, and a later minor: a bundle built from another profile
+    (the one `upgrade apply` moved the site to, which writes its release here; the upgrade
+    rehearsal's older patch). Install and upgrade check that the bundle in hand carries it
+    (bundlegate). Refused: a later patch than any profile's of its minor (v1.23.99: no such bundle
+    exists) and a minor older than every profile's (nothing here installs it)."""
+    from appliance_cli.bundle.profile import carried_kubernetes_releases
+
+    carried = carried_kubernetes_releases()
+    version = cfg.kubernetes.version
+    if not carried or version in carried:
+        return []
+    have = ", ".join(carried)
+    major, minor, patch = _release(version)
+    same_minor = [r for r in map(_release, carried) if r[:2] == (major, minor)]
+    if same_minor and patch > max(r[2] for r in same_minor):
+        return [
+            f"kubernetes.version: {version!r} is later than the {major}.{minor} release the bundle "
+            f"profiles carry ({have}): give the release of the site's bundle"
+        ]
+    if (major, minor) < min(r[:2] for r in map(_release, carried)):
+        return [
+            f"kubernetes.version: {version!r} is older than every release the bundle profiles carry ({have})"
+        ]
+    return []
+
+
 def _scheduler_problems(cfg: SiteConfig) -> list[str]:
     problems: list[str] = []
     if cfg.scheduler.stack == "runai":
@@ -551,10 +783,9 @@ def _scheduler_problems(cfg: SiteConfig) -> list[str]:
                 "(a free IP on the node network that site.domain resolves to)"
             )
     if cfg.scheduler.external_ip:
-        try:
-            ip = ipaddress.ip_address(cfg.scheduler.external_ip)
-        except ValueError:
-            problems.append(f"scheduler.external_ip: '{cfg.scheduler.external_ip}' is not an IP address")
+        ip = ip_address(cfg.scheduler.external_ip)
+        if ip is None:
+            problems.append(f"scheduler.external_ip: {cfg.scheduler.external_ip!r} is not an IP address")
         else:
             taken = {n.address: n.name for n in cfg.nodes}
             if cfg.scheduler.external_ip in taken:
@@ -571,8 +802,6 @@ def _scheduler_problems(cfg: SiteConfig) -> list[str]:
                 f"scheduler.stack: 'kai' needs Kubernetes >= 1.28 (this site runs {cfg.kubernetes.version}): "
                 "use 'runai' or 'open' (HAMi + Volcano) on 1.23, and kai after upgrading"
             )
-    if ":" not in cfg.registry.address:
-        problems.append(f"registry.address: '{cfg.registry.address}' must be HOST:PORT (e.g. master1:5000)")
     return problems
 
 
@@ -641,11 +870,21 @@ def _project_problems(cfg: SiteConfig) -> list[str]:
             problems.append("scheduler.oidc: issuer_url and client_id are both required (except with runai)")
         if oidc.issuer_url and not oidc.issuer_url.startswith("https://"):
             problems.append(f"scheduler.oidc.issuer_url: '{oidc.issuer_url}' must be an https:// URL")
+        if oidc.groups_claim and not oidc.groups_prefix:
+            problems.append(
+                "scheduler.oidc.groups_prefix: required with groups_claim (e.g. 'oidc:'): without one, a "
+                "group the identity provider names system:masters is cluster-admin"
+            )
+        for field in ("username_prefix", "groups_prefix"):
+            value = getattr(oidc, field) or ""
+            if value.startswith("system:"):
+                problems.append(
+                    f"scheduler.oidc.{field}: {value!r} would make the identity provider's names the "
+                    "cluster's own system: ones (e.g. 'oidc:')"
+                )
     if sch.jumpbox is not None:
-        try:
-            ipaddress.ip_address(sch.jumpbox.address)
-        except ValueError:
-            problems.append(f"scheduler.jumpbox.address: '{sch.jumpbox.address}' is not an IP address")
+        if ip_address(sch.jumpbox.address) is None:
+            problems.append(f"scheduler.jumpbox.address: {sch.jumpbox.address!r} is not an IP address")
         if not _RFC1123_LABEL.fullmatch(sch.jumpbox.name) or sch.jumpbox.name in {n.name for n in cfg.nodes}:
             problems.append(
                 f"scheduler.jumpbox.name: {sch.jumpbox.name!r} must be a hostname that names no node"
@@ -658,10 +897,9 @@ def _researcher_registry_problems(cfg: SiteConfig) -> list[str]:
     if rr is None:
         return []
     problems = []
-    host, _, port = rr.address.rpartition(":")
-    if not host or not port.isdigit():
-        problems.append(f"researcher_registry.address: '{rr.address}' must be HOST:PORT (e.g. master1:5001)")
-    elif cfg.masters and host not in (cfg.master.name, cfg.master.address):
+    host, _, port = rr.address.rpartition(":")  # a HostPort: [IPv6]:PORT or HOST:PORT
+    host = host.removeprefix("[").removesuffix("]")
+    if cfg.masters and host not in (cfg.master.name, cfg.master.address):
         problems.append(
             f"researcher_registry.address: '{host}' is not the master ({cfg.master.name} / {cfg.master.address})"
         )
@@ -710,7 +948,8 @@ def oidc_settings(cfg: SiteConfig) -> dict[str, str]:
         "username_claim": oidc.username_claim,
         "username_prefix": oidc.username_prefix,
         "groups_claim": oidc.groups_claim or "",
-        "groups_prefix": oidc.groups_prefix or "",
+        # the prefix means nothing without the claim: no flag then (the API server as before)
+        "groups_prefix": (oidc.groups_prefix or "") if oidc.groups_claim else "",
         "ca_file": str(cfg.resolve(ca_file)) if ca_file else "",
     }
     return out
@@ -798,6 +1037,7 @@ def _cross_checks(cfg: SiteConfig, entries: list[Node]) -> list[str]:
     return [
         *_role_var_problems(cfg),
         *network,
+        *_kubernetes_version_problems(cfg),
         *_master_problems(entries),
         *_identity_problems(entries, node_net),
         *_role_problems(cfg, entries),

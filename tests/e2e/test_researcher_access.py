@@ -36,9 +36,10 @@ FLAGS = {
     "oidc-ca-file": "/etc/kubernetes/pki/oidc-ca.crt",
     "oidc-client-id": "lab-k8s",
     "oidc-groups-claim": "groups",
+    "oidc-groups-prefix": "oidc:",  # scheduler.oidc's defaults: a group system:masters is no admin
     "oidc-issuer-url": ISSUER,
     "oidc-username-claim": "email",
-    "oidc-username-prefix": "-",
+    "oidc-username-prefix": "oidc:",
 }
 
 

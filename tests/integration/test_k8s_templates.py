@@ -193,9 +193,9 @@ def oidc(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
                 "issuer_url": "https://runai.lab.internal/auth/realms/runai",
                 "client_id": "runai",
                 "username_claim": "",
-                "username_prefix": "-",
+                "username_prefix": "oidc:",
                 "groups_claim": "groups",
-                "groups_prefix": "",
+                "groups_prefix": "oidc:",
                 "ca_file": "/site/org-ca.pem",
             },
         },
@@ -494,8 +494,9 @@ def test_kubeadm_config_oidc(oidc: dict[str, str]) -> None:
     assert k["ClusterConfiguration"]["apiServer"]["extraArgs"] == {
         "oidc-issuer-url": "https://runai.lab.internal/auth/realms/runai",
         "oidc-client-id": "runai",
-        "oidc-username-prefix": "-",
+        "oidc-username-prefix": "oidc:",
         "oidc-groups-claim": "groups",
+        "oidc-groups-prefix": "oidc:",
         "oidc-ca-file": "/etc/kubernetes/pki/oidc-ca.crt",  # the copy on the master
     }
     # any master keeps kubeadm's default taint

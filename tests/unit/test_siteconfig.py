@@ -346,5 +346,6 @@ def test_oidc_defaults_to_runai_identity_provider(example):
 
     runai = oidc_settings(parse_site(example))
     assert runai["issuer_url"] == f"https://{example['site']['domain']}/auth/realms/runai"
-    assert (runai["client_id"], runai["username_claim"], runai["username_prefix"]) == ("runai", "email", "-")
+    assert (runai["client_id"], runai["username_claim"]) == ("runai", "email")
+    assert (runai["username_prefix"], runai["groups_prefix"]) == ("oidc:", "")  # no groups claim: no flag
     assert oidc_settings(parse_site(_mutate(example, lambda d: d["scheduler"].update(stack="open")))) == {}
