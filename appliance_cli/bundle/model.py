@@ -34,7 +34,7 @@ Kind = Literal["apt-repo", "file", "oci-image", "helm-chart", "wheel"]
 CONTROLLER_RUNTIME = "controller-runtime"  # role of the Python the toolkit runs on (a `file`)
 Role = Literal["controller-runtime"]
 
-_DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
 
 
@@ -47,7 +47,7 @@ def hex_of(digest: str) -> str:
 
 
 def check_digest(value: str) -> str:
-    if not _DIGEST_RE.fullmatch(value):
+    if not DIGEST_RE.fullmatch(value):
         raise ValueError(f"not a sha256 digest: {value!r}")
     return value
 
