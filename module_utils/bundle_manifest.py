@@ -4,11 +4,13 @@ caller passes its own error class, so its failures keep their one-line, user-fac
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
-from typing import Any
+import stat
+from typing import Any, BinaryIO
 
 MANIFEST = "manifest.json"
 SCHEMA = "appliance-bundle"
@@ -25,13 +27,18 @@ def hex_of(digest: str, error: type[Exception], what: str = "manifest lists an i
 
 
 def read_manifest(
-    bundle: str, error: type[Exception], missing: str, require_schema: bool = False
+    bundle: str,
+    error: type[Exception],
+    missing: str,
+    require_schema: bool = False,
+    refuse_links: type[Exception] | None = None,
 ) -> tuple[dict[str, Any], bytes]:
     """(the manifest, its exact bytes) of the bundle directory `bundle`. `missing` is the message
-    when there is none ({path} and {bundle} are filled in)."""
+    when there is none ({path} and {bundle} are filled in). With `refuse_links`, a manifest.json
+    that is a symlink or not a regular file raises that error (a bundle holds neither)."""
     path = os.path.join(bundle, MANIFEST)
     try:
-        with open(path, "rb") as f:
+        with open_regular(path, refuse_links) if refuse_links else open(path, "rb") as f:
             raw = f.read()
     except FileNotFoundError:
         raise error(missing.format(path=path, bundle=bundle)) from None
@@ -42,6 +49,25 @@ def read_manifest(
     if require_schema and (not isinstance(data, dict) or data.get("schema") != SCHEMA):
         raise error(f"{path} is not an appliance bundle manifest")
     return data, raw
+
+
+def open_regular(path: str, error: type[Exception]) -> BinaryIO:
+    """`path` opened for reading if it is a regular file, not through a symlink (O_NOFOLLOW; a
+    FIFO or device is refused without blocking on it); FileNotFoundError when absent."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise error(f"{path} is a symlink, refused (a bundle holds none)") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise error(f"{path} is not a regular file, refused")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def free_bytes(path: str) -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from pathlib import Path, PurePosixPath
 from typing import Final, Literal
@@ -15,6 +14,7 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from appliance_cli.errors import BundleError
+from appliance_cli.fsutil import atomic_write as replace_file
 
 SCHEMA: Final = "appliance-bundle"
 SCHEMA_VERSION: Final = 1
@@ -34,7 +34,7 @@ Kind = Literal["apt-repo", "file", "oci-image", "helm-chart", "wheel"]
 CONTROLLER_RUNTIME = "controller-runtime"  # role of the Python the toolkit runs on (a `file`)
 Role = Literal["controller-runtime"]
 
-_DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
 
 
@@ -47,7 +47,7 @@ def hex_of(digest: str) -> str:
 
 
 def check_digest(value: str) -> str:
-    if not _DIGEST_RE.fullmatch(value):
+    if not DIGEST_RE.fullmatch(value):
         raise ValueError(f"not a sha256 digest: {value!r}")
     return value
 
@@ -256,16 +256,10 @@ def load_manifest(root: Path) -> tuple[Manifest, bytes]:
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Write next to the target, fsync, rename: readers see the old or the new file, never half."""
-    tmp = path.with_name(f".{path.name}.tmp")
+    """fsutil.atomic_write (readers see the old or the new file, never half); OSError as BundleError."""
     try:
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        replace_file(path, data, mode)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise_os_error(exc, path)
 
 

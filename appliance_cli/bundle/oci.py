@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 
 from appliance_cli.bundle.model import (
+    DIGEST_RE,
     OCI_INDEX,
     OCI_LAYOUT,
     OCI_LAYOUT_BYTES,
@@ -50,8 +51,12 @@ def tag_of(reference: str) -> str | None:
     return name.rsplit(":", 1)[-1] if ":" in name.rsplit("/", 1)[-1] else None
 
 
-def blob_path(digest: str) -> str:
-    """Path of a blob inside a per-image OCI layout (what <kind>/<name>/<path> materialises)."""
+def blob_path(digest: object) -> str:
+    """Path of a blob inside a per-image OCI layout (what <kind>/<name>/<path> materialises).
+    The digest comes from an image's own index or manifest: 'sha256:../../x' would name a file
+    outside the layout, so anything but sha256:<64 hex> is refused."""
+    if not isinstance(digest, str) or not DIGEST_RE.fullmatch(digest):
+        raise BundleError(f"not a sha256 digest: {digest!r}")
     return "blobs/sha256/" + digest.split(":", 1)[1]
 
 

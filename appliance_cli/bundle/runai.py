@@ -113,7 +113,7 @@ def _collect(store: BlobStore, work: Path, version: str, label: str) -> list[Art
     # OCI layout directories shipped unpacked
     for layout_file in sorted(work.rglob(OCI_LAYOUT)):
         layout = layout_file.parent
-        arts += _layout_images(store, layout)
+        arts += _layout_images(store, layout, f"{label}: {layout.relative_to(work)}")
         consumed |= {p for p in layout.rglob("*")} | {layout}
     for p in sorted(work.rglob("*")):
         if p in consumed or not p.is_file():
@@ -163,15 +163,20 @@ def _exec_mode(p: Path) -> str | None:
     return "0755" if p.stat().st_mode & 0o111 else None
 
 
-def _layout_images(store: BlobStore, layout: Path) -> list[Artifact]:
+def _layout_images(store: BlobStore, layout: Path, label: str) -> list[Artifact]:
     arts = []
-    for desc in oci.layout_entries(layout):
-        ann = desc.get("annotations") or {}
-        ref = ann.get("io.containerd.image.name") or ann.get("org.opencontainers.image.ref.name")
-        if not ref:
-            ref = f"unnamed@{desc['digest']}"
-        manifest_b, mt = oci.resolve_desc(layout, desc)
-        arts.append(oci.ingest_manifest(store, layout, manifest_b, mt, _safe_name(ref), ref))
+    try:
+        for desc in oci.layout_entries(layout):
+            ann = desc.get("annotations") or {}
+            ref = ann.get("io.containerd.image.name") or ann.get("org.opencontainers.image.ref.name")
+            if not ref:
+                ref = f"unnamed@{desc['digest']}"
+            manifest_b, mt = oci.resolve_desc(layout, desc)
+            arts.append(oci.ingest_manifest(store, layout, manifest_b, mt, _safe_name(ref), ref))
+    except BundleError as exc:  # e.g. a digest that is no digest, naming a path outside the layout
+        raise BundleError(f"{label}: {exc.message}", exc.hint) from None
+    except OSError as exc:  # a blob that is a directory
+        raise BundleError(f"{label}: {exc.filename}: {exc.strerror}") from None
     return arts
 
 
@@ -188,7 +193,7 @@ def _image_tar(store: BlobStore, path: Path, label: str) -> list[Artifact]:
     _extract(path, sub, f"{label}: {path.name}")
     try:
         if (sub / OCI_LAYOUT).is_file() and (sub / OCI_INDEX).is_file():
-            return _layout_images(store, sub)
+            return _layout_images(store, sub, f"{label}: {path.name}")
         return _docker_save(store, sub, f"{label}: {path.name}")
     finally:
         shutil.rmtree(sub, ignore_errors=True)
@@ -200,15 +205,19 @@ def _docker_save(store: BlobStore, sub: Path, label: str) -> list[Artifact]:
         entries = json.loads((sub / MANIFEST).read_bytes())
     except (OSError, ValueError):
         raise BundleError(f"{label}: unreadable docker-save manifest.json") from None
+    if not isinstance(entries, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("Layers"), list) for e in entries
+    ):
+        raise BundleError(f"{label}: docker-save manifest.json is not a list of {{Config, Layers}}")
     arts = []
     for e in entries:
-        cfg_path = sub / e["Config"]
-        config_b = cfg_path.read_bytes()
+        config_b = _inside(sub, e.get("Config"), label).read_bytes()
         files = [store.add_bytes(oci.blob_path(sha256_digest(config_b)), config_b)]
         layers = []
         for rel in e["Layers"]:
-            digest = oci.digest_of_file(sub / rel)
-            f = store.add_file(oci.blob_path(digest), sub / rel, expect_digest=digest)
+            src = _inside(sub, rel, label)
+            digest = oci.digest_of_file(src)
+            f = store.add_file(oci.blob_path(digest), src, expect_digest=digest)
             files.append(f)
             layers.append({"mediaType": MT_LAYER_TAR, "digest": f.digest, "size": f.size})
         manifest = {
@@ -222,6 +231,24 @@ def _docker_save(store: BlobStore, sub: Path, label: str) -> list[Artifact]:
         for ref in e.get("RepoTags") or [f"unnamed@{sha256_digest(manifest_b)}"]:
             arts.append(oci.image_artifact(_safe_name(ref), ref, manifest_b, oci.MT_MANIFEST, list(files)))
     return arts
+
+
+def _inside(sub: Path, rel: object, label: str) -> Path:
+    """A path named by the image's manifest.json, as a regular file of this image's extraction:
+    an absolute path, '..' or a symlink on the way would copy a file of the build host (or of
+    the vendor tar outside this image) into the bundle."""
+    if not isinstance(rel, str) or not rel:
+        raise BundleError(f"{label}: manifest.json names {rel!r}: not a path inside the image")
+    pure = PurePosixPath(rel)
+    if pure.is_absolute() or ".." in pure.parts:
+        raise BundleError(f"{label}: manifest.json names {rel!r}: outside the image")
+    base = sub.resolve()
+    path = base.joinpath(*pure.parts)
+    if path.resolve() != path:  # a symlink somewhere on the way
+        raise BundleError(f"{label}: manifest.json names {rel!r}: a symlink, outside the image")
+    if not path.is_file():
+        raise BundleError(f"{label}: manifest.json names {rel!r}: not a regular file in the image")
+    return path
 
 
 def _chart(store: BlobStore, path: Path) -> Artifact | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from rich.table import Table
@@ -12,7 +11,8 @@ from appliance_cli.cli import ui
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
 from appliance_cli.core import cluster
 from appliance_cli.core.siteconfig import load_site
-from appliance_cli.errors import Degraded
+from appliance_cli.errors import Degraded, UsageError
+from appliance_cli.fsutil import atomic_write
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,13 +40,14 @@ def cmd_kubeconfig(args: argparse.Namespace) -> int:
 
 
 def write_private(out: Path, text: str) -> None:
-    """Write `text` to `out` with mode 0600 from the start (a temporary file renamed into place)."""
-    tmp = out.with_name(out.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.chmod(tmp, 0o600)  # an existing .tmp keeps its mode through O_CREAT
-    tmp.replace(out)
+    """Write `text` to `out` with mode 0600 from the start (a fresh temporary file renamed into place)."""
+    try:
+        atomic_write(out, text, mode=0o600)
+    except OSError as exc:
+        raise UsageError(
+            f"--out {out}: cannot write: {exc.strerror or exc}",
+            hint="name a file in a directory you can write",
+        ) from None
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from appliance_cli.content import templates_dir
 from appliance_cli.core.siteconfig import SiteConfig, oidc_settings, site_gpus
+from appliance_cli.fsutil import atomic_write
 
 # Ansible group per node role (roles may contain '-', groups should not).
 ROLE_GROUPS = {
@@ -119,6 +120,4 @@ def render_inventory(cfg: SiteConfig, out_dir: Path | None = None) -> RenderedIn
 def _write_if_changed(path: Path, text: str) -> None:
     if path.exists() and path.read_text() == text:
         return
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    atomic_write(path, text)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import yaml
 from appliance_cli.core import siteyaml
 from appliance_cli.core.siteconfig import SiteConfig, parse_site
 from appliance_cli.errors import ConfigError
+from appliance_cli.fsutil import atomic_write
 
 _NODES_KEY = re.compile(r"^nodes:\s*(#.*)?$")
 _TOP_LEVEL = re.compile(r"^[^\s#-]")
@@ -56,11 +58,7 @@ def site_without(path: Path, name: str) -> SiteConfig:
 
 
 def mark_removed_in_file(path: Path, name: str) -> None:
-    text = siteyaml.read_text(path)
-    new = mark_removed(text, name)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(new)
-    tmp.replace(path)
+    _rewrite(path, mark_removed(siteyaml.read_text(path), name))
 
 
 def set_kubernetes_version(text: str, version: str) -> str:
@@ -100,10 +98,22 @@ def set_kubernetes_version(text: str, version: str) -> str:
 
 
 def set_kubernetes_version_in_file(path: Path, version: str) -> None:
-    new = set_kubernetes_version(siteyaml.read_text(path), version)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(new)
-    tmp.replace(path)
+    _rewrite(path, set_kubernetes_version(siteyaml.read_text(path), version))
+
+
+def _rewrite(path: Path, text: str) -> None:
+    """Replace the file `path` names, atomically: a symlinked appliance.yml (kept in a config repo,
+    say) stays a link and its target gets the new text; the file keeps its mode and owner."""
+    target = path
+    try:
+        target = path.resolve(strict=True)
+        st = target.stat()
+        atomic_write(target, text, mode=stat.S_IMODE(st.st_mode), owner=(st.st_uid, st.st_gid))
+    except OSError as exc:
+        raise ConfigError(
+            [f"{path}: cannot write: {exc.strerror or exc}"],
+            hint=f"make {target.parent} writable, or make the edit by hand",
+        ) from None
 
 
 def _nodes_block(lines: list[str]) -> tuple[int, int]:

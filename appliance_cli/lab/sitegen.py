@@ -13,6 +13,7 @@ import yaml
 from appliance_cli.content import inventories_dir
 from appliance_cli.core.siteconfig import DEFAULT_BUNDLE_SOURCE, SITE_FILE, SiteConfig, parse_site
 from appliance_cli.errors import LabError
+from appliance_cli.fsutil import atomic_write
 from appliance_cli.lab.layout import LabLayout, node_name
 from appliance_cli.lab.node import LabNode
 
@@ -106,7 +107,7 @@ def write_site(
     target = layout.site_dir / SITE_FILE
     cfg = parse_site(data, source=target)  # raises ConfigError before anything is written
     layout.site_dir.mkdir(parents=True, exist_ok=True)
-    write_file(target, HEADER + yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+    atomic_write(target, HEADER + yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
     return cfg
 
 
@@ -134,16 +135,8 @@ def render_ssh_config(layout: LabLayout, nodes: list[LabNode], user: str = "debi
     return "\n".join(lines)
 
 
-def write_file(path: Path, text: str, mode: int = 0o644) -> None:
-    """A site file replaced whole (written beside it, then renamed over it)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.chmod(mode)
-    tmp.replace(path)
-
-
 def write_ssh_files(layout: LabLayout, nodes: list[LabNode], keys: dict[str, list[str]], user: str) -> None:
-    write_file(
+    atomic_write(
         layout.site_dir / KNOWN_HOSTS, render_known_hosts([(n.name, n.address, keys[n.name]) for n in nodes])
     )
-    write_file(layout.site_dir / SSH_CONFIG, render_ssh_config(layout, nodes, user))
+    atomic_write(layout.site_dir / SSH_CONFIG, render_ssh_config(layout, nodes, user))

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from appliance_cli.errors import LabError
+from appliance_cli.fsutil import atomic_write
 from appliance_cli.lab import lifecycle, proc, sitegen
 from appliance_cli.lab.layout import LabLayout
 from appliance_cli.lab.node import marker
@@ -178,7 +179,7 @@ def _up_again(
     """`lab up` on the existing root filesystems; it writes the lab's own appliance.yml, so the
     one the lab had (edited, installed) is put back."""
     info = lifecycle.up(nodes=state.count, **_bundle_args(state), bundle_key=bundle_key)
-    sitegen.write_file(_site_file(layout), site_text)  # as `lab up` writes it
+    atomic_write(_site_file(layout), site_text)  # as `lab up` writes it
     return info
 
 

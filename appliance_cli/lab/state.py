@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from appliance_cli.fsutil import atomic_write
+
 
 @dataclass
 class NodeState:
@@ -26,9 +28,7 @@ class LabState:
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=1))
-        tmp.replace(path)
+        atomic_write(path, json.dumps(asdict(self), indent=1))
 
     @classmethod
     def load(cls, path: Path) -> LabState | None:

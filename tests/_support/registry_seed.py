@@ -132,7 +132,10 @@ class BundleWriter:
         }
         raw = (json.dumps(doc, indent=1) + "\n").encode()
         (self.root / "manifest.json").write_bytes(raw)
-        (self.root / "manifest.sig").write_bytes(b"test signature\n")
+        # shaped like `appliance bundle sign`'s (bundle_sync checks it names this manifest); not verifiable
+        sig = {"format": "appliance-bundle-signature/v1", "algorithm": "ed25519", "key_id": digest(b"test key"),
+               "manifest_digest": digest(raw), "signature": "dGVzdA=="}  # fmt: skip
+        (self.root / "manifest.sig").write_bytes((json.dumps(sig, indent=1) + "\n").encode())
         return raw
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import tarfile
 from pathlib import Path
 
@@ -153,3 +154,107 @@ def test_import_images_charts_files(tmp_path: Path, bundle: Path) -> None:
     # idempotent: a second import replaces, it does not duplicate
     import_runai(tar, bundle)
     assert len(load_manifest(bundle)[0].artifacts) == 7
+
+
+# --- a nested image's manifest.json names only files of that image (issue 28) -------------------
+
+SECRET = b"build host secret\n"
+
+
+def _evil_docker_save(
+    config: str, layer: str = "abc/layer.tar", member: tuple[str, dict] | None = None
+) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as t:
+        _add(t, "abc/layer.tar", b"\0" * 1024)
+        _add(t, "cfg.json", b"{}")
+        if member:
+            _add(t, member[0], **member[1])
+        entry = {"Config": config, "RepoTags": ["evil:1"], "Layers": [layer]}
+        _add(t, "manifest.json", json.dumps([entry]).encode())
+    return raw.getvalue()
+
+
+def _bundle_holds(bundle: Path, data: bytes) -> bool:
+    return any(data in p.read_bytes() for p in bundle.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["config absolute", "config up to the root", "config elsewhere in the vendor tar", "layer absolute",
+     "layer up to the root", "symlink member"],
+)  # fmt: skip
+def test_a_nested_manifest_naming_a_file_outside_the_image_is_refused(
+    tmp_path: Path, bundle: Path, capsys, case: str
+) -> None:
+    secret = tmp_path / "secret"
+    secret.write_bytes(SECRET)
+    up = "../" * 40 + str(secret).lstrip("/")  # extra '..' stop at /, so this reaches the secret
+    image, offending = {
+        "config absolute": (_evil_docker_save(str(secret)), str(secret)),
+        "config up to the root": (_evil_docker_save(up), up),
+        "config elsewhere in the vendor tar": (
+            _evil_docker_save("../../prepare_installation.sh"),
+            "../../prepare_installation.sh",
+        ),
+        "layer absolute": (_evil_docker_save("cfg.json", str(secret)), str(secret)),
+        "layer up to the root": (_evil_docker_save("cfg.json", up), up),
+        "symlink member": (
+            _evil_docker_save(
+                "link.json", member=("link.json", {"type": tarfile.SYMTYPE, "linkname": str(secret)})
+            ),
+            "link.json",
+        ),
+    }[case]
+    tar = tmp_path / "Run:ai-2.13.0.tar"
+    with tarfile.open(tar, "w") as t:
+        _add(t, "deploy/images/agent.tar", image)
+        _add(t, "deploy/prepare_installation.sh", SECRET)
+    before = (bundle / "manifest.json").read_bytes()
+    assert main(["bundle", "import-runai", str(tar), "--into", str(bundle)]) == 4
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    line = " ".join(err.split())  # the one message, as rich may wrap it
+    assert "Run:ai-2.13.0.tar: agent.tar: " in line and repr(offending) in line
+    assert (bundle / "manifest.json").read_bytes() == before
+    assert not _bundle_holds(bundle, SECRET), "a file from outside the image was copied into the bundle"
+
+
+def test_an_oci_digest_that_names_a_path_is_refused(tmp_path: Path, bundle: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_bytes(SECRET)
+    bogus = "sha256:" + "../" * 40 + str(secret).lstrip("/")
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as t:
+        _add(t, "oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
+        _add(t, "index.json", json.dumps({"schemaVersion": 2, "manifests": [{"digest": bogus}]}).encode())
+    tar = tmp_path / "Run:ai-2.13.0.tar"
+    with tarfile.open(tar, "w") as t:
+        _add(t, "deploy/images/backend.tar", raw.getvalue())
+    with pytest.raises(BundleError) as ei:
+        import_runai(tar, bundle)
+    msg = ei.value.message
+    assert msg.startswith("Run:ai-2.13.0.tar: backend.tar: not a sha256 digest: ") and "\n" not in msg
+    assert not _bundle_holds(bundle, SECRET)
+
+
+def test_inside_refuses_a_symlink_on_the_way_out(tmp_path: Path) -> None:
+    # Extraction already refuses link members; this is the check that holds if one got through.
+    from appliance_cli.bundle.runai import _inside
+
+    sub, outside = tmp_path / "img.d", tmp_path / "outside"
+    sub.mkdir()
+    outside.mkdir()
+    (outside / "f").write_bytes(SECRET)
+    (sub / "cfg.json").write_bytes(b"{}")
+    (sub / "file-link").symlink_to(outside / "f")
+    (sub / "dir-link").symlink_to(outside)
+    (sub / "dir").mkdir()
+    assert _inside(sub, "./cfg.json", "x.tar: img.tar") == sub.resolve() / "cfg.json"
+    for rel, why in [("file-link", "a symlink"), ("dir-link/f", "a symlink"), ("dir", "not a regular file"),
+                     ("missing", "not a regular file"), ("", "not a path"), (None, "not a path")]:  # fmt: skip
+        with pytest.raises(
+            BundleError, match=re.escape(f"x.tar: img.tar: manifest.json names {rel!r}: ")
+        ) as ei:
+            _inside(sub, rel, "x.tar: img.tar")
+        assert why in ei.value.message

@@ -13,7 +13,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO
 
-from ansible.module_utils.bundle_manifest import free_bytes, mib, sha256_of
+from ansible.module_utils.bundle_manifest import free_bytes, mib, open_regular, sha256_of
 from ansible.module_utils.bundle_manifest import hex_of as _hex_of
 from ansible.module_utils.bundle_manifest import read_manifest as _read_manifest
 
@@ -36,7 +36,14 @@ description:
     destination manifest is not written, so an incomplete copy is never taken for a bundle.
   - This is where the stick's blobs are hashed: the controller's install gate checks the
     signature, the manifest and the blobs' sizes only, so each byte is read from the stick once.
-    C(index.json) and C(install-toolkit.sh) are checked against the digests the manifest records.
+  - Every file is read from the stick once, never through a symlink (O_NOFOLLOW; a bundle holds
+    none) and only if it is a regular file, and the bytes that were checked are the bytes
+    installed: blobs are hashed while staged, root files checked in memory, then renamed in.
+    Each root file is checked before anything is copied - C(manifest.json) is the one the
+    controller verified (C(expect_manifest_sha256)); C(index.json) and C(install-toolkit.sh)
+    match the digests it records (and are refused when it records none); C(oci-layout) is the
+    fixed OCI marker; C(manifest.sig) names this manifest's digest (the signature itself is
+    checked by the controller's gate and by C(appliance bundle verify), not here: no key).
   - A bad stick fails with C(appliance_failure=bundle), which the CLI reports as a bundle error;
     a blob of the copy that changed after it was verified with C(appliance_failure=bundle-copy).
 options:
@@ -95,6 +102,8 @@ BUF = 4 * 1024 * 1024
 COPY_WORKERS = max(2, min(4, os.cpu_count() or 1))
 MANIFEST = "manifest.json"
 META_FILES = ("manifest.sig", "oci-layout", "index.json", "install-toolkit.sh")  # copied before manifest.json
+OCI_LAYOUT_BYTES = b'{"imageLayoutVersion":"1.0.0"}'  # what `appliance bundle build` writes, exactly
+SMALL_ROOT_FILE = 64 * 1024  # manifest.sig, oci-layout: a few hundred bytes when genuine
 STAGING = ".staging"
 VERIFIED = ".verified"  # hex -> [size, mtime_ns, inode] of the blobs whose bytes were hashed here
 BLOB_DIR = os.path.join("blobs", "sha256")
@@ -123,6 +132,7 @@ def read_manifest(src: str) -> tuple[dict[str, Any], bytes]:
         SyncError,
         "{path}: no manifest.json, not a bundle (is the USB stick mounted?)",
         require_schema=True,
+        refuse_links=BadBundle,
     )
 
 
@@ -140,15 +150,56 @@ def blob_owners(manifest: dict[str, Any]) -> dict[str, tuple[int, list[str]]]:
     return owners
 
 
-def root_file_digests(manifest: dict[str, Any]) -> dict[str, str]:
-    """Root files the signed manifest records a digest for: the OCI index, install-toolkit.sh."""
+def root_file_digests(manifest: dict[str, Any]) -> dict[str, tuple[str, int]]:
+    """Root files the signed manifest records (digest, size) for: the OCI index, install-toolkit.sh."""
     out = {}
-    if (manifest.get("oci_index") or {}).get("digest"):
-        out["index.json"] = manifest["oci_index"]["digest"]
+    index = manifest.get("oci_index") or {}
+    if index.get("digest"):
+        out["index.json"] = (index["digest"], int(index.get("size") or 0))
     script = manifest.get("install_script") or {}
     if script.get("digest"):
-        out[script.get("path", "install-toolkit.sh")] = script["digest"]
+        out[script.get("path", "install-toolkit.sh")] = (script["digest"], int(script.get("size") or 0))
     return out
+
+
+def read_root_file(src: str, name: str, limit: int) -> bytes | None:
+    """The bytes of root file `name` on the stick (None when absent), read once, never through a
+    symlink; more than `limit` bytes is refused (these are read whole, into memory)."""
+    path = os.path.join(src, name)
+    try:
+        with open_regular(path, BadBundle) as f:
+            data = f.read(limit + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise SyncError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise BadBundle(f"{path} is larger than a genuine one ({limit} bytes at most), bundle not copied")
+    return data
+
+
+def root_file_problem(name: str, data: bytes, manifest: dict[str, Any], raw: bytes) -> str | None:
+    """Why root file `name` (these bytes) is not the signed bundle's, or None. manifest.json is
+    `raw` itself, checked against the controller's digest by sync()."""
+    recorded = root_file_digests(manifest)
+    if name in recorded:
+        if "sha256:" + hashlib.sha256(data).hexdigest() != recorded[name][0]:
+            return "does not match the digest the manifest records (tampered)"
+        return None
+    if name == "oci-layout":  # no digest in the manifest: its content is fixed
+        return None if data.strip() == OCI_LAYOUT_BYTES else "is not the OCI layout marker (tampered)"
+    if name == "manifest.sig":
+        # Not covered by the manifest (it signs it) and not verifiable here (no key on the master):
+        # it must at least be a signature of this manifest; its Ed25519 check is the gate's.
+        try:
+            sig = json.loads(data.decode("utf-8"))
+        except ValueError:
+            sig = None
+        want = "sha256:" + hashlib.sha256(raw).hexdigest()
+        if not isinstance(sig, dict) or sig.get("manifest_digest") != want:
+            return "is not a signature of this manifest.json (tampered, or from another bundle)"
+        return None
+    return "is on the stick but the manifest records no digest for it"
 
 
 def _size(path: str) -> int | None:
@@ -158,10 +209,10 @@ def _size(path: str) -> int | None:
         return None
 
 
-def _same_bytes(a: str, b: str) -> bool:
+def _has_bytes(path: str, data: bytes) -> bool:
     try:
-        with open(a, "rb") as fa, open(b, "rb") as fb:
-            return fa.read() == fb.read()
+        with open(path, "rb") as f:
+            return f.read(len(data) + 1) == data
     except FileNotFoundError:
         return False
 
@@ -174,23 +225,32 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def _open_or_none(path: str) -> BinaryIO | None:
+def _open_source(path: str) -> tuple[BinaryIO | None, str | None]:
+    """(the open file, None), or (None, why it is not read): absent, a symlink, not a file."""
     try:
-        return open(path, "rb")
+        return open_regular(path, BadBundle), None
     except FileNotFoundError:
-        return None
+        return None, "missing on the source"
+    except BadBundle as exc:  # "<path> is a symlink, refused …"
+        return None, str(exc)
+
+
+def _create(path: str) -> BinaryIO:
+    """A new file of ours in .staging: never an existing file, never through a link."""
+    return open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "wb")
 
 
 def copy_verified(src: str, staged: str, dest: str, hexd: str, size: int, fsync: bool) -> str | None:
     """Copy src to staged while hashing; rename to dest when it matches. Returns the problem
-    (str) when it does not, leaving nothing behind."""
+    (str) when it does not, leaving nothing behind. The staged bytes are the hashed bytes: the
+    source is read once, so a change to it after (or during) the copy cannot reach dest."""
     h = hashlib.sha256()
     n = 0
-    fin = _open_or_none(src)
+    fin, problem = _open_source(src)
     if fin is None:
-        return "missing on the source"
+        return problem
     try:
-        with fin, open(os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb") as out:
+        with fin, _create(staged) as out:
             while True:
                 buf = fin.read(BUF)
                 if not buf:
@@ -273,15 +333,23 @@ def plan(src: str, dest: str) -> dict[str, Any]:
     unvouched = sorted(
         h for h in owners if h not in missing and verified.get(h) != _stamp(os.path.join(dest, BLOB_DIR, h))
     )
-    meta = [m for m in (*META_FILES, MANIFEST) if os.path.isfile(os.path.join(src, m))]
-    meta_changed = [m for m in meta if not _same_bytes(os.path.join(src, m), os.path.join(dest, m))]
-    need = sum(v[0] for v in missing.values()) + sum(_size(os.path.join(src, m)) or 0 for m in meta_changed)
+    recorded = root_file_digests(manifest)
+    meta: dict[str, bytes] = {}  # what is installed is what was read here and checked, never re-read
+    for name in META_FILES:
+        limit = max(recorded[name][1] if name in recorded else 0, SMALL_ROOT_FILE)
+        data = read_root_file(src, name, limit)
+        if data is not None:
+            meta[name] = data
+    meta[MANIFEST] = raw  # last: the copy is complete once it is there
+    meta_changed = [m for m, data in meta.items() if not _has_bytes(os.path.join(dest, m), data)]
+    need = sum(v[0] for v in missing.values()) + sum(len(meta[m]) for m in meta_changed)
     return {
         "manifest": manifest,
         "raw": raw,
         "owners": owners,
         "missing": missing,
         "unvouched": unvouched,
+        "meta": meta,
         "meta_changed": meta_changed,
         "need": need,
     }
@@ -305,6 +373,13 @@ def sync(
                 "verify the bundle on this stick, then install again"
             )
     missing, owners = p["missing"], p["owners"]
+    for name, data in p["meta"].items():  # before anything is copied
+        problem = root_file_problem(name, data, p["manifest"], p["raw"]) if name != MANIFEST else None
+        if problem:
+            raise BadBundle(
+                f"{os.path.join(src, name)} {problem}, bundle not copied -- fix the bundle "
+                "(appliance bundle verify) and re-run"
+            )
     check_present(dest, owners, p["unvouched"])
     if p["need"]:
         have = free_bytes(dest)
@@ -359,19 +434,10 @@ def sync(
         )  # fmt: skip
     if fsync and missing:
         _fsync_dir(blob_dir)
-    recorded = root_file_digests(p["manifest"])
     for name in p["meta_changed"]:  # manifest.json is last in the list: the copy is complete
         staged = os.path.join(staging, name)
-        with open(os.path.join(src, name), "rb") as fin:
-            data = fin.read()
-        want = recorded.get(name)
-        if want and "sha256:" + hashlib.sha256(data).hexdigest() != want:
-            raise BadBundle(
-                f"{os.path.join(src, name)} does not match the digest the manifest records (tampered), "
-                "bundle not copied -- fix the bundle (appliance bundle verify) and re-run"
-            )
-        with open(staged, "wb") as out:
-            out.write(data)
+        with _create(staged) as out:
+            out.write(p["meta"][name])  # the bytes checked above, not the stick's file read again
             out.flush()
             if fsync:
                 os.fsync(out.fileno())
