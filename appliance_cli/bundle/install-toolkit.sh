@@ -19,9 +19,18 @@
 #     with --no-index: nothing is fetched from any network.
 #  4. /usr/local/bin/appliance -> $PREFIX/venv/bin/appliance; prints the version and what next.
 #
+# Before it trusts anything on the stick, it checks manifest.sig over manifest.json (Ed25519, with
+# `openssl pkeyutl -verify -rawin`) against the signer's public key: `--key PUB` (PREFIX.pub of
+# `appliance bundle keygen`; default $APPLIANCE_BUNDLE_PUBKEY), or else the one .pub file next to
+# the bundle directory on the stick, whose key id (sha256:<hex of the raw key>, as `bundle keygen`
+# and `bundle verify` print it) the operator confirms: typed `yes` at the prompt, or
+# `--fingerprint sha256:HEX` given beforehand. No terminal and no confirmation: it refuses. Only
+# then does it check its own sha256 against that verified manifest.json.
+#
 # A re-run with the same bundle changes nothing (the install records what it was made from);
-# a re-run with another bundle replaces the install. Exit codes as the CLI's: 3 a missing
-# prerequisite (root, Python, a command), 4 the bundle is incomplete or corrupt, 1 otherwise.
+# a re-run with another bundle replaces the install. Exit codes as the CLI's: 2 a bad argument,
+# 3 a missing prerequisite (root, Python, a command, the key or its confirmation), 4 the bundle is
+# incomplete, corrupt or not signed by that key, 1 otherwise.
 # APPLIANCE_PREFIX (default /opt/appliance) and APPLIANCE_BIN_LINK (default
 # /usr/local/bin/appliance) move the install and the link (the tests use them).
 set -eu
@@ -41,10 +50,38 @@ die() {
 
 say() { printf '%s: %s\n' "$PROG" "$*"; }
 
+USAGE="usage: sudo sh $0 [--key PUB] [--fingerprint sha256:HEX]"
+KEY=${APPLIANCE_BUNDLE_PUBKEY:-}
+FINGERPRINT=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--key | --pubkey | --fingerprint)
+		[ $# -ge 2 ] || die 2 "$1 needs a value ($USAGE)"
+		if [ "$1" = --fingerprint ]; then FINGERPRINT=$2; else KEY=$2; fi
+		shift 2
+		;;
+	--key=* | --pubkey=*) KEY=${1#*=} && shift ;;
+	--fingerprint=*) FINGERPRINT=${1#*=} && shift ;;
+	-h | --help)
+		printf '%s\n' "$USAGE"
+		exit 0
+		;;
+	*) die 2 "unknown argument '$1' ($USAGE)" ;;
+	esac
+done
+if [ -n "$FINGERPRINT" ]; then
+	fp=$(printf '%s' "${FINGERPRINT#sha256:}" | tr 'A-F' 'a-f')
+	case $fp in
+	*[!0-9a-f]*) die 2 "--fingerprint: '$FINGERPRINT' is not a key id (sha256: and 64 hex digits)" ;;
+	esac
+	[ ${#fp} -eq 64 ] || die 2 "--fingerprint: '$FINGERPRINT' is not a key id (sha256: and 64 hex digits)"
+	FINGERPRINT=sha256:$fp
+fi
+
 [ -n "${TOOLKIT_VERSION:-}" ] ||
 	die 4 "this is the unfilled template: run the install-toolkit.sh at the root of a bundle"
 [ "$(id -u)" = 0 ] || die 3 "run it as root: sudo sh $0"
-for tool in sha256sum tar gzip mktemp cut sed grep wc ln; do
+for tool in sha256sum tar gzip mktemp cut sed grep wc ln openssl base64 head tail od tr; do
 	command -v "$tool" >/dev/null 2>&1 || die 3 "the '$tool' command is missing on this machine"
 done
 
@@ -55,8 +92,82 @@ esac
 MANIFEST=$BUNDLE/manifest.json
 [ -f "$MANIFEST" ] ||
 	die 4 "$MANIFEST is missing: not a complete bundle (copy the whole bundle directory)"
+
+# 0. the chain: manifest.sig over manifest.json, by the operator's key. Everything read from the
+# stick from here on is read once, into a private directory, and used from there.
+CHECK=$(mktemp -d "${TMPDIR:-/tmp}/install-toolkit.XXXXXX") || die 1 "cannot make a temporary directory"
+WORK=
+trap 'rm -rf "$CHECK" ${WORK:+"$WORK"}' EXIT
+trap 'exit 130' INT TERM
+
+[ -f "$BUNDLE/manifest.sig" ] ||
+	die 4 "manifest.sig is missing: manifest.json is not signed (appliance bundle sign $BUNDLE --key KEY.key), refusing the bundle"
+{ [ "$(wc -c <"$BUNDLE/manifest.sig")" -le 4096 ] && cat "$BUNDLE/manifest.sig" >"$CHECK/manifest.sig"; } ||
+	die 4 "manifest.sig is malformed (not an appliance-bundle-signature/v1 file), refusing the bundle"
+cat "$MANIFEST" >"$CHECK/manifest.json" || die 4 "cannot read $MANIFEST"
+
+ON_STICK=
+if [ -z "$KEY" ]; then
+	STICK=${BUNDLE%/*}
+	set -- "${STICK:-}"/*.pub
+	[ -f "$1" ] ||
+		die 3 "manifest.sig: no public key to check it with: pass --key PUB (the signer's PREFIX.pub), or put it on the stick beside ${BUNDLE##*/}/ and confirm its key id"
+	[ $# -eq 1 ] || die 3 "manifest.sig: several public keys beside the bundle ($*): pass --key PUB"
+	KEY=$1
+	ON_STICK=1
+fi
+[ -f "$KEY" ] || die 3 "manifest.sig: the public key $KEY does not exist"
+openssl pkey -pubin -in "$KEY" -outform DER -out "$CHECK/key.der" 2>/dev/null ||
+	die 3 "manifest.sig: $KEY is not a PEM public key (the signer's PREFIX.pub, not the .key)"
+# an Ed25519 SubjectPublicKeyInfo: this 12-byte header, then the raw 32-byte key
+{ [ "$(wc -c <"$CHECK/key.der")" -eq 44 ] &&
+	[ "$(head -c 12 "$CHECK/key.der" | od -An -tx1 | tr -d ' \n')" = 302a300506032b6570032100 ]; } ||
+	die 3 "manifest.sig: $KEY is not an Ed25519 public key"
+KEY_ID=sha256:$(tail -c 32 "$CHECK/key.der" | sha256sum | cut -d' ' -f1)
+
+if [ -n "$FINGERPRINT" ]; then
+	[ "$KEY_ID" = "$FINGERPRINT" ] ||
+		die 4 "manifest.sig: the key $KEY has key id $KEY_ID, not $FINGERPRINT (--fingerprint): not the signer's key, refusing the bundle"
+	say "the public key $KEY: key id $KEY_ID, as --fingerprint says"
+elif [ -n "$ON_STICK" ]; then
+	say "the public key on the stick: $KEY"
+	say "its key id: $KEY_ID"
+	if [ ! -t 0 ]; then
+		die 3 "manifest.sig: the key on the stick is not confirmed and there is no terminal to ask: compare its key id ($KEY_ID) with the signer's, then pass --fingerprint $KEY_ID (or --key PUB)"
+	fi
+	printf '%s: %s ' "$PROG" "is this the key id of the bundle's signer (as \`appliance bundle keygen\` printed it)? Type yes to trust it:"
+	answer=
+	read -r answer || true
+	[ "$answer" = yes ] || die 3 "manifest.sig: the key on the stick was not confirmed, nothing installed"
+fi
+
+# manifest.sig is JSON ({format, algorithm, key_id, manifest_digest, signature}: appliance_cli/
+# bundle/signing.py); no parser needed for two string fields
+flat=$(tr -d '\n\r' <"$CHECK/manifest.sig")
+signer=$(printf '%s' "$flat" | sed -n 's/.*"key_id"[[:space:]]*:[[:space:]]*"\(sha256:[0-9a-f]*\)".*/\1/p')
+{ printf '%s' "$flat" | sed -n 's/.*"signature"[[:space:]]*:[[:space:]]*"\([A-Za-z0-9+\/=]*\)".*/\1/p' |
+	base64 -d >"$CHECK/signature" 2>/dev/null && [ "$(wc -c <"$CHECK/signature")" -eq 64 ]; } ||
+	die 4 "manifest.sig is malformed (no base64 Ed25519 signature in it), refusing the bundle"
+[ -z "$signer" ] || [ "$signer" = "$KEY_ID" ] ||
+	die 4 "manifest.sig was made by key $signer, not by the trusted key $KEY_ID ($KEY): wrong key, refusing the bundle"
+
+ed25519_verify() { # DER-KEY MESSAGE SIGNATURE -> openssl's verdict
+	openssl pkeyutl -verify -pubin -keyform DER -inkey "$1" -rawin -in "$2" -sigfile "$3" >/dev/null 2>&1
+}
+# this openssl must verify Ed25519 at all (OpenSSL 3.0 does; 1.1.1 has no `pkeyutl -rawin`):
+# RFC 8032's test 2, so a failure below can only mean the signature
+printf 'MCowBQYDK2VwAyEAPUAXw+hDiVqStwqnTRt+vJyYLM8uxJaMwM1V8Sr0Zgw=\n' | base64 -d >"$CHECK/rfc8032.der"
+printf 'kqAJqfDUyrhyDoILX2QlQKKye1QWUD+Ps3YiI+vbadoIWsHkPhWZbkWPNhPQ8R2MOHsurrQwKu6wDSkWErsMAA==\n' |
+	base64 -d >"$CHECK/rfc8032.sig"
+printf 'r' >"$CHECK/rfc8032.msg"
+ed25519_verify "$CHECK/rfc8032.der" "$CHECK/rfc8032.msg" "$CHECK/rfc8032.sig" ||
+	die 3 "manifest.sig cannot be checked: this machine's openssl ($(openssl version 2>&1)) cannot verify Ed25519 signatures (OpenSSL 3.0 or newer can)"
+ed25519_verify "$CHECK/key.der" "$CHECK/manifest.json" "$CHECK/signature" ||
+	die 4 "manifest.json does not match manifest.sig: the manifest was changed after signing, refusing the bundle"
+say "manifest.json: signature valid (key $KEY_ID)"
+
 self=$(sha256sum <"$0" | cut -d' ' -f1)
-grep -q "sha256:$self" "$MANIFEST" ||
+grep -q "sha256:$self" "$CHECK/manifest.json" ||
 	die 4 "manifest.json does not record this script's sha256 ($self): it was edited, or it belongs to another bundle"
 
 # the install's identity: a re-run with the same data is a no-op
@@ -105,8 +216,6 @@ fi
 
 mkdir -p "$PREFIX"
 WORK=$(mktemp -d "$PREFIX/.install.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-trap 'exit 130' INT TERM
 mkdir "$WORK/wheels"
 
 fetch_file() { # KIND NAME SHA256 SIZE BLOB... -> $WORK/<dir>/NAME, checked against SHA256
