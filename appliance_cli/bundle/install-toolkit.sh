@@ -2,11 +2,11 @@
 # install-toolkit.sh: install the appliance toolkit on this machine from the bundle this script
 # sits in, offline. As root, from the mounted stick:
 #
-#     sudo sh /media/appliance-usb/bundle/install-toolkit.sh
+#     sudo sh /media/appliance-usb/bundle/install-toolkit.sh --key signing.pub
 #
 # `appliance bundle build` writes it to the bundle's root with the data block below filled in:
 # the files it needs (controller runtime, wheels) as listed in manifest.json, with their blobs
-# and sha256, so it needs no JSON parser and no Python before it starts. manifest.json records
+# and sha256, so it needs no JSON parser and no Python (but on OpenSSL 1.1.1, below) before it starts. manifest.json records
 # this script's sha256 (`install_script`), so `appliance bundle verify` catches an edited copy,
 # and the script refuses to run when manifest.json does not record it.
 #
@@ -20,7 +20,8 @@
 #  4. /usr/local/bin/appliance -> $PREFIX/venv/bin/appliance; prints the version and what next.
 #
 # Before it trusts anything on the stick, it checks manifest.sig over manifest.json (Ed25519, with
-# `openssl pkeyutl -verify -rawin`) against the signer's public key: `--key PUB` (PREFIX.pub of
+# `openssl pkeyutl -verify -rawin`; where openssl is 1.1.1, as on Ubuntu 20.04, RFC 8032's
+# verification in the system's python3) against the signer's public key: `--key PUB` (PREFIX.pub of
 # `appliance bundle keygen`; default $APPLIANCE_BUNDLE_PUBKEY), or else the one .pub file next to
 # the bundle directory on the stick, whose key id (sha256:<hex of the raw key>, as `bundle keygen`
 # and `bundle verify` print it) the operator confirms: typed `yes` at the prompt, or
@@ -151,17 +152,113 @@ signer=$(printf '%s' "$flat" | sed -n 's/.*"key_id"[[:space:]]*:[[:space:]]*"\(s
 [ -z "$signer" ] || [ "$signer" = "$KEY_ID" ] ||
 	die 4 "manifest.sig was made by key $signer, not by the trusted key $KEY_ID ($KEY): wrong key, refusing the bundle"
 
-ed25519_verify() { # DER-KEY MESSAGE SIGNATURE -> openssl's verdict
+ed25519_openssl() { # DER-KEY MESSAGE SIGNATURE -> openssl's verdict
 	openssl pkeyutl -verify -pubin -keyform DER -inkey "$1" -rawin -in "$2" -sigfile "$3" >/dev/null 2>&1
 }
-# this openssl must verify Ed25519 at all (OpenSSL 3.0 does; 1.1.1 has no `pkeyutl -rawin`):
-# RFC 8032's test 2, so a failure below can only mean the signature
+# OpenSSL 1.1.1 (Ubuntu 20.04's) has no `pkeyutl -rawin` and cannot verify Ed25519 at all: there,
+# the system's python3 (any 3.x; focal's 3.8) runs RFC 8032's verification (section 5.1.7), below
+# in full, standard library only, isolated (-I: nothing imported from the stick or the cwd)
+ed25519_python() { # RAW-KEY MESSAGE SIGNATURE -> the verdict of RFC 8032's verify
+	"$PY3" -I - "$1" "$2" "$3" <<'ED25519'
+import hashlib
+import sys
+
+P = 2**255 - 19
+L = 2**252 + 27742317777372353535851937790883648493
+D = -121665 * pow(121666, P - 2, P) % P
+SQRT_M1 = pow(2, (P - 1) // 4, P)
+
+
+def add(a, b):  # extended coordinates (X, Y, Z, T): x = X/Z, y = Y/Z, x*y = T/Z
+    e = (a[1] - a[0]) * (b[1] - b[0]) % P
+    f = (a[1] + a[0]) * (b[1] + b[0]) % P
+    g = 2 * a[3] * b[3] * D % P
+    h = 2 * a[2] * b[2] % P
+    e, f, g, h = f - e, h - g, h + g, f + e
+    return (e * f % P, g * h % P, f * g % P, e * h % P)
+
+
+def mul(s, a):
+    q = (0, 1, 1, 0)
+    while s:
+        if s & 1:
+            q = add(q, a)
+        a = add(a, a)
+        s >>= 1
+    return q
+
+
+def same(a, b):
+    return (a[0] * b[2] - b[0] * a[2]) % P == 0 and (a[1] * b[2] - b[1] * a[2]) % P == 0
+
+
+def decode(s):  # a point's 32-byte encoding -> the point, or None when it encodes none
+    y = int.from_bytes(s, "little")
+    sign, y = y >> 255, y & ((1 << 255) - 1)
+    if y >= P:
+        return None
+    x2 = (y * y - 1) * pow(D * y * y + 1, P - 2, P) % P
+    if x2 == 0:
+        if sign:
+            return None
+        x = 0
+    else:
+        x = pow(x2, (P + 3) // 8, P)
+        if (x * x - x2) % P:
+            x = x * SQRT_M1 % P
+        if (x * x - x2) % P:
+            return None
+        if x & 1 != sign:
+            x = P - x
+    return (x, y, 1, x * y % P)
+
+
+BASE = decode((4 * pow(5, P - 2, P) % P).to_bytes(32, "little"))
+
+
+def verify(key, msg, sig):
+    if len(key) != 32 or len(sig) != 64:
+        return False
+    a, r, s = decode(key), decode(sig[:32]), int.from_bytes(sig[32:], "little")
+    if a is None or r is None or s >= L:
+        return False
+    h = int.from_bytes(hashlib.sha512(sig[:32] + key + msg).digest(), "little") % L
+    return same(mul(s, BASE), add(r, mul(h, a)))
+
+
+if __name__ == "__main__":
+    key, msg, sig = (open(f, "rb").read() for f in sys.argv[1:4])
+    sys.exit(0 if verify(key, msg, sig) else 1)
+ED25519
+}
+ed25519_verify() { # KEY.der MESSAGE SIGNATURE (KEY.raw beside KEY.der)
+	if [ "$ED25519" = openssl ]; then
+		ed25519_openssl "$@"
+	else
+		ed25519_python "${1%.der}.raw" "$2" "$3" >/dev/null 2>&1
+	fi
+}
+tail -c 32 "$CHECK/key.der" >"$CHECK/key.raw"
+# which of the two verifies Ed25519 here: RFC 8032's test 2 must pass (so a failure below can only
+# mean the signature)
 printf 'MCowBQYDK2VwAyEAPUAXw+hDiVqStwqnTRt+vJyYLM8uxJaMwM1V8Sr0Zgw=\n' | base64 -d >"$CHECK/rfc8032.der"
+tail -c 32 "$CHECK/rfc8032.der" >"$CHECK/rfc8032.raw"
 printf 'kqAJqfDUyrhyDoILX2QlQKKye1QWUD+Ps3YiI+vbadoIWsHkPhWZbkWPNhPQ8R2MOHsurrQwKu6wDSkWErsMAA==\n' |
 	base64 -d >"$CHECK/rfc8032.sig"
 printf 'r' >"$CHECK/rfc8032.msg"
-ed25519_verify "$CHECK/rfc8032.der" "$CHECK/rfc8032.msg" "$CHECK/rfc8032.sig" ||
-	die 3 "manifest.sig cannot be checked: this machine's openssl ($(openssl version 2>&1)) cannot verify Ed25519 signatures (OpenSSL 3.0 or newer can)"
+selftest() { # VIA -> VIA accepts the vector, and refuses its signature for another message
+	ED25519=$1
+	ed25519_verify "$CHECK/rfc8032.der" "$CHECK/rfc8032.msg" "$CHECK/rfc8032.sig" &&
+		! ed25519_verify "$CHECK/rfc8032.der" "$CHECK/rfc8032.raw" "$CHECK/rfc8032.sig"
+}
+PY3=
+if ! selftest openssl; then
+	no_openssl="this machine's openssl ($(openssl version 2>&1)) cannot verify Ed25519 signatures (OpenSSL 3.0 or newer can)"
+	PY3=$(command -v python3 2>/dev/null) ||
+		die 3 "manifest.sig cannot be checked: $no_openssl, and there is no python3 to check it with"
+	say "$no_openssl: checking manifest.sig with $PY3"
+	selftest python3 || die 3 "manifest.sig cannot be checked: $no_openssl, and $PY3 fails RFC 8032's test vector"
+fi
 ed25519_verify "$CHECK/key.der" "$CHECK/manifest.json" "$CHECK/signature" ||
 	die 4 "manifest.json does not match manifest.sig: the manifest was changed after signing, refusing the bundle"
 say "manifest.json: signature valid (key $KEY_ID)"

@@ -406,11 +406,41 @@ def focal_openssl(tmp: Path) -> Path:
     return d
 
 
-def test_an_openssl_that_cannot_verify_ed25519_is_named(built, bundle: Path, tmp_path: Path) -> None:
+def test_an_openssl_that_cannot_verify_ed25519_falls_back_to_python3(
+    built, bundle: Path, tmp_path: Path
+) -> None:
+    """Ubuntu 20.04: openssl 1.1.1f cannot, the system's python3 checks manifest.sig (RFC 8032)."""
     path = f"{focal_openssl(tmp_path)}:{default_path(tmp_path)}"
+    py = python_dir(tmp_path) / "python3"
+    _evil_script(bundle, tmp_path)
+    err = _one_error(run(bundle, tmp_path, path, *trusted(built)), 4)
+    assert "manifest.json does not match manifest.sig: the manifest was changed after signing" in err
+    _nothing_installed(tmp_path)
+
+    shutil.rmtree(bundle)
+    shutil.copytree(built["plain"], bundle)
+    r = run(bundle, tmp_path, path, *trusted(built))
+    assert r.returncode == 0, r.stderr
+    assert (
+        "this machine's openssl (OpenSSL 1.1.1f  31 Mar 2020) cannot verify Ed25519 signatures "
+        f"(OpenSSL 3.0 or newer can): checking manifest.sig with {py}"
+    ) in r.stdout
+    assert f"manifest.json: signature valid (key {key_id(built['pub'])})" in r.stdout
+    assert f"installed: appliance {TOOLKIT_VERSION}" in r.stdout
+
+
+def test_no_way_to_verify_ed25519_is_named(built, bundle: Path, tmp_path: Path) -> None:
+    """openssl 1.1.1 and no python3 at all: refused, before anything is installed."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for t in TOOLS:
+        if t != "openssl":
+            (tools / t).symlink_to(shutil.which(t) or f"/bin/{t}")
+    path = f"{focal_openssl(tmp_path)}:{tools}"
     err = _one_error(run(bundle, tmp_path, path, *trusted(built)), 3)
     assert err == (
         "install-toolkit.sh: error: manifest.sig cannot be checked: this machine's openssl "
-        "(OpenSSL 1.1.1f  31 Mar 2020) cannot verify Ed25519 signatures (OpenSSL 3.0 or newer can)"
+        "(OpenSSL 1.1.1f  31 Mar 2020) cannot verify Ed25519 signatures (OpenSSL 3.0 or newer can), "
+        "and there is no python3 to check it with"
     )
     _nothing_installed(tmp_path)
