@@ -90,6 +90,10 @@ case $0 in
 */*) BUNDLE=$(cd "${0%/*}" && pwd -P) ;;
 *) BUNDLE=$(pwd -P) ;;
 esac
+SELF=$BUNDLE/${0##*/}
+# the cwd is / from here on: run from the stick (cd /media/appliance-usb/bundle), a file there such
+# as logging.py would otherwise be imported by `python -m venv` ('' first on sys.path) as root
+cd /
 MANIFEST=$BUNDLE/manifest.json
 [ -f "$MANIFEST" ] ||
 	die 4 "$MANIFEST is missing: not a complete bundle (copy the whole bundle directory)"
@@ -263,7 +267,7 @@ ed25519_verify "$CHECK/key.der" "$CHECK/manifest.json" "$CHECK/signature" ||
 	die 4 "manifest.json does not match manifest.sig: the manifest was changed after signing, refusing the bundle"
 say "manifest.json: signature valid (key $KEY_ID)"
 
-self=$(sha256sum <"$0" | cut -d' ' -f1)
+self=$(sha256sum <"$SELF" | cut -d' ' -f1)
 grep -q "sha256:$self" "$CHECK/manifest.json" ||
 	die 4 "manifest.json does not record this script's sha256 ($self): it was edited, or it belongs to another bundle"
 

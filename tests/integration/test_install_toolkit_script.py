@@ -444,3 +444,29 @@ def test_no_way_to_verify_ed25519_is_named(built, bundle: Path, tmp_path: Path) 
         "and there is no python3 to check it with"
     )
     _nothing_installed(tmp_path)
+
+
+def test_run_from_inside_the_bundle_imports_nothing_from_it(built, bundle: Path, tmp_path: Path) -> None:
+    """`cd /media/appliance-usb/bundle && sudo sh install-toolkit.sh`: a logging.py added beside the
+    signed files is not what `python -m venv` imports (it was, as root: '' is first on sys.path)."""
+    (bundle / "logging.py").write_text(f"open({str(tmp_path / 'pwned')!r}, 'w').close()\n")
+    env = {
+        "PATH": default_path(tmp_path),
+        "APPLIANCE_PREFIX": str(tmp_path / "opt"),
+        "APPLIANCE_BIN_LINK": str(tmp_path / "bin" / "appliance"),
+        "LANG": "C",
+    }
+    offline = (UNSHARE, "--net") if UNSHARE else ()
+    r = subprocess.run(
+        [*offline, "sh", INSTALL_SCRIPT, *trusted(built)],
+        cwd=bundle,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert not (tmp_path / "pwned").exists(), r.stderr
+    assert r.returncode == 0, r.stderr
+    assert f"installed: appliance {TOOLKIT_VERSION}" in r.stdout
