@@ -91,6 +91,7 @@ case $0 in
 *) BUNDLE=$(pwd -P) ;;
 esac
 SELF=$BUNDLE/${0##*/}
+case $KEY in /* | '') ;; *) KEY=$(pwd -P)/$KEY ;; esac
 # the cwd is / from here on: run from the stick (cd /media/appliance-usb/bundle), a file there such
 # as logging.py would otherwise be imported by `python -m venv` ('' first on sys.path) as root
 cd /

@@ -448,7 +448,9 @@ def test_no_way_to_verify_ed25519_is_named(built, bundle: Path, tmp_path: Path) 
 
 def test_run_from_inside_the_bundle_imports_nothing_from_it(built, bundle: Path, tmp_path: Path) -> None:
     """`cd /media/appliance-usb/bundle && sudo sh install-toolkit.sh`: a logging.py added beside the
-    signed files is not what `python -m venv` imports (it was, as root: '' is first on sys.path)."""
+    signed files is not what `python -m venv` imports (it was, as root: '' is first on sys.path).
+    The script's path and --key, both relative here, still resolve."""
+    shutil.copy(built["pub"], tmp_path / "signing.pub")
     (bundle / "logging.py").write_text(f"open({str(tmp_path / 'pwned')!r}, 'w').close()\n")
     env = {
         "PATH": default_path(tmp_path),
@@ -458,7 +460,7 @@ def test_run_from_inside_the_bundle_imports_nothing_from_it(built, bundle: Path,
     }
     offline = (UNSHARE, "--net") if UNSHARE else ()
     r = subprocess.run(
-        [*offline, "sh", INSTALL_SCRIPT, *trusted(built)],
+        [*offline, "sh", INSTALL_SCRIPT, "--key", "../../signing.pub"],
         cwd=bundle,
         stdin=subprocess.DEVNULL,
         capture_output=True,
@@ -469,4 +471,5 @@ def test_run_from_inside_the_bundle_imports_nothing_from_it(built, bundle: Path,
     )
     assert not (tmp_path / "pwned").exists(), r.stderr
     assert r.returncode == 0, r.stderr
+    assert f"manifest.json: signature valid (key {key_id(built['pub'])})" in r.stdout
     assert f"installed: appliance {TOOLKIT_VERSION}" in r.stdout
