@@ -77,12 +77,14 @@ def test_node_installs_the_toolkit_from_the_stick_offline(layout: LabLayout, lab
     r = ssh(f"sh {STICK}/{INSTALL_SCRIPT}")
     assert r.returncode == 3 and "run it as root" in r.stderr, r.stderr
 
+    # the signer's key, brought apart from the stick: manifest.sig is checked against it first
     started = time.monotonic()
-    first = ssh(f"sudo sh {STICK}/{INSTALL_SCRIPT}")
+    first = ssh(f"sudo sh {STICK}/{INSTALL_SCRIPT} --key /root/bundle.pub")
     took = time.monotonic() - started
     assert first.returncode == 0, first.stdout + first.stderr
     print(f"install-toolkit.sh on {NODE}: {took:.1f}s\n{first.stdout}")
     assert "controller Python: /usr/bin/python3.11 (3.11)" in first.stdout  # the wheels are cp311
+    assert "manifest.json: signature valid (key sha256:" in first.stdout
     assert f"installed: appliance {__version__} in /opt/appliance/venv" in first.stdout
     assert "next:\n  appliance init /root/site" in first.stdout
 
@@ -98,5 +100,5 @@ def test_node_installs_the_toolkit_from_the_stick_offline(layout: LabLayout, lab
     assert shipped.returncode == 0  # the wheel carries the template, for bundles built on site
 
     # idempotent
-    again = ssh(f"sudo sh {STICK}/{INSTALL_SCRIPT}")
+    again = ssh(f"sudo sh {STICK}/{INSTALL_SCRIPT} --key /root/bundle.pub")
     assert again.returncode == 0 and "already installed from this bundle, nothing to do" in again.stdout

@@ -216,6 +216,22 @@ def test_template_refuses_to_run_unfilled() -> None:
     assert r.returncode == 4 and "unfilled template" in r.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (["--help"], 0, "usage: sudo sh "),
+        (["--bogus"], 2, "unknown argument '--bogus'"),
+        (["--key"], 2, "--key needs a value"),
+        (["--fingerprint", "sha256:abc"], 2, "is not a key id (sha256: and 64 hex digits)"),
+        (["--fingerprint=" + "g" * 64], 2, "is not a key id"),
+    ],
+)
+def test_template_arguments(args: list[str], code: int, says: str) -> None:
+    """Read before anything else (no root needed to be told the usage)."""
+    r = subprocess.run(["sh", str(TEMPLATE), *args], capture_output=True, text=True, check=False)
+    assert r.returncode == code and says in r.stdout + r.stderr, (r.stdout, r.stderr)
+
+
 def test_rendered_script_is_clean_posix_sh(bundle: Path) -> None:
     script = str(bundle / INSTALL_SCRIPT)
     assert subprocess.run(["sh", "-n", script], check=False).returncode == 0
