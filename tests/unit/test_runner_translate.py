@@ -264,6 +264,10 @@ def test_a_connection_lost_under_a_task_is_the_far_nodes_unreachability():
         ev("runner_on_failed", host="w2", task="t", res={"msg": "Mitogen was disconnected from w2"})
     )
     assert own[0].host == "w2" and own[0].status == "unreachable"
+    facts = translate(ev("runner_on_failed", host="worker1", task="Gathering Facts", res={"msg": (
+        "Task failed: Channel was disconnected while connection attempt was in progress; this may be "
+        "caused by an abnormal Ansible exit, or due to an unreliable target.")}))  # fmt: skip
+    assert facts[0].host == "worker1" and facts[0].status == "unreachable"
     other = translate(ev("runner_on_failed", host="w2", task="t", res={"msg": "disconnected from the bus"}))
     assert other[0].status == "failed"
 
