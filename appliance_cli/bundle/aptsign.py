@@ -18,7 +18,9 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from appliance_cli.errors import BundleError
@@ -47,18 +49,11 @@ class AptSigner:
     def __init__(self, cache: Path):
         self.home = cache / "apt-signing" / "gnupg"
         self._fpr: str | None = None
+        self._link: Path | None = None  # a short name for `home`, when its own is too long
 
     def fingerprint(self) -> str:
         """The key's fingerprint (40 hex digits), the key made first if the cache has none."""
         if self._fpr is None:
-            # gpg-agent's socket lives in the key's directory unless /run/user/UID exists, and a
-            # socket path has at most 107 bytes: gpg's own error would be "No agent running"
-            socket = self.home / "S.gpg-agent.browser"
-            if len(str(socket)) > 107 and not Path(f"/run/user/{os.getuid()}").is_dir():
-                raise BundleError(
-                    f"{self.home}: too long a path for gpg-agent's socket ({len(str(socket))} > 107 bytes)",
-                    hint="build with a shorter cache directory (APPLIANCE_CACHE_DIR)",
-                )
             self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
             os.chmod(self.home, 0o700)
             # two builds on one cache at once make one key, not two
@@ -66,7 +61,7 @@ class AptSigner:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 fprs = self._fingerprints()
                 if not fprs:
-                    _gpg(self.home, "--pinentry-mode", "loopback", "--passphrase", "", "--quick-gen-key",
+                    _gpg(self._gnupg, "--pinentry-mode", "loopback", "--passphrase", "", "--quick-gen-key",
                          KEY_UID, "ed25519", "sign", "never", what="the apt signing key")  # fmt: skip
                     fprs = self._fingerprints()
             if len(fprs) != 1:
@@ -77,8 +72,20 @@ class AptSigner:
             self._fpr = fprs[0]
         return self._fpr
 
+    @property
+    def _gnupg(self) -> Path:
+        """The directory gpg is given: `home`, or a short link to it. gpg-agent's socket lives there
+        unless /run/user/UID exists, and a socket path has at most 107 bytes (gpg's own error would
+        be "No agent running")."""
+        if len(str(self.home / "S.gpg-agent.browser")) <= 107:
+            return self.home
+        if self._link is None:
+            self._link = Path(tempfile.mkdtemp(prefix="aptsign-", dir="/tmp")) / "g"
+            self._link.symlink_to(self.home)
+        return self._link
+
     def _fingerprints(self) -> list[str]:
-        out = _gpg(self.home, "--with-colons", "--list-secret-keys", what="the apt signing key").decode()
+        out = _gpg(self._gnupg, "--with-colons", "--list-secret-keys", what="the apt signing key").decode()
         fprs, primary = [], False
         for line in out.splitlines():
             fields = line.split(":")
@@ -91,7 +98,9 @@ class AptSigner:
 
     def public_key(self) -> str:
         """The public key, ASCII-armored (apt >= 1.4 reads a `.asc` keyring)."""
-        return _gpg(self.home, "--armor", "--export", self.fingerprint(), what="the apt signing key").decode()
+        return _gpg(
+            self._gnupg, "--armor", "--export", self.fingerprint(), what="the apt signing key"
+        ).decode()
 
     def sign(self, repo: Path, label: str) -> None:
         """Write `Release` over the repository's index files and `InRelease`, its clear-signed copy
@@ -103,7 +112,7 @@ class AptSigner:
         if (repo / "InRelease").is_file() and stamp.is_file() and stamp.read_text() == key:
             return
         _write(repo / "Release", release)
-        signed = _gpg(self.home, "--pinentry-mode", "loopback", "--passphrase", "", "--local-user", fpr,
+        signed = _gpg(self._gnupg, "--pinentry-mode", "loopback", "--passphrase", "", "--local-user", fpr,
                       "--digest-algo", "SHA512", "--clearsign", stdin=release, what=f"{label}: InRelease")  # fmt: skip
         _write(repo / "InRelease", signed)
         stamp.write_text(key)
@@ -111,8 +120,11 @@ class AptSigner:
     def close(self) -> None:
         """Stop the gpg-agent the key's use started (it would outlive the build)."""
         if self.home.is_dir():
-            subprocess.run(["gpgconf", "--homedir", str(self.home), "--kill", "gpg-agent"],
+            subprocess.run(["gpgconf", "--homedir", str(self._gnupg), "--kill", "gpg-agent"],
                            capture_output=True, timeout=30, check=False)  # fmt: skip
+        if self._link is not None:
+            shutil.rmtree(self._link.parent, ignore_errors=True)  # the link only, not the key
+            self._link = None
 
 
 def release_text(repo: Path) -> str:

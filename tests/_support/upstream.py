@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.error
@@ -47,6 +48,7 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 
 class Upstream:
     def __init__(self, root: Path):
+        self._gnupg: Path | None = None
         self.root = root
         self.files = root / "http"
         self.files.mkdir(parents=True)
@@ -99,10 +101,19 @@ class Upstream:
                     ) from None
                 time.sleep(0.1)
 
+    @property
+    def gnupg(self) -> Path:
+        """The archive key's GNUPGHOME, made on first use: short, as gpg-agent's socket path has at
+        most 107 bytes and a test's tmp_path under pytest-xdist is longer ("No agent running")."""
+        if self._gnupg is None:
+            self._gnupg = Path(tempfile.mkdtemp(prefix="upgpg-", dir="/tmp"))
+        return self._gnupg
+
     def stop(self) -> None:
-        if (self.root / "gnupg").is_dir():
-            env = {**os.environ, "GNUPGHOME": str(self.root / "gnupg")}
+        if self._gnupg is not None:
+            env = {**os.environ, "GNUPGHOME": str(self._gnupg)}
             subprocess.run(["gpgconf", "--kill", "gpg-agent"], env=env, check=False, capture_output=True)
+            shutil.rmtree(self._gnupg, ignore_errors=True)
         if self._http:
             self._http.shutdown()
             self._http.server_close()
@@ -161,12 +172,11 @@ class Upstream:
     def archive_key(self) -> tuple[Path, str]:
         """The upstream archive's signing key (made on first use, in a GNUPGHOME of its own): its
         public keyring, as a profile's apt `keyring:` names it, and its fingerprint."""
-        home = self.root / "gnupg"
+        home = self.gnupg
         ring = self.root / "archive-keyring.gpg"
         env = {**os.environ, "GNUPGHOME": str(home)}
         gpg = ["gpg", "--batch", "--quiet", "--pinentry-mode", "loopback", "--passphrase", ""]
         if not ring.exists():
-            home.mkdir(mode=0o700)
             uid = "Upstream Archive <archive@example.invalid>"
             subprocess.run([*gpg, "--quick-gen-key", uid, "ed25519", "sign", "never"], env=env, check=True)
             ring.write_bytes(
@@ -193,7 +203,7 @@ class Upstream:
         for name, version, fields in packages:
             build_deb(root / "pool" / suite, name, version, **fields)
         self.archive_key()
-        index_suite(root, suite, {**os.environ, "GNUPGHOME": str(self.root / "gnupg")})
+        index_suite(root, suite, {**os.environ, "GNUPGHOME": str(self.gnupg)})
         return f"deb {archive} {suite} main\n"
 
     def apt_pool_file(self, archive: str, suite: str, name: str) -> Path:
