@@ -212,11 +212,21 @@ def tree_digest(files: list[FileEntry]) -> str:
     return sha256_digest(lines.encode())
 
 
+def field_path(loc: tuple[int | str, ...] | list[int | str], sep: str = ".") -> str:
+    """A pydantic error's location as `artifacts.3.name: `, for a message of one line: a key read
+    from the file is shown escaped when it holds anything but printable characters (a newline
+    would start a line of its own, a forged `error:`); nothing for the document itself."""
+    parts = [str(x) if str(x).isprintable() else repr(x) for x in loc]
+    return f"{sep.join(parts)}: " if parts else ""
+
+
 def parse_manifest(raw: bytes, where: str = MANIFEST) -> Manifest:
     try:
         data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BundleError(f"{where} is not valid JSON: {exc}") from None
+    except (ValueError, UnicodeDecodeError) as exc:  # the int digit limit's advice is for developers
+        raise BundleError(f"{where} is not valid JSON: {str(exc).split(';')[0]}") from None
+    except RecursionError:  # json's decoder recurses once per nested array or object
+        raise BundleError(f"{where} is not valid JSON: nested too deep") from None
     if not isinstance(data, dict):
         raise BundleError(f"{where} is not a JSON object")
     if data.get("schema") != SCHEMA or data.get("schema_version") != SCHEMA_VERSION:
@@ -228,8 +238,7 @@ def parse_manifest(raw: bytes, where: str = MANIFEST) -> Manifest:
         m = Manifest.model_validate(data)
     except ValidationError as exc:
         e = exc.errors()[0]
-        loc = ".".join(str(x) for x in e["loc"])
-        raise BundleError(f"{where}: {loc}: {e['msg']}") from None
+        raise BundleError(f"{where}: {field_path(e['loc'])}{e['msg']}") from None
     seen: set[str] = set()
     for a in m.artifacts:
         if a.label in seen:

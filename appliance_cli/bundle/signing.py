@@ -121,7 +121,7 @@ def check_signature(root: Path, raw_manifest: bytes, pub: Ed25519PublicKey | Non
         sig = json.loads(path.read_bytes())
         signature = base64.b64decode(sig["signature"], validate=True)
         signer = str(sig["key_id"])
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested too deep
         return SignatureStatus(present=True, checked=pub is not None, problem=f"{SIGNATURE} is malformed")
     if pub is None:
         return SignatureStatus(present=True, key_id=signer)
