@@ -75,3 +75,49 @@ def test_a_deeply_nested_signature_is_malformed_not_a_crash(tmp_path, capsys):
     _, pub, _ = keygen(tmp_path / "k")
     assert main(["bundle", "verify", str(root), "--key", str(pub)]) == 4
     assert "manifest.sig is malformed" in _one_error(capsys)
+
+
+def _profile_and_lock(tmp_path: Path, lock: bytes) -> Path:
+    (tmp_path / "fuzz.yml").write_text("name: fuzz\nproduction: true\n")
+    (tmp_path / "fuzz.lock.yml").write_bytes(lock)
+    return tmp_path / "fuzz.yml"
+
+
+@pytest.mark.parametrize(
+    "lock, says",
+    [
+        # read_text(): a UnicodeDecodeError (exit 70)
+        (b"profile: fuzz\n# caf\xe9\n", "cannot read it: line 2, byte 6 (0xe9): not UTF-8"),
+        # PyYAML's composer recursed into a RecursionError (exit 70)
+        (
+            b"profile: fuzz\nx: " + b"[" * 5000 + b"\n",
+            "cannot read it: line 2: nested more than 64 levels deep",
+        ),
+        # SafeConstructor's own ValueError / AttributeError (exit 70)
+        (b"profile: fuzz\nresolved: 2024-13-45\n", "line 2: '2024-13-45' is not a valid timestamp"),
+        (b"profile: fuzz\nn: !!int x\n", "line 2: 'x' is not a valid int"),
+        (b"profile: fuzz\nn: !!timestamp x\n", "line 2: 'x' is not a valid timestamp"),
+        # a NUL: PyYAML's message ran onto a second line
+        (
+            b"profile: fuzz\n\x00\n",
+            "cannot read it: line 2: character '\\x00': special characters are not allowed",
+        ),
+        # a key holding a newline printed a line of its own
+        (
+            b'profile: fuzz\nfiles: {"a\\nerror: forged": {}}\n',
+            "files/'a\\nerror: forged'/url: Field required",
+        ),
+    ],
+    ids=["non-utf8", "deep", "date", "int-tag", "timestamp-tag", "nul", "newline-key"],
+)
+def test_a_malformed_lock_is_one_line(tmp_path, capsys, lock, says):
+    profile = _profile_and_lock(tmp_path, lock)
+    assert main(["bundle", "lock", "--check", "--profile", str(profile), "--cache", str(tmp_path / "c")]) == 4
+    error = _one_error(capsys)
+    assert f"lock {tmp_path / 'fuzz.lock.yml'}: " in error and says in error
+
+
+def test_a_profile_that_is_not_utf8_is_one_line(tmp_path, capsys):
+    (tmp_path / "p.yml").write_bytes(b"name: caf\xe9\n")
+    assert main(["bundle", "inspect", "--check-complete", "--profile", str(tmp_path / "p.yml")]) == 4
+    assert "p.yml: invalid YAML: line 1, byte 10 (0xe9): not UTF-8" in _one_error(capsys)
