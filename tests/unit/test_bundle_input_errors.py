@@ -5,12 +5,15 @@ whose Chart.yaml is odd is still imported."""
 
 from __future__ import annotations
 
+import io
 import json
+import tarfile
 from pathlib import Path
 
 import pytest
 
-from appliance_cli.bundle import keygen
+from appliance_cli.bundle import keygen, load_manifest
+from appliance_cli.bundle.model import Manifest
 from appliance_cli.cli.main import main
 
 HEAD = {
@@ -121,3 +124,37 @@ def test_a_profile_that_is_not_utf8_is_one_line(tmp_path, capsys):
     (tmp_path / "p.yml").write_bytes(b"name: caf\xe9\n")
     assert main(["bundle", "inspect", "--check-complete", "--profile", str(tmp_path / "p.yml")]) == 4
     assert "p.yml: invalid YAML: line 1, byte 10 (0xe9): not UTF-8" in _one_error(capsys)
+
+
+def _vendor_tar(path: Path, chart_yaml: bytes, chart_file: str = "runai-backend-2.9.0.tgz") -> Path:
+    chart = io.BytesIO()
+    with tarfile.open(fileobj=chart, mode="w:gz") as t:
+        ti = tarfile.TarInfo("c/Chart.yaml")
+        ti.size = len(chart_yaml)
+        t.addfile(ti, io.BytesIO(chart_yaml))
+    with tarfile.open(path, "w") as t:
+        ti = tarfile.TarInfo(f"deploy/{chart_file}")
+        ti.size = len(chart.getvalue())
+        t.addfile(ti, io.BytesIO(chart.getvalue()))
+    return path
+
+
+@pytest.mark.parametrize(
+    "chart_yaml, file, name",
+    [
+        (b"just a string\n", "runai-backend-2.9.0.tgz", "runai-backend-2.9.0"),  # .get on a str: exit 70
+        (b"- a list\n", "runai-backend-2.9.0.tgz", "runai-backend-2.9.0"),
+        (b"built: 2024-13-45\n", "runai-backend-2.9.0.tgz", "runai-backend-2.9.0"),  # a ValueError: exit 70
+        (b"name: -n\nversion: 1.0.0\n", "x.tgz", "n"),  # '-n' is no artifact name: exit 70
+        (b"{}\n", "--help.tgz", "help"),
+    ],
+    ids=["string", "list", "bad-date", "dash-name", "dash-file"],
+)
+def test_an_odd_chart_yaml_is_imported_under_a_valid_name(tmp_path, capsys, chart_yaml, file, name):
+    root = tmp_path / "bundle"
+    (root / "blobs" / "sha256").mkdir(parents=True)
+    (root / "manifest.json").write_bytes(Manifest(**HEAD, chunk_size=1 << 20, artifacts=[]).to_json())
+    tar = _vendor_tar(tmp_path / "runai-2.9.0.tar", chart_yaml, file)
+    assert main(["bundle", "import-runai", str(tar), "--into", str(root)]) == 0, capsys.readouterr().err
+    manifest, _ = load_manifest(root)
+    assert [a.label for a in manifest.artifacts] == [f"helm-chart/{name}"]
