@@ -80,6 +80,22 @@ def test_a_deeply_nested_signature_is_malformed_not_a_crash(tmp_path, capsys):
     assert "manifest.sig is malformed" in _one_error(capsys)
 
 
+@pytest.mark.parametrize("key_id", ["a\nerror: forged", "\ntouch CANARY\n", 7])
+def test_a_signature_whose_key_id_is_no_key_id_is_malformed(tmp_path, capsys, key_id):
+    """Its key id was printed as it was ("made by key a\nerror: forged…"): a line of its own."""
+    root = _bundle(tmp_path)
+    sig = {
+        "format": "appliance-bundle-signature/v1",
+        "algorithm": "ed25519",
+        "key_id": key_id,
+        "signature": "",
+    }
+    (root / "manifest.sig").write_text(json.dumps(sig))
+    _, pub, _ = keygen(tmp_path / "k")
+    assert main(["bundle", "verify", str(root), "--key", str(pub)]) == 4
+    assert "manifest.sig is malformed" in _one_error(capsys)
+
+
 def _profile_and_lock(tmp_path: Path, lock: bytes) -> Path:
     (tmp_path / "fuzz.yml").write_text("name: fuzz\nproduction: true\n")
     (tmp_path / "fuzz.lock.yml").write_bytes(lock)
