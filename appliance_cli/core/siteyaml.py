@@ -6,7 +6,9 @@ a reading that differs from what the operator sees is a hole.
   win: `require_signature: true` ... `require_signature: false` turned checking off).
 * Aliases are capped: what they expand to, counted in YAML nodes, stays under ALIAS_CAP (nested
   ones expanded to gigabytes when the inventory was rendered: the "billion laughs"). PyYAML's own
-  dumper writes an alias for an object it meets twice, so a generated file may hold a few.
+  dumper writes an alias for an object it meets twice, so a generated file may hold a few. An
+  alias inside the value it names (`x: &a [1, *a]`) is refused: SafeLoader builds a list that
+  holds itself, and everything that walks the site's values recursed until a RecursionError.
 * Only the YAML 1.1 core tags (SafeLoader): no `!unsafe`, no `!!python/...`.
 * Whatever the text holds, a problem is one line naming where: a value PyYAML cannot construct
   (`2001-13-45` read as a date, `!!int x`, an integer of more than 4300 digits), nesting deeper
@@ -39,7 +41,7 @@ MAX_DEPTH = 64
 def _expanded(node: Any, memo: dict[int, int]) -> int:
     """How many nodes `node` stands for once every alias in it is written out."""
     if id(node) not in memo:
-        memo[id(node)] = 0  # a recursive alias counts once (SafeLoader builds it as a cycle)
+        memo[id(node)] = 0  # a node met again while counting it: a cycle, refused where its alias is
         if isinstance(node, yaml.MappingNode):
             memo[id(node)] = 1 + sum(_expanded(k, memo) + _expanded(v, memo) for k, v in node.value)
         elif isinstance(node, yaml.SequenceNode):
@@ -64,19 +66,32 @@ class _StrictLoader(yaml.SafeLoader):
             self.__dict__["_depth"] = depth - 1
 
     def _compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]
-            target = self.anchors.get(event.anchor)
-            if target is not None:
-                memo = self.__dict__.setdefault("_alias_memo", {})
-                total = self.__dict__.get("_alias_total", 0) + _expanded(target, memo)
-                self.__dict__["_alias_total"] = total
-                if total > ALIAS_CAP:
-                    raise _Refused(
-                        problem=f"aliases expand to more than {ALIAS_CAP} values (at *{event.anchor}); "
-                        "write the values out",
-                        problem_mark=event.start_mark,
-                    )
+        event: Any = self.peek_event()  # type: ignore[no-untyped-call]
+        open_anchors: list[str] = self.__dict__.setdefault("_open_anchors", [])
+        if not self.check_event(yaml.AliasEvent):
+            if event.anchor is None:
+                return super().compose_node(parent, index)
+            open_anchors.append(event.anchor)  # PyYAML refuses an anchor given twice: names are unique
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                open_anchors.pop()
+        if event.anchor in open_anchors:  # SafeLoader would build a list or dict that holds itself
+            raise _Refused(
+                problem=f"alias *{event.anchor} is inside the value &{event.anchor} it names (a cycle)",
+                problem_mark=event.start_mark,
+            )
+        target = self.anchors.get(event.anchor)
+        if target is not None:
+            memo = self.__dict__.setdefault("_alias_memo", {})
+            total = self.__dict__.get("_alias_total", 0) + _expanded(target, memo)
+            self.__dict__["_alias_total"] = total
+            if total > ALIAS_CAP:
+                raise _Refused(
+                    problem=f"aliases expand to more than {ALIAS_CAP} values (at *{event.anchor}); "
+                    "write the values out",
+                    problem_mark=event.start_mark,
+                )
         return super().compose_node(parent, index)
 
     def construct_object(self, node: Any, deep: bool = False) -> Any:

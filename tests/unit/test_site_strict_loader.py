@@ -92,6 +92,22 @@ def test_the_cap_counts_what_an_alias_stands_for():
         siteyaml.loads(ok + "  - *r\n" * 20, "x")
 
 
+@pytest.mark.parametrize("cycle", ["x: &a [1, 2, *a]", "x: &a {k: [*a]}", "&r {site: *r}"])
+def test_an_alias_inside_the_value_it_names_is_refused(tmp_path, capsys, cycle):
+    """Found by tests/unit/test_fuzz_inputs.py: SafeLoader built a list (or dict) that holds itself,
+    and the Jinja-marker walk over the site's values recursed into a RecursionError, exit 70."""
+    rc, errors, out = _validate(_site(tmp_path, cycle + "\n"), capsys)
+    assert rc == 2 and len(errors) == 1 and "Traceback" not in out
+    assert "line 1: alias *" in errors[0] and "(a cycle)" in errors[0]
+
+
+def test_an_alias_beside_the_value_it_names_is_read():
+    assert siteyaml.loads("x: &a [1, &b [2], *b]\ny: [*a, *b]\n", "x") == {
+        "x": [1, [2], [2]],
+        "y": [[1, [2], [2]], [2]],
+    }
+
+
 def test_non_utf8_is_exit_2_naming_line_and_byte(tmp_path, capsys):
     data = EXAMPLE.read_bytes()
     at = data.index(b"acme-ai-lab")
