@@ -5,10 +5,12 @@ with a flat, documented shape (bundles/README.md, bundles/manifest.schema.json).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
+import stat
 from pathlib import Path, PurePosixPath
 from typing import Final, Literal
 
@@ -247,10 +249,29 @@ def parse_manifest(raw: bytes, where: str = MANIFEST) -> Manifest:
     return m
 
 
+# manifest.json, manifest.sig, index.json and oci-layout are read whole; a real one is kilobytes
+METADATA_LIMIT = 64 * 1024**2
+
+
+def read_metadata(path: Path, limit: int = METADATA_LIMIT) -> bytes:
+    """A metadata file of the stick, read whole: OSError unless it is a regular file (a symlink
+    to one is followed) of at most `limit` bytes. A FIFO blocked the read until someone wrote to
+    it, a symlink to /dev/zero read until memory ran out."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO opens without a writer
+    with open(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit // 1024**2} MiB", str(path))
+    return data
+
+
 def load_manifest(root: Path) -> tuple[Manifest, bytes]:
     path = root / MANIFEST
     try:
-        raw = path.read_bytes()
+        raw = read_metadata(path)
     except FileNotFoundError:
         raise BundleError(
             f"{path}: no manifest.json — not a bundle", hint="build one with `appliance bundle build`"

@@ -22,6 +22,7 @@ from appliance_cli.bundle.model import (
     atomic_write,
     check_digest,
     load_manifest,
+    read_metadata,
     sha256_digest,
 )
 from appliance_cli.errors import BundleError
@@ -125,9 +126,12 @@ def check_signature(root: Path, raw_manifest: bytes, pub: Ed25519PublicKey | Non
             present=False, checked=True, problem=f"{SIGNATURE} missing: the bundle is unsigned"
         )
     try:
-        sig = json.loads(path.read_bytes())
+        sig = json.loads(read_metadata(path))
         signature = base64.b64decode(sig["signature"], validate=True)
         signer = check_digest(sig["key_id"])  # printed below: a key id, never the file's free text
+    except OSError as exc:  # not a regular file (a FIFO, /dev/zero), too big, unreadable
+        problem = f"{SIGNATURE} is unreadable: {exc.strerror or exc}"
+        return SignatureStatus(present=True, checked=pub is not None, problem=problem)
     except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested too deep
         return SignatureStatus(present=True, checked=pub is not None, problem=f"{SIGNATURE} is malformed")
     if pub is None:

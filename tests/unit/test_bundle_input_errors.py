@@ -5,14 +5,17 @@ whose Chart.yaml is odd is still imported."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+import os
+import signal
 import tarfile
 from pathlib import Path
 
 import pytest
 
-from appliance_cli.bundle import keygen, load_manifest
+from appliance_cli.bundle import keygen, load_manifest, sign_bundle
 from appliance_cli.bundle.model import Manifest
 from appliance_cli.cli.main import main
 
@@ -174,3 +177,53 @@ def test_an_odd_chart_yaml_is_imported_under_a_valid_name(tmp_path, capsys, char
     assert main(["bundle", "import-runai", str(tar), "--into", str(root)]) == 0, capsys.readouterr().err
     manifest, _ = load_manifest(root)
     assert [a.label for a in manifest.artifacts] == [f"helm-chart/{name}"]
+
+
+@pytest.fixture
+def _alarm():
+    """A read that blocks fails the test after 10 s instead of hanging the suite."""
+
+    def ring(*_):
+        raise TimeoutError("blocked reading the bundle")
+
+    old = signal.signal(signal.SIGALRM, ring)
+    signal.alarm(10)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def _oci_bundle(tmp_path: Path) -> Path:
+    index = b'{"schemaVersion": 2, "manifests": []}'
+    oci = {"digest": "sha256:" + hashlib.sha256(index).hexdigest(), "size": len(index)}
+    root = _bundle(
+        tmp_path, json.dumps({**HEAD, "chunk_size": 1, "oci_index": oci, "artifacts": []}).encode()
+    )
+    (root / "index.json").write_bytes(index)
+    (root / "oci-layout").write_bytes(b'{"imageLayoutVersion":"1.0.0"}')
+    return root
+
+
+@pytest.mark.parametrize("name", ["manifest.json", "manifest.sig", "index.json", "oci-layout"])
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_metadata_file_that_is_no_regular_file_is_refused_not_read(tmp_path, capsys, _alarm, name, kind):
+    """Found by tests/unit/test_fuzz_inputs.py: a FIFO on the stick blocked `bundle verify` (and
+    the install gate) for good; a symlink to /dev/zero read until memory ran out (exit 70). Here
+    the device is /dev/null, which ends at once: a regression shows as a wrong message, not as a
+    machine out of memory."""
+    root = _oci_bundle(tmp_path)
+    if name == "manifest.sig":
+        sign_bundle(root, keygen(tmp_path / "k")[0])
+    target = root / name
+    target.unlink()
+    if kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.symlink_to("/dev/null")
+    assert main(["bundle", "verify", str(root)]) == 4
+    err = capsys.readouterr().err
+    assert len([line for line in err.splitlines() if line.startswith("error: ")]) == 1, err
+    said = (
+        "cannot read: not a regular file" if name == "manifest.json" else "is unreadable: not a regular file"
+    )
+    assert f"{name}: {said}" in err if name == "manifest.json" else f"{name} {said}" in err, err
