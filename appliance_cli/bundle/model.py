@@ -31,6 +31,9 @@ OCI_LAYOUT_BYTES = b'{"imageLayoutVersion":"1.0.0"}'
 # FAT32 caps a file at 4 GiB - 1; stay well below so a blob never hits it.
 FAT32_MAX = 4 * 1024**3 - 1
 DEFAULT_CHUNK_SIZE = 2 * 1024**3
+# No file is larger (off_t): a bigger size in a manifest is an error, not a number to add up (a
+# 4,000-digit size overflowed the float arithmetic of `bundle inspect`)
+MAX_SIZE = 2**63 - 1
 KINDS = ("apt-repo", "file", "oci-image", "helm-chart", "wheel")
 Kind = Literal["apt-repo", "file", "oci-image", "helm-chart", "wheel"]
 CONTROLLER_RUNTIME = "controller-runtime"  # role of the Python the toolkit runs on (a `file`)
@@ -75,7 +78,7 @@ class _Strict(BaseModel):
 
 class Chunk(_Strict):
     digest: str
-    size: int = Field(ge=0)
+    size: int = Field(ge=0, le=MAX_SIZE)
 
     _d = field_validator("digest")(classmethod(lambda cls, v: check_digest(v)))
 
@@ -86,7 +89,7 @@ class FileEntry(_Strict):
 
     path: str
     digest: str
-    size: int = Field(ge=0)
+    size: int = Field(ge=0, le=MAX_SIZE)
     mode: str | None = None
     chunks: list[Chunk] | None = None
 
@@ -129,7 +132,7 @@ class Artifact(_Strict):
     name: str
     kind: Kind
     version: str | None = None
-    size: int = Field(ge=0)
+    size: int = Field(ge=0, le=MAX_SIZE)
     digest: str
     test_only: bool = False
     files: list[FileEntry]
@@ -166,7 +169,7 @@ class Artifact(_Strict):
 
 class OciIndexRef(_Strict):
     digest: str
-    size: int
+    size: int = Field(ge=0, le=MAX_SIZE)
 
 
 class RootFile(_Strict):
@@ -174,7 +177,7 @@ class RootFile(_Strict):
 
     path: Literal["install-toolkit.sh"] = INSTALL_SCRIPT
     digest: str
-    size: int = Field(ge=0)
+    size: int = Field(ge=0, le=MAX_SIZE)
 
     _d = field_validator("digest")(classmethod(lambda cls, v: check_digest(v)))
 

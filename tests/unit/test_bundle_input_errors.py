@@ -38,6 +38,18 @@ def _bundle(tmp_path: Path, manifest: bytes | None = None) -> Path:
     return root
 
 
+def _with_size(size: int) -> bytes:
+    d = "sha256:" + "0" * 64
+    art = {
+        "name": "a",
+        "kind": "file",
+        "size": 1,
+        "digest": d,
+        "files": [{"path": "a", "digest": d, "size": size}],
+    }
+    return json.dumps({**HEAD, "chunk_size": 1, "artifacts": [art]}).encode()
+
+
 def _one_error(capsys) -> str:
     err = capsys.readouterr().err
     lines = err.splitlines()
@@ -65,8 +77,13 @@ def _one_error(capsys) -> str:
             b'{"schema": "appliance-bundle", "schema_version": 1, "chunk_size": ' + b"9" * 5000 + b"}",
             "value has 5000 digits",
         ),
+        # a 4,001-digit size overflowed `bundle inspect`'s float arithmetic (OverflowError, exit 70)
+        (
+            _with_size(10**4000),
+            "artifacts.0.files.0.size: Input should be less than or equal to 9223372036854775807",
+        ),
     ],
-    ids=["deep-array", "deep-object", "newline-key", "digits"],
+    ids=["deep-array", "deep-object", "newline-key", "digits", "huge-size"],
 )
 @pytest.mark.parametrize("command", ["verify", "inspect"])
 def test_a_malformed_manifest_is_one_line(tmp_path, capsys, manifest, says, command):
