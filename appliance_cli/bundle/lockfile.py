@@ -25,7 +25,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from appliance_cli.bundle.model import atomic_write
+from appliance_cli.bundle import yamlfile
+from appliance_cli.bundle.model import atomic_write, field_path
 from appliance_cli.errors import BundleError
 
 LOCK_VERSION = 1
@@ -113,18 +114,20 @@ def lock_path(profile_path: Path) -> Path:
 def load_lock(path: Path, profile: str) -> Lock | None:
     """The lock at `path`, or None when there is none. A malformed lock is an error naming it."""
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yamlfile.read(path)
     except FileNotFoundError:
         return None
-    except (OSError, yaml.YAMLError) as exc:
-        raise BundleError(f"lock {path}: cannot read it: {str(exc).splitlines()[0]}") from None
+    except OSError as exc:
+        raise BundleError(f"lock {path}: cannot read it: {exc.strerror or exc}") from None
+    except yamlfile.YamlError as exc:
+        raise BundleError(f"lock {path}: cannot read it: {exc}") from None
     try:
         lock = Lock.model_validate(data)
     except ValidationError as exc:
         e = exc.errors()[0]
-        loc = "/".join(str(x) for x in e["loc"])
         raise BundleError(
-            f"lock {path}: {loc}: {e['msg']}", hint="re-create it with `appliance bundle lock`"
+            f"lock {path}: {field_path(e['loc'], '/')}{e['msg']}",
+            hint="re-create it with `appliance bundle lock`",
         ) from None
     if lock.profile != profile:
         raise BundleError(

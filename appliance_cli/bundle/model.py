@@ -5,9 +5,12 @@ with a flat, documented shape (bundles/README.md, bundles/manifest.schema.json).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import re
+import stat
 from pathlib import Path, PurePosixPath
 from typing import Final, Literal
 
@@ -29,6 +32,9 @@ OCI_LAYOUT_BYTES = b'{"imageLayoutVersion":"1.0.0"}'
 # FAT32 caps a file at 4 GiB - 1; stay well below so a blob never hits it.
 FAT32_MAX = 4 * 1024**3 - 1
 DEFAULT_CHUNK_SIZE = 2 * 1024**3
+# No file is larger (off_t): a bigger size in a manifest is an error, not a number to add up (a
+# 4,000-digit size overflowed the float arithmetic of `bundle inspect`)
+MAX_SIZE = 2**63 - 1
 KINDS = ("apt-repo", "file", "oci-image", "helm-chart", "wheel")
 Kind = Literal["apt-repo", "file", "oci-image", "helm-chart", "wheel"]
 CONTROLLER_RUNTIME = "controller-runtime"  # role of the Python the toolkit runs on (a `file`)
@@ -73,7 +79,7 @@ class _Strict(BaseModel):
 
 class Chunk(_Strict):
     digest: str
-    size: int = Field(ge=0)
+    size: int = Field(ge=0, le=MAX_SIZE)
 
     _d = field_validator("digest")(classmethod(lambda cls, v: check_digest(v)))
 
@@ -84,7 +90,7 @@ class FileEntry(_Strict):
 
     path: str
     digest: str
-    size: int = Field(ge=0)
+    size: int = Field(ge=0, le=MAX_SIZE)
     mode: str | None = None
     chunks: list[Chunk] | None = None
 
@@ -131,7 +137,7 @@ class Artifact(_Strict):
     name: str
     kind: Kind
     version: str | None = None
-    size: int = Field(ge=0)
+    size: int = Field(ge=0, le=MAX_SIZE)
     digest: str
     test_only: bool = False
     files: list[FileEntry]
@@ -168,7 +174,7 @@ class Artifact(_Strict):
 
 class OciIndexRef(_Strict):
     digest: str
-    size: int
+    size: int = Field(ge=0, le=MAX_SIZE)
 
 
 class RootFile(_Strict):
@@ -176,7 +182,7 @@ class RootFile(_Strict):
 
     path: Literal["install-toolkit.sh"] = INSTALL_SCRIPT
     digest: str
-    size: int = Field(ge=0)
+    size: int = Field(ge=0, le=MAX_SIZE)
 
     _d = field_validator("digest")(classmethod(lambda cls, v: check_digest(v)))
 
@@ -216,11 +222,21 @@ def tree_digest(files: list[FileEntry]) -> str:
     return sha256_digest(lines.encode())
 
 
+def field_path(loc: tuple[int | str, ...] | list[int | str], sep: str = ".") -> str:
+    """A pydantic error's location as `artifacts.3.name: `, for a message of one line: a key read
+    from the file is shown escaped when it holds anything but printable characters (a newline
+    would start a line of its own, a forged `error:`); nothing for the document itself."""
+    parts = [str(x) if str(x).isprintable() else repr(x) for x in loc]
+    return f"{sep.join(parts)}: " if parts else ""
+
+
 def parse_manifest(raw: bytes, where: str = MANIFEST) -> Manifest:
     try:
         data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BundleError(f"{where} is not valid JSON: {exc}") from None
+    except (ValueError, UnicodeDecodeError) as exc:  # the int digit limit's advice is for developers
+        raise BundleError(f"{where} is not valid JSON: {str(exc).split(';')[0]}") from None
+    except RecursionError:  # json's decoder recurses once per nested array or object
+        raise BundleError(f"{where} is not valid JSON: nested too deep") from None
     if not isinstance(data, dict):
         raise BundleError(f"{where} is not a JSON object")
     if data.get("schema") != SCHEMA or data.get("schema_version") != SCHEMA_VERSION:
@@ -232,8 +248,7 @@ def parse_manifest(raw: bytes, where: str = MANIFEST) -> Manifest:
         m = Manifest.model_validate(data)
     except ValidationError as exc:
         e = exc.errors()[0]
-        loc = ".".join(str(x) for x in e["loc"])
-        raise BundleError(f"{where}: {loc}: {e['msg']}") from None
+        raise BundleError(f"{where}: {field_path(e['loc'])}{e['msg']}") from None
     seen: set[str] = set()
     for a in m.artifacts:
         if a.label in seen:
@@ -242,10 +257,29 @@ def parse_manifest(raw: bytes, where: str = MANIFEST) -> Manifest:
     return m
 
 
+# manifest.json, manifest.sig, index.json and oci-layout are read whole; a real one is kilobytes
+METADATA_LIMIT = 64 * 1024**2
+
+
+def read_metadata(path: Path, limit: int = METADATA_LIMIT) -> bytes:
+    """A metadata file of the stick, read whole: OSError unless it is a regular file (a symlink
+    to one is followed) of at most `limit` bytes. A FIFO blocked the read until someone wrote to
+    it, a symlink to /dev/zero read until memory ran out."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO opens without a writer
+    with open(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit // 1024**2} MiB", str(path))
+    return data
+
+
 def load_manifest(root: Path) -> tuple[Manifest, bytes]:
     path = root / MANIFEST
     try:
-        raw = path.read_bytes()
+        raw = read_metadata(path)
     except FileNotFoundError:
         raise BundleError(
             f"{path}: no manifest.json — not a bundle", hint="build one with `appliance bundle build`"

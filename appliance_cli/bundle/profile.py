@@ -12,9 +12,10 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from appliance_cli.bundle import yamlfile
+from appliance_cli.bundle.model import field_path
 from appliance_cli.content import profiles_dir
 from appliance_cli.errors import BundleError
 
@@ -217,20 +218,21 @@ def resolve_profile(name_or_path: str) -> Path:
 def load_profile(name_or_path: str | Path) -> Profile:
     path = resolve_profile(str(name_or_path))
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yamlfile.read(path)
     except FileNotFoundError:
         avail = ", ".join(sorted(p.stem for p in profiles_dir().glob("*.yml"))) or "none"
         raise BundleError(f"profile {path} not found", hint=f"available profiles: {avail}") from None
-    except yaml.YAMLError as exc:
-        raise BundleError(f"profile {path}: invalid YAML: {exc}".splitlines()[0]) from None
+    except OSError as exc:
+        raise BundleError(f"profile {path}: cannot read it: {exc.strerror or exc}") from None
+    except yamlfile.YamlError as exc:
+        raise BundleError(f"profile {path}: invalid YAML: {exc}") from None
     if isinstance(data, dict):  # top-level x-* keys hold YAML anchors shared by entries
         data = {k: v for k, v in data.items() if not str(k).startswith("x-")}
     try:
         prof = Profile.model_validate(data)
     except ValidationError as exc:
         e = exc.errors()[0]
-        loc = _loc(data, e["loc"])
-        raise BundleError(f"profile {path}: {loc + ': ' if loc else ''}{e['msg']}") from None
+        raise BundleError(f"profile {path}: {_loc(data, e['loc'])}{e['msg']}") from None
     prof.source_path = path
     seen: set[str] = set()
     for label, _ in prof.entries():
@@ -259,10 +261,10 @@ def carried_kubernetes_releases(directory: Path | None = None) -> tuple[str, ...
 
 
 def _loc(data: object, loc: tuple) -> str:
-    """Turn ('files', 3, 'sha256') into 'files/kubeadm.sha256' so the message names the entry."""
-    parts = [str(x) for x in loc]
+    """Turn ('files', 3, 'sha256') into 'files/kubeadm.sha256: ' so the message names the entry."""
     try:
         entry = data[loc[0]][loc[1]]  # type: ignore[index]
-        return f"{loc[0]}/{entry.get('name', loc[1])}" + "".join(f".{x}" for x in parts[2:])
+        loc = (f"{loc[0]}/{entry.get('name', loc[1])}", *loc[2:])
     except (KeyError, IndexError, TypeError, AttributeError):
-        return ".".join(parts)
+        pass
+    return field_path(loc)

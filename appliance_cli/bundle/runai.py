@@ -14,7 +14,7 @@ import tarfile
 import uuid
 from pathlib import Path, PurePosixPath
 
-from appliance_cli.bundle import oci
+from appliance_cli.bundle import oci, yamlfile
 from appliance_cli.bundle.model import (
     MANIFEST,
     OCI_INDEX,
@@ -71,7 +71,8 @@ def _extract(path: Path, dest: Path, label: str) -> None:
 
 
 def _safe_name(ref: str) -> str:
-    name = re.sub(r"[^A-Za-z0-9._+-]+", "_", ref).strip("_.")
+    """An artifact name (model._NAME_RE): what the vendor named it, from its first letter or digit."""
+    name = re.sub(r"[^A-Za-z0-9._+-]+", "_", ref).lstrip("_.+-").rstrip("_.")
     return (name or "image")[:200]
 
 
@@ -268,11 +269,11 @@ def _chart(store: BlobStore, path: Path) -> Artifact | None:
             text = fobj.read().decode(errors="replace") if fobj else ""
     except (tarfile.TarError, OSError):
         return None
-    import yaml
-
     try:
-        meta = yaml.safe_load(text) or {}
-    except yaml.YAMLError:
+        meta = yamlfile.loads(text)
+    except yamlfile.YamlError:
+        meta = None
+    if not isinstance(meta, dict):  # unreadable, or not a mapping: named after its file instead
         meta = {}
     entry: FileEntry = store.add_file(path.name, path)
     return Artifact(

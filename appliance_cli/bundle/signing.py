@@ -16,7 +16,15 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from appliance_cli.bundle.model import MANIFEST, SIGNATURE, atomic_write, load_manifest, sha256_digest
+from appliance_cli.bundle.model import (
+    MANIFEST,
+    SIGNATURE,
+    atomic_write,
+    check_digest,
+    load_manifest,
+    read_metadata,
+    sha256_digest,
+)
 from appliance_cli.errors import BundleError
 
 SIG_FORMAT = "appliance-bundle-signature/v1"
@@ -118,10 +126,13 @@ def check_signature(root: Path, raw_manifest: bytes, pub: Ed25519PublicKey | Non
             present=False, checked=True, problem=f"{SIGNATURE} missing: the bundle is unsigned"
         )
     try:
-        sig = json.loads(path.read_bytes())
+        sig = json.loads(read_metadata(path))
         signature = base64.b64decode(sig["signature"], validate=True)
-        signer = str(sig["key_id"])
-    except (ValueError, KeyError, TypeError):
+        signer = check_digest(sig["key_id"])  # printed below: a key id, never the file's free text
+    except OSError as exc:  # not a regular file (a FIFO, /dev/zero), too big, unreadable
+        problem = f"{SIGNATURE} is unreadable: {exc.strerror or exc}"
+        return SignatureStatus(present=True, checked=pub is not None, problem=problem)
+    except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested too deep
         return SignatureStatus(present=True, checked=pub is not None, problem=f"{SIGNATURE} is malformed")
     if pub is None:
         return SignatureStatus(present=True, key_id=signer)

@@ -21,6 +21,7 @@ from appliance_cli.bundle.model import (
     Manifest,
     RootFile,
     load_manifest,
+    read_metadata,
     sha256_digest,
 )
 from appliance_cli.bundle.progress import ProgressEvent, ProgressFn, no_progress
@@ -230,16 +231,20 @@ def _check_layout(root: Path, manifest: Manifest, owners: dict) -> list[str]:
     images = [a for a in manifest.artifacts if a.kind == "oci-image"]
     if manifest.oci_index:
         try:
-            if (root / OCI_LAYOUT).read_bytes().strip() != OCI_LAYOUT_BYTES:
+            if read_metadata(root / OCI_LAYOUT).strip() != OCI_LAYOUT_BYTES:
                 problems.append(f"{OCI_LAYOUT} has unexpected content")
-        except OSError:
+        except FileNotFoundError:
             problems.append(f"{OCI_LAYOUT} is missing")
+        except OSError as exc:
+            problems.append(f"{OCI_LAYOUT} is unreadable: {exc.strerror or exc}")
         try:
-            idx = (root / OCI_INDEX).read_bytes()
+            idx = read_metadata(root / OCI_INDEX)
             if sha256_digest(idx) != manifest.oci_index.digest:
                 problems.append(f"{OCI_INDEX} does not match the digest recorded in the manifest (tampered)")
-        except OSError:
+        except FileNotFoundError:
             problems.append(f"{OCI_INDEX} is missing")
+        except OSError as exc:
+            problems.append(f"{OCI_INDEX} is unreadable: {exc.strerror or exc}")
     elif images:
         problems.append(f"manifest lists {len(images)} images but no oci_index")
     return problems

@@ -4,6 +4,7 @@ turns every ApplianceError into its exit code and a one-line message. No traceba
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -61,7 +62,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _escape_unencodable_output() -> None:
+    """A value read from a file may hold a lone surrogate (JSON's "\\ud800", YAML's "\\uD800"):
+    printed, it is escaped as Python's own stderr does, never a UnicodeEncodeError on stdout (an
+    unexpected error, exit 70) or inside the error handler below (a traceback)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):  # a stream that cannot change (closed)
+                reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _escape_unencodable_output()
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = args.debug or bool(os.environ.get("APPLIANCE_DEBUG"))

@@ -6,8 +6,14 @@ a reading that differs from what the operator sees is a hole.
   win: `require_signature: true` ... `require_signature: false` turned checking off).
 * Aliases are capped: what they expand to, counted in YAML nodes, stays under ALIAS_CAP (nested
   ones expanded to gigabytes when the inventory was rendered: the "billion laughs"). PyYAML's own
-  dumper writes an alias for an object it meets twice, so a generated file may hold a few.
+  dumper writes an alias for an object it meets twice, so a generated file may hold a few. An
+  alias inside the value it names (`x: &a [1, *a]`) is refused: SafeLoader builds a list that
+  holds itself, and everything that walks the site's values recursed until a RecursionError.
 * Only the YAML 1.1 core tags (SafeLoader): no `!unsafe`, no `!!python/...`.
+* Whatever the text holds, a problem is one line naming where: a value PyYAML cannot construct
+  (`2001-13-45` read as a date, `!!int x`, an integer of more than 4300 digits), nesting deeper
+  than MAX_DEPTH (PyYAML's composer recurses: a RecursionError) and a character YAML refuses
+  (a NUL, an escape) are ConfigErrors, never an unexpected error (exit 70).
 """
 
 from __future__ import annotations
@@ -28,12 +34,14 @@ class _Refused(yaml.MarkedYAMLError):
 
 # A site config is a few hundred YAML nodes; aliases may add this many more in all.
 ALIAS_CAP = 10_000
+# It nests five or six levels (role_vars a few more); PyYAML's composer recurses once per level.
+MAX_DEPTH = 64
 
 
 def _expanded(node: Any, memo: dict[int, int]) -> int:
     """How many nodes `node` stands for once every alias in it is written out."""
     if id(node) not in memo:
-        memo[id(node)] = 0  # a recursive alias counts once (SafeLoader builds it as a cycle)
+        memo[id(node)] = 0  # a node met again while counting it: a cycle, refused where its alias is
         if isinstance(node, yaml.MappingNode):
             memo[id(node)] = 1 + sum(_expanded(k, memo) + _expanded(v, memo) for k, v in node.value)
         elif isinstance(node, yaml.SequenceNode):
@@ -45,20 +53,62 @@ def _expanded(node: Any, memo: dict[int, int]) -> int:
 
 class _StrictLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]
-            target = self.anchors.get(event.anchor)
-            if target is not None:
-                memo = self.__dict__.setdefault("_alias_memo", {})
-                total = self.__dict__.get("_alias_total", 0) + _expanded(target, memo)
-                self.__dict__["_alias_total"] = total
-                if total > ALIAS_CAP:
-                    raise _Refused(
-                        problem=f"aliases expand to more than {ALIAS_CAP} values (at *{event.anchor}); "
-                        "write the values out",
-                        problem_mark=event.start_mark,
-                    )
+        depth = self.__dict__.get("_depth", 0) + 1
+        if depth > MAX_DEPTH:
+            raise _Refused(
+                problem=f"nested more than {MAX_DEPTH} levels deep",
+                problem_mark=self.peek_event().start_mark,  # type: ignore[no-untyped-call]
+            )
+        self.__dict__["_depth"] = depth
+        try:
+            return self._compose_node(parent, index)
+        finally:
+            self.__dict__["_depth"] = depth - 1
+
+    def _compose_node(self, parent: Any, index: Any) -> Any:
+        event: Any = self.peek_event()  # type: ignore[no-untyped-call]
+        open_anchors: list[str] = self.__dict__.setdefault("_open_anchors", [])
+        if not self.check_event(yaml.AliasEvent):
+            if event.anchor is None:
+                return super().compose_node(parent, index)
+            open_anchors.append(event.anchor)  # PyYAML refuses an anchor given twice: names are unique
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                open_anchors.pop()
+        if event.anchor in open_anchors:  # SafeLoader would build a list or dict that holds itself
+            raise _Refused(
+                problem=f"alias *{event.anchor} is inside the value &{event.anchor} it names (a cycle)",
+                problem_mark=event.start_mark,
+            )
+        target = self.anchors.get(event.anchor)
+        if target is not None:
+            memo = self.__dict__.setdefault("_alias_memo", {})
+            total = self.__dict__.get("_alias_total", 0) + _expanded(target, memo)
+            self.__dict__["_alias_total"] = total
+            if total > ALIAS_CAP:
+                raise _Refused(
+                    problem=f"aliases expand to more than {ALIAS_CAP} values (at *{event.anchor}); "
+                    "write the values out",
+                    problem_mark=event.start_mark,
+                )
         return super().compose_node(parent, index)
+
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        """SafeConstructor's own errors for a value it cannot build (`2001-13-45` as a date, `!!int
+        x`, an int past 4300 digits) are plain ValueErrors: refused here at the value's line."""
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, AttributeError, OverflowError) as exc:
+            tag = node.tag.rsplit(":", 1)[-1]
+            value = node.value if isinstance(node, yaml.ScalarNode) else f"a {node.id}"
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            # ValueError says why ("month must be in 1..12"; int()'s digit limit, less its advice
+            # to call sys.set_int_max_str_digits); the others say only how PyYAML failed
+            why = f" ({_one_line(str(exc).split(';')[0])})" if type(exc) is ValueError else ""
+            raise _Refused(
+                problem=f"{shown} is not a valid {tag}{why}", problem_mark=node.start_mark
+            ) from None
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         if isinstance(node, yaml.MappingNode):
@@ -93,14 +143,29 @@ def read_text(path: Path) -> str:
         ) from None
 
 
+def _one_line(text: str) -> str:
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _char(c: int | str | bytes) -> str:
+    """ReaderError's character: a code point (str input) or a byte."""
+    return repr(chr(c)) if isinstance(c, int) else repr(c)
+
+
 def loads(text: str, source: Path | str) -> Any:
     """Parse appliance.yml's text strictly; ConfigError (exit 2), one line naming the line."""
     try:
         return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, ESC, ...)
+        line = text.count("\n", 0, exc.position) + 1
+        raise ConfigError(
+            [f"{source}: line {line}: not valid YAML (character {_char(exc.character)}: {exc.reason})"],
+            hint=_HINT,
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}:" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
+        problem = _one_line(getattr(exc, "problem", None) or str(exc))
         if isinstance(exc, _Refused):
             raise ConfigError([f"{source}:{where} {problem}"], hint=_HINT) from None
         raise ConfigError([f"{source}:{where} not valid YAML ({problem})"], hint=_HINT) from None

@@ -24,3 +24,26 @@ def test_bracketed_words_are_printed_as_they_are(show, prefix, capsys):
     show(BRACKETED)
     lines = capsys.readouterr().err.splitlines()
     assert f"{prefix}{BRACKETED}" in lines
+
+
+def _bundle_with_profile(tmp_path, profile: str):
+    import json
+
+    head = {"schema": "appliance-bundle", "schema_version": 1, "profile": profile, "created": "c"}
+    # ensure_ascii: a lone surrogate is written as the escape \ud800
+    (tmp_path / "manifest.json").write_text(
+        json.dumps({**head, "tool_version": "1", "chunk_size": 1, "artifacts": []})
+    )
+    return tmp_path
+
+
+def test_a_lone_surrogate_read_from_a_file_is_printed_escaped(tmp_path, capsys):
+    """Found by tests/unit/test_fuzz_inputs.py: JSON's "\\ud800" (YAML's "\\uD800") is a str no
+    UTF-8 stream can write: `bundle inspect` of a manifest whose profile held one was exit 70 (a
+    UnicodeEncodeError on stdout, its message on two lines). Printed escaped, as Python's stderr
+    does."""
+    from appliance_cli.cli.main import main
+
+    assert main(["bundle", "inspect", str(_bundle_with_profile(tmp_path, "lab\ud800"))]) == 0
+    out, err = capsys.readouterr()
+    assert "profile lab\\ud800," in out and err == ""

@@ -92,6 +92,22 @@ def test_the_cap_counts_what_an_alias_stands_for():
         siteyaml.loads(ok + "  - *r\n" * 20, "x")
 
 
+@pytest.mark.parametrize("cycle", ["x: &a [1, 2, *a]", "x: &a {k: [*a]}", "&r {site: *r}"])
+def test_an_alias_inside_the_value_it_names_is_refused(tmp_path, capsys, cycle):
+    """Found by tests/unit/test_fuzz_inputs.py: SafeLoader built a list (or dict) that holds itself,
+    and the Jinja-marker walk over the site's values recursed into a RecursionError, exit 70."""
+    rc, errors, out = _validate(_site(tmp_path, cycle + "\n"), capsys)
+    assert rc == 2 and len(errors) == 1 and "Traceback" not in out
+    assert "line 1: alias *" in errors[0] and "(a cycle)" in errors[0]
+
+
+def test_an_alias_beside_the_value_it_names_is_read():
+    assert siteyaml.loads("x: &a [1, &b [2], *b]\ny: [*a, *b]\n", "x") == {
+        "x": [1, [2], [2]],
+        "y": [[1, [2], [2]], [2]],
+    }
+
+
 def test_non_utf8_is_exit_2_naming_line_and_byte(tmp_path, capsys):
     data = EXAMPLE.read_bytes()
     at = data.index(b"acme-ai-lab")
@@ -102,6 +118,39 @@ def test_non_utf8_is_exit_2_naming_line_and_byte(tmp_path, capsys):
     assert rc == 2 and len(errors) == 1
     assert f"line {line}, byte {column} (0xe9): not UTF-8" in errors[0]
     assert "Traceback" not in out
+
+
+# Found by tests/unit/test_fuzz_inputs.py: each was exit 70 (an unexpected ValueError,
+# AttributeError or RecursionError out of PyYAML) or an error that ran onto a second line.
+@pytest.mark.parametrize(
+    "tail, says",
+    [
+        ("  built: 2001-13-45\n", "'2001-13-45' is not a valid timestamp (month must be in 1..12)"),
+        ("  built: !!timestamp x\n", "'x' is not a valid timestamp"),
+        ("  gpus: !!int four\n", "'four' is not a valid int (invalid literal for int()"),
+        ("  n: " + "9" * 5000 + "\n", "is not a valid int (Exceeds the limit (4300 digits)"),
+        ("  deep: " + "[" * 5000 + "\n", "nested more than 64 levels deep"),
+        ("  deep:\n    " + "- " * 5000 + "x\n", "nested more than 64 levels deep"),
+        ("  bell: \x07\n", "not valid YAML (character '\\x07': special characters are not allowed)"),
+    ],
+    ids=["date", "timestamp-tag", "int-tag", "int-digits", "flow-depth", "block-depth", "control-char"],
+)
+def test_what_pyyaml_cannot_build_is_one_line_naming_the_line(tmp_path, capsys, tail, says):
+    text = EXAMPLE.read_text() + "role_vars:\n" + tail
+    rc, errors, out = _validate(_site(tmp_path, text), capsys)
+    assert rc == 2 and len(errors) == 1, out
+    assert f"line {text.count(chr(10))}:" in errors[0] and says in errors[0]
+    assert len(out.splitlines()) == 2 and "Traceback" not in out  # the error and its hint
+
+
+def test_nesting_up_to_the_cap_is_read():
+    inner = siteyaml.MAX_DEPTH - 1  # under the top-level mapping
+    value = siteyaml.loads("a: " + "[" * inner + "]" * inner + "\n", "x")["a"]
+    for _ in range(inner - 1):
+        value = value[0]
+    assert value == []
+    with pytest.raises(ConfigError, match="line 1: nested more than 64 levels deep"):
+        siteyaml.loads("a: " + "[" * (inner + 1) + "]" * (inner + 1) + "\n", "x")
 
 
 @pytest.mark.parametrize(
