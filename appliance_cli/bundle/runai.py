@@ -168,9 +168,12 @@ def _layout_images(store: BlobStore, layout: Path, label: str) -> list[Artifact]
     arts = []
     try:
         for desc in oci.layout_entries(layout):
-            ann = desc.get("annotations") or {}
+            if not (isinstance(desc, dict) and isinstance(desc.get("digest"), str)):
+                raise BundleError("index.json: a manifests entry is not a descriptor with a digest")
+            ann = desc.get("annotations")
+            ann = ann if isinstance(ann, dict) else {}
             ref = ann.get("io.containerd.image.name") or ann.get("org.opencontainers.image.ref.name")
-            if not ref:
+            if not isinstance(ref, str) or not ref:
                 ref = f"unnamed@{desc['digest']}"
             manifest_b, mt = oci.resolve_desc(layout, desc)
             arts.append(oci.ingest_manifest(store, layout, manifest_b, mt, _safe_name(ref), ref))
@@ -178,6 +181,8 @@ def _layout_images(store: BlobStore, layout: Path, label: str) -> list[Artifact]
         raise BundleError(f"{label}: {exc.message}", exc.hint) from None
     except OSError as exc:  # a blob that is a directory
         raise BundleError(f"{label}: {exc.filename}: {exc.strerror}") from None
+    except (AttributeError, KeyError, IndexError, TypeError, ValueError) as exc:  # JSON of another shape
+        raise BundleError(f"{label}: not an OCI image layout ({type(exc).__name__}: {exc})"[:300]) from None
     return arts
 
 
@@ -238,17 +243,20 @@ def _inside(sub: Path, rel: object, label: str) -> Path:
     """A path named by the image's manifest.json, as a regular file of this image's extraction:
     an absolute path, '..' or a symlink on the way would copy a file of the build host (or of
     the vendor tar outside this image) into the bundle."""
-    if not isinstance(rel, str) or not rel:
+    if not isinstance(rel, str) or not rel or not rel.isprintable():
         raise BundleError(f"{label}: manifest.json names {rel!r}: not a path inside the image")
     pure = PurePosixPath(rel)
     if pure.is_absolute() or ".." in pure.parts:
         raise BundleError(f"{label}: manifest.json names {rel!r}: outside the image")
     base = sub.resolve()
     path = base.joinpath(*pure.parts)
-    if path.resolve() != path:  # a symlink somewhere on the way
-        raise BundleError(f"{label}: manifest.json names {rel!r}: a symlink, outside the image")
-    if not path.is_file():
-        raise BundleError(f"{label}: manifest.json names {rel!r}: not a regular file in the image")
+    try:
+        if path.resolve() != path:  # a symlink somewhere on the way
+            raise BundleError(f"{label}: manifest.json names {rel!r}: a symlink, outside the image")
+        if not path.is_file():
+            raise BundleError(f"{label}: manifest.json names {rel!r}: not a regular file in the image")
+    except OSError as exc:  # a name too long, a loop
+        raise BundleError(f"{label}: manifest.json names {rel[:80]!r}: {exc.strerror}") from None
     return path
 
 

@@ -713,16 +713,10 @@ def test_fuzz_runai_vendor_tar(cli, tmp_path: Path, tar: bytes, name: str) -> No
 
 
 # The image tars nested in a vendor tar: a `docker save` (manifest.json naming its Config and
-# Layers by path) or an OCI archive (index.json naming blobs by digest). How import-runai reads
-# them is being confined on another branch (issue 28, import-runai path confinement); until that
-# lands this property fails, so it is marked and not run. What it finds today (exit 70 unless
-# said): docker-save manifest.json an object, or an entry a string (TypeError); an entry without
-# Config (KeyError); Config or a Layer missing, a directory or not a string (FileNotFoundError,
-# IsADirectoryError, TypeError); Config or a Layer an absolute path (/etc/hostname): read from
-# the host into the bundle, exit 0; manifest.json nested deep (RecursionError); index.json a list,
-# a manifests entry a string or without digest, a digest without ':', a manifest blob without
-# config (AttributeError, KeyError, IndexError); a digest `sha256:../..` is joined to the layout
-# directory as a path.
+# Layers by path) or an OCI archive (index.json naming blobs by digest). Found by this property
+# before import-runai confined them (exit 70, or a host file such as /etc/hostname read into the
+# bundle with exit 0): manifest.json or index.json of another shape, paths absolute, with '..', a
+# NUL, too long for the filesystem, digests naming paths.
 IMAGE_PATHS = ["config.json", "layer.tar", "missing.json", "", ".", "sub", "layer.tar/", "/etc/hostname",
                "../../../../../../etc/hostname", "sub/../config.json", "blobs/sha256/" + "0" * 64]  # fmt: skip
 image_paths = st.one_of(st.sampled_from(IMAGE_PATHS), hostile_text)
@@ -762,7 +756,6 @@ def oci_archive_tar(draw: st.DrawFn) -> bytes:
     return _tar(members)
 
 
-@pytest.mark.xfail(run=False, reason="open: import-runai reads nested image tars unconfined (see above)")
 @fuzz(100)
 @given(image=st.one_of(docker_save_tar(), oci_archive_tar()))
 def test_fuzz_runai_nested_image_tar(cli, tmp_path: Path, image: bytes) -> None:
