@@ -68,4 +68,7 @@ def test_every_node_wrote_to_the_share_by_its_path(lab):
     doc = json.loads(lab["diagnose.json"].read_text())
     writes = {r["node"]: r for r in doc["results"] if r["check"] == "nfs_write"}
     assert set(writes) == set(NODES), writes
-    assert all(r["status"] == "pass" for r in writes.values()), writes
+    # a rate was measured, so the write and read-back happened by that path; a warn is the peer
+    # comparison (one node below 80 % of the other's rate on a busy controller), not the path
+    for r in writes.values():
+        assert r["status"] in ("pass", "warn") and (r["number"] or 0) > 0, writes
