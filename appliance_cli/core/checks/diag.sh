@@ -11,25 +11,32 @@ DIAG_DIR=${DIAG_DIR:-/var/tmp}
 
 kv virt_type "$(systemd-detect-virt --container >/dev/null 2>&1 && echo container || echo none)"
 best() { awk 'BEGIN { m = 0 } { if ($1 > m) m = $1 } END { print m }'; }  # the best of the runs
+# how far apart the runs were: (best - worst) / best in percent, and how many there were
+spread() { awk 'BEGIN { m = 0; w = -1 } { n++; if ($1 > m) m = $1; if (w < 0 || $1 < w) w = $1 }
+  END { printf "%.0f %d\n", (m > 0 ? (m - w) / m * 100 : 0), n }'; }
 # Each measurement is the best of ROUNDS short runs: a shared or throttled machine's worst moment
-# is noise; its best is what the hardware can do.
+# is noise; its best is what the hardware can do. KEY_spread says how far apart the runs were.
 ROUNDS=${DIAG_ROUNDS:-3}
+measured() {  # KEY RUNS: the best of the runs, and their spread
+  kv "$1" "$(printf '%s\n' "$2" | best)"
+  kv "${1%_mbps}_spread" "$(printf '%s\n' "$2" | spread)"
+}
 # CPU: one core hashing MB megabytes (MB/s)
-kv cpu_sha256_mbps "$(for _ in $(seq "$ROUNDS"); do
+measured cpu_sha256_mbps "$(for _ in $(seq "$ROUNDS"); do
   t0=$(now); head -c "$((MB * 1048576))" /dev/zero | sha256sum >/dev/null; t1=$(now); rate "$((MB * 1048576))" "$t0" "$t1"; echo
-done | best)"
+done)"
 # memory: copying 4 x MB megabytes through the kernel (MB/s; bounded by memory bandwidth)
-kv mem_copy_mbps "$(for _ in $(seq "$ROUNDS"); do
+measured mem_copy_mbps "$(for _ in $(seq "$ROUNDS"); do
   t0=$(now); dd if=/dev/zero of=/dev/null bs=1M count="$((MB * 4))" 2>/dev/null; t1=$(now); rate "$((MB * 4 * 1048576))" "$t0" "$t1"; echo
-done | best)"
+done)"
 # disk: MB megabytes written and flushed where the cluster keeps its state (MB/s), twice
 f="$DIAG_DIR/appliance-diag.$$"
 disk=$(for _ in 1 2; do
   t0=$(now)
   if dd if=/dev/zero of="$f" bs=1M count="$MB" conv=fsync 2>/dev/null; then t1=$(now); rate "$((MB * 1048576))" "$t0" "$t1"; echo; fi
   rm -f "$f"
-done | best)
-if [ "$disk" != 0 ]; then kv disk_write_mbps "$disk"; else kv disk_write_error "dd could not write $MB MB in $DIAG_DIR"; fi
+done)
+if [ -n "$disk" ]; then measured disk_write_mbps "$disk"; else kv disk_write_error "dd could not write $MB MB in $DIAG_DIR"; fi
 if command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi --query-gpu=index,name,memory.total,clocks.max.sm,ecc.errors.uncorrected.volatile.total,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader,nounits 2>/dev/null |
     while IFS= read -r line; do kv gpu "$line"; done

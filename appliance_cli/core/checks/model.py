@@ -85,6 +85,8 @@ class Report:
     results: list[CheckResult] = field(default_factory=list)
     seconds: float = 0.0
     bottleneck: CheckResult | None = None  # diagnose: the measurement furthest below its peers
+    remeasured: int = 0  # diagnose: values below their threshold, measured again on their node alone
+    cleared: int = 0  # of those, how many the second measurement cleared
 
     def counts(self) -> dict[str, int]:
         out = {str(s): 0 for s in Status}
@@ -104,6 +106,8 @@ class Report:
             "counts": self.counts(),
             "results": [r.to_dict() for r in self.results],
             "bottleneck": self.bottleneck.to_dict() if self.bottleneck else None,
+            "remeasured": self.remeasured,
+            "cleared": self.cleared,
         }
 
     @classmethod
@@ -111,7 +115,8 @@ class Report:
         def result(d: dict[str, Any]) -> CheckResult:
             return CheckResult(**(d | {"status": Status(d["status"])}))
 
-        rep = cls(kind=data["kind"], site=data["site"], seconds=float(data.get("seconds", 0)))
+        rep = cls(kind=data["kind"], site=data["site"], seconds=float(data.get("seconds", 0)),
+                  remeasured=int(data.get("remeasured", 0)), cleared=int(data.get("cleared", 0)))  # fmt: skip
         rep.results = [result(d) for d in data.get("results", [])]
         rep.bottleneck = result(data["bottleneck"]) if data.get("bottleneck") else None
         return rep
