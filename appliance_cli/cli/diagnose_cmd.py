@@ -52,7 +52,7 @@ QUICK_MB, QUICK_SECONDS = 64, 0.5  # --quick, and the diagnose at the end of `ap
 def summary(report: Report) -> str:
     c = report.counts()
     nodes = len({r.node for r in report.results} - {"site"})
-    again = (f"; {report.remeasured} below its threshold measured again on its node alone, "
+    again = (f"; {report.remeasured} below its threshold measured again side by side with a peer, "
              f"{report.cleared} cleared" if report.remeasured else "")  # fmt: skip
     return (f"diagnose {report.site}: {c['pass']} passed, {c['warn']} warnings, {c['fail']} failed, "
             f"{c['skip']} skipped on {ui.count(nodes, 'node')} in {report.seconds:.1f}s{again}")  # fmt: skip

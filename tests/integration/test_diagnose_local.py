@@ -38,7 +38,7 @@ def test_every_layer_is_measured_on_every_node(tmp_path):
     # the four layers, then, where a value fell below its threshold (loopback on a busy machine),
     # one more pass that measures just those again
     assert len(layers) == 4 + (rep.remeasured > 0), layers
-    assert all(s.startswith("again, on its node alone: ") for s in layers[4:])
+    assert all(s.startswith("again, side by side with a peer: ") for s in layers[4:])
     # this host has no registry CA, no kubelet and no libnfs tools: those say so per node; nothing else skips
     skipped = {
         (r.node, r.check, r.hint.split(" (")[0].split(":")[0]) for r in rep.results if r.status is Status.SKIP

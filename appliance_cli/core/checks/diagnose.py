@@ -10,6 +10,7 @@ import statistics
 import subprocess
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -286,7 +287,7 @@ def spread_of(facts: NodeFacts, key: str) -> tuple[float, int]:
 def _ranked(cfg: SiteConfig, node: Node, key: str, value: float, peers: list[float], facts: NodeFacts,
             meta: tuple[str, str, str, str], peer_spread: float = 0.0) -> tuple[float, CheckResult]:  # fmt: skip
     spread, runs = spread_of(facts, key)
-    first = float(v) if (v := facts.get(f"{key}_first")) else None
+    paired = facts.get(f"{key}_paired").split()
     layer, check, unit, better = meta
     share, expected = 1.0, ""
     if peers:
@@ -294,6 +295,9 @@ def _ranked(cfg: SiteConfig, node: Node, key: str, value: float, peers: list[flo
         if abs(value - median) > NOISE_FLOOR.get(check, 0.0) and value and median:
             share = value / median if better == "higher" else median / value
         expected = f"peers' median {median:.{3 if unit == 'ms' else 1}f} {unit}"
+        if len(paired) == 3:  # the second look's verdict replaces the first's
+            share = float(paired[0])
+            expected += f"; side by side with {paired[2]}, {paired[1]} times: {share:.2f}x"
     promised = expected_for(cfg, node, key, facts)
     if promised:
         share = min(share, value / promised)
@@ -305,10 +309,8 @@ def _ranked(cfg: SiteConfig, node: Node, key: str, value: float, peers: list[flo
     how = []
     if runs:
         how.append(f"best of {runs} runs, {spread:.0f} % apart")
-    if first is not None:
-        how.append(
-            f"measured again on this node alone: {first:.{3 if unit == 'ms' else 1}f} {unit} the first time"
-        )
+    if len(paired) == 3:
+        how.append(f"measured again side by side with {paired[2]}, {paired[1]} times")
     hint = "" if status is Status.PASS else (
         f"{share:.2f}x of what it should be{' (' + '; '.join(how) + ')' if how else ''}: look at this node's {layer}"
     )  # fmt: skip
@@ -329,44 +331,66 @@ def _pairs(pairs: set[tuple[str, str]]) -> str:
 # which measurement re-runs a metric: the per-node probe, the network test, the pull, the NFS test
 _GROUP = {"cpu_sha256_mbps": "node", "mem_copy_mbps": "node", "disk_write_mbps": "node", "net_mbps": "network",
           "net_rtt_ms": "network", "registry_pull_mbps": "registry", "nfs_write_mbps": "nfs", "nfs_read_mbps": "nfs"}  # fmt: skip
+PAIRS = 3  # a second look: the node and a peer measured side by side, this many times
 
 
-def remeasure(cfg: SiteConfig, nodes: list[Node], facts: dict[str, NodeFacts], low: set[tuple[str, str]],
-              t: Transport, mb: int, seconds: float) -> None:  # fmt: skip
-    """A value below its threshold is measured once more, on its node alone, before it is
-    reported: on a shared machine the first may have met a busy moment. The node keeps the better
-    of the two (each is already a best of runs); the first is kept as KEY_first for the hint."""
+def _reference(nodes: list[Node], facts: dict[str, NodeFacts], key: str, name: str) -> Node | None:
+    """The peer to compare with: the one whose value lies nearest the peers' median."""
+    peers = [(float(v), n) for n in nodes if n.name != name and (v := facts[n.name].get(key))]
+    if not peers:
+        return None
+    median = statistics.median(v for v, _ in peers)
+    return min(peers, key=lambda p: (abs(p[0] - median), p[1].name))[1]
+
+
+def _side_by_side(cfg: SiteConfig, group: str, pair: tuple[Node, Node], t: Transport, mb: int,
+                  seconds: float) -> dict[str, NodeFacts]:  # fmt: skip
+    if group == "node":  # each node's own CPU, memory and disk: both at once, so both meet the same moment
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            a, b = pool.map(lambda n: measure_nodes([n], t, mb), pair)
+        return a | b
+    # the rest cross the master's link or the filer's, which one node at a time must have alone
+    if group == "network":
+        return measure_network(cfg.master, list(pair), t, seconds)
+    if group == "registry":
+        return measure_registry(cfg, list(pair), t, mb, seconds)
+    return measure_nfs(cfg, list(pair), t, mb)
+
+
+def second_look(cfg: SiteConfig, nodes: list[Node], facts: dict[str, NodeFacts], low: set[tuple[str, str]],
+                t: Transport, mb: int, seconds: float) -> None:  # fmt: skip
+    """A value below its threshold is not reported on one measurement: the node is measured again
+    side by side with a peer (the one nearest the median), PAIRS times, and its share is the
+    median of those ratios (KEY_paired=RATIO N PEER). On a shared or busy machine the first value
+    may have met a busy moment that its peers did not; side by side, both meet the same."""
     by_check = {check: key for key, (_, check, _, _) in METRICS.items()}
-    todo: dict[tuple[str, str], set[str]] = {}
-    for name, check in low:
+    todo: dict[tuple[str, str], list[str]] = {}
+    for name, check in sorted(low):
         key = by_check[check]
-        todo.setdefault((name, _GROUP[key]), set()).add(key)
+        todo.setdefault((name, _GROUP[key]), []).append(key)
     named = {n.name: n for n in nodes}
-    for (name, group), keys in sorted(todo.items()):
-        node = named[name]
-        if group == "node":
-            again = measure_nodes([node], t, mb)
-        elif group == "network":
-            again = measure_network(cfg.master, [node], t, seconds) if node.name != cfg.master.name else {}
-        elif group == "registry":
-            again = measure_registry(cfg, [node], t, mb, seconds)
-        else:
-            again = measure_nfs(cfg, [node], t, mb)
-        new = again.get(name)
-        if new is None or new.error:
+    for (name, group), keys in todo.items():
+        ref = _reference(nodes, facts, keys[0], name)
+        if ref is None or (group == "network" and cfg.master.name in (name, ref.name)):
             continue
-        for key in keys:
-            old, value = facts[name].get(key), new.get(key)
-            if not (old and value):
+        ratios: dict[str, list[float]] = {key: [] for key in keys}
+        for _ in range(PAIRS):
+            got = _side_by_side(cfg, group, (named[name], ref), t, mb, seconds)
+            mine, theirs = got.get(name), got.get(ref.name)
+            if mine is None or theirs is None or mine.error or theirs.error:
                 continue
-            better = METRICS[key][3]
-            keep_new = float(value) > float(old) if better == "higher" else float(value) < float(old)
-            facts[name].values[f"{key}_first"] = old
-            if keep_new:
-                facts[name].values[key] = value
-                spread_key = key.removesuffix("_mbps") + "_spread"
-                if spread_key in new.values:
-                    facts[name].values[spread_key] = new.values[spread_key]
+            for key in keys:
+                try:
+                    a, b = float(mine.get(key)), float(theirs.get(key))
+                except ValueError:
+                    continue
+                if a > 0 and b > 0:
+                    ratios[key].append(a / b if METRICS[key][3] == "higher" else b / a)
+        for key, found in ratios.items():
+            if found:
+                facts[name].values[f"{key}_paired"] = (
+                    f"{statistics.median(found):.3f} {len(found)} {ref.name}"
+                )
 
 
 def gpu_results(node: Node, facts: NodeFacts) -> list[CheckResult]:
@@ -415,16 +439,13 @@ def run_diagnose(cfg: SiteConfig, transport: Transport | None = None, mb: int = 
         ]
     reached = [n for n in nodes if not facts[n.name].error]
     ranked = rank(cfg, reached, facts)
-    # A second look can move a median, and so put another node below it: that one is looked at
-    # again too, each value at most once (a few passes at most: one per node and metric).
-    again: set[tuple[str, str]] = set()
-    while todo := {(r.node, r.check) for _, r in ranked if r.status is not Status.PASS} - again:
-        on_layer(f"again, on its node alone: {_pairs(todo)}")
-        remeasure(cfg, reached, facts, todo, t, mb, seconds)
-        again |= todo
+    low = {(r.node, r.check) for _, r in ranked if r.status is not Status.PASS}
+    if low:
+        on_layer(f"again, side by side with a peer: {_pairs(low)}")
+        second_look(cfg, reached, facts, low, t, mb, seconds)
         ranked = rank(cfg, reached, facts)
-    report.remeasured = len(again)
-    report.cleared = len(again - {(r.node, r.check) for _, r in ranked if r.status is not Status.PASS})
+        report.remeasured = len(low)
+        report.cleared = len(low - {(r.node, r.check) for _, r in ranked if r.status is not Status.PASS})
     report.results += [r for _, r in ranked]
     if ask_cluster:
         on_layer("kubernetes: the cluster's view of each node")
