@@ -1,4 +1,5 @@
-"""Replacing a file whole: the one implementation (kubeconfigs, bundle files, site files).
+"""Replacing a file whole: the one implementation (kubeconfigs, bundle files, site files). And
+reading one named by data (the site config, a bundle): a regular file, never a FIFO or device.
 
 A fresh temporary file beside the target (mkstemp: O_EXCL, so never a file or link someone else
 placed there), its mode set before any byte is written, fsync, rename over the target, fsync of
@@ -8,7 +9,9 @@ the directory: a reader sees the old file or the new one, never half, and a cras
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -51,3 +54,21 @@ def fsync_dir(directory: Path) -> None:
         pass  # some filesystems refuse fsync on a directory; the rename itself is done
     finally:
         os.close(dfd)
+
+
+def read_regular(path: Path, limit: int | None = None) -> bytes:
+    """The bytes of `path`, a regular file (a symlink to one is followed); OSError otherwise, at
+    once: "not a regular file" for a FIFO (the read waited for a writer forever), a directory or
+    a device (/dev/zero read until memory ran out); "larger than ..." past `limit` bytes."""
+    if not stat.S_ISREG(os.stat(path).st_mode):  # before open: opening a device can act on it
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    # O_NONBLOCK: a FIFO swapped in after the stat opens without a writer, refused by fstat below
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        data = f.read() if limit is None else f.read(limit + 1)
+    if limit is not None and len(data) > limit:
+        size = f"{limit // 1024**2} MiB" if limit >= 1024**2 else f"{limit} bytes"
+        raise OSError(errno.EFBIG, f"larger than {size}", str(path))
+    return data

@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from appliance_cli.errors import ConfigError
+from appliance_cli.fsutil import read_regular
 
 _HINT = "fix the line named above; `appliance init` writes a documented skeleton"
 
@@ -130,8 +131,12 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 def read_text(path: Path) -> str:
-    """The file's text; ConfigError (exit 2) naming the line and byte where it is not UTF-8."""
-    data = path.read_bytes()
+    """The file's text; ConfigError (exit 2) naming the line and byte where it is not UTF-8, or
+    when it is no regular file (a FIFO waited for a writer forever) or cannot be read."""
+    try:
+        data = read_regular(path)
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read it ({exc.strerror or exc})"]) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -29,6 +29,7 @@ from appliance_cli import __version__
 from appliance_cli.core.install import runs_dir
 from appliance_cli.core.siteconfig import Node, SiteConfig
 from appliance_cli.errors import ApplianceError
+from appliance_cli.fsutil import read_regular
 
 REDACTED = "<redacted>"
 # How much of each journal and how many runs: enough to see a failure, small enough to mail.
@@ -144,10 +145,12 @@ def _controller_secrets(cfg: SiteConfig) -> list[str]:
     values = []
     if cfg.researcher_registry:
         for user in cfg.researcher_registry.users:
-            path = cfg.resolve(user.password_file)
-            if path.is_file():
-                # any bytes: a value that is not UTF-8 cannot appear in the (UTF-8) text redacted
-                values.append(path.read_text(errors="replace"))
+            try:  # not there, or no regular file (a FIFO waited forever): no value to redact
+                data = read_regular(cfg.resolve(user.password_file))
+            except OSError:
+                continue
+            # any bytes: a value that is not UTF-8 cannot appear in the (UTF-8) text redacted
+            values.append(data.decode(errors="replace"))
     return values
 
 
