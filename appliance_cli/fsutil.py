@@ -11,9 +11,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 
 def atomic_write(
@@ -22,7 +25,15 @@ def atomic_write(
     """Replace `path` (the name itself: a symlink there is replaced, not followed) with `data`,
     mode `mode` exactly (no umask), owned by `owner` (uid, gid) where allowed. OSError propagates;
     the temporary file is gone either way."""
-    raw = data.encode() if isinstance(data, str) else data
+    with atomic_stream(path, mode, owner) as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+
+
+@contextlib.contextmanager
+def atomic_stream(path: Path, mode: int = 0o644, owner: tuple[int, int] | None = None) -> Iterator[BinaryIO]:
+    """atomic_write for content written piece by piece (a tarball, a download): the file object
+    of the temporary file; on leaving the block it is fsynced and renamed over `path`, on an
+    exception removed (the exception propagates)."""
     directory = path.parent
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
@@ -31,7 +42,7 @@ def atomic_write(
             if owner is not None:
                 with contextlib.suppress(PermissionError):  # only root may give a file away
                     os.fchown(f.fileno(), *owner)
-            f.write(raw)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -40,6 +51,30 @@ def atomic_write(
             os.unlink(tmp)
         raise
     fsync_dir(directory)
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path, mode: int | None = None) -> Iterator[Path]:
+    """atomic_stream for a tool that writes by name (mmdebstrap, a packer given an output path):
+    a name with `path`'s own (its extension tells some tools the format), not yet created, in a
+    fresh private directory beside `path`. On leaving the block the file the tool wrote is
+    fsynced, given `mode` (None: as the tool made it) and renamed over `path`; on an exception
+    (FileNotFoundError when the tool wrote nothing) removed with its directory."""
+    scratch = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        tmp = scratch / path.name
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    fsync_dir(path.parent)
 
 
 def fsync_dir(directory: Path) -> None:

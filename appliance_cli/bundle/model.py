@@ -288,7 +288,6 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
 
 
 def raise_os_error(exc: OSError, path: Path) -> None:
-
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         raise BundleError(
             f"no space left on device while writing {path}",

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from appliance_cli.cli import ui
+from appliance_cli.fsutil import atomic_write
 from appliance_cli.runner.events import Event, HostResult, HostWarning, PlayStarted, RunResult, TaskStarted
 
 _STYLE = {
@@ -105,7 +106,7 @@ class Progress:
             "seconds": round(time.monotonic() - self.t0, 1),
         }
         self.timings.parent.mkdir(parents=True, exist_ok=True)
-        self.timings.write_text(json.dumps(record) + "\n")
+        atomic_write(self.timings, json.dumps(record) + "\n")
 
     def _render(self) -> Table:
         t = Table.grid(padding=(0, 2))
