@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from appliance_cli.errors import BundleError
+from appliance_cli.fsutil import atomic_write
 
 # What the nodes' sources line names (the role writes the manifest's key there).
 KEY_UID = "appliance offline bundle apt repositories"
@@ -111,11 +112,11 @@ class AptSigner:
         key = f"{hashlib.sha256(release).hexdigest()} {fpr}"
         if (repo / "InRelease").is_file() and stamp.is_file() and stamp.read_text() == key:
             return
-        _write(repo / "Release", release)
+        atomic_write(repo / "Release", release)
         signed = _gpg(self._gnupg, "--pinentry-mode", "loopback", "--passphrase", "", "--local-user", fpr,
                       "--digest-algo", "SHA512", "--clearsign", stdin=release, what=f"{label}: InRelease")  # fmt: skip
-        _write(repo / "InRelease", signed)
-        stamp.write_text(key)
+        atomic_write(repo / "InRelease", signed)
+        atomic_write(stamp, key)
 
     def close(self) -> None:
         """Stop the gpg-agent the key's use started (it would outlive the build)."""
@@ -133,9 +134,3 @@ def release_text(repo: Path) -> str:
         data = (repo / name).read_bytes()
         lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}")
     return "\n".join(lines) + "\n"
-
-
-def _write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)

@@ -60,6 +60,7 @@ from appliance_cli.bundle.verify import hash_file
 from appliance_cli.content import content_root
 from appliance_cli.debian import aptclosure, debdir, rootfs
 from appliance_cli.errors import BundleError
+from appliance_cli.fsutil import atomic_path
 
 BUNDLE_ENTRIES = {MANIFEST, SIGNATURE, OCI_LAYOUT, OCI_INDEX, INSTALL_SCRIPT, "blobs", STAGING}
 
@@ -317,8 +318,8 @@ class _Builder:
         packed = self.cache / "from-deb" / key[:16] / spec.filename
         if not packed.is_file():
             packed.parent.mkdir(parents=True, exist_ok=True)
-            n = debdir.pack_deb_dir(deb, spec.from_deb.path, packed.with_suffix(".part"), label)
-            packed.with_suffix(".part").rename(packed)
+            with atomic_path(packed) as part:
+                n = debdir.pack_deb_dir(deb, spec.from_deb.path, part, label)
             self.note(label, f"packed {n} files of /{spec.from_deb.path} from {deb.name}")
         entry = self.store.add_file(spec.filename, packed, mode=spec.mode)
         return entry, Source(deb=deb.name, path=spec.from_deb.path, sha256=deb_sha)
@@ -331,8 +332,8 @@ class _Builder:
         out = self.cache / "from-deb" / deb_sha[:16] / "file" / member
         if not out.is_file():
             out.parent.mkdir(parents=True, exist_ok=True)
-            debdir.extract_file(deb, member, out.with_suffix(".part"), label)
-            out.with_suffix(".part").rename(out)
+            with atomic_path(out) as part:
+                debdir.extract_file(deb, member, part, label)
             self.note(label, f"took /{member} from {deb.name}")
         entry = self.store.add_file(fname, out, mode=spec.mode)
         return entry, Source(deb=deb.name, path=member, sha256=deb_sha)
@@ -461,7 +462,7 @@ class _Builder:
                 _download_for_platform(spec, project, wdir, label)
             else:
                 _pip(label, "wheel", "--quiet", "--wheel-dir", str(wdir), *args)
-            stamp.write_text(key)
+            atomic_write(stamp, key.encode())
         arts = []
         for whl in sorted(wdir.glob("*.whl")):
             dist, version = whl.name.split("-")[:2]

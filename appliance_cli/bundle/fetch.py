@@ -11,6 +11,7 @@ from pathlib import Path
 from appliance_cli.bundle.model import raise_os_error
 from appliance_cli.bundle.progress import ProgressEvent, ProgressFn, no_progress
 from appliance_cli.errors import BundleError
+from appliance_cli.fsutil import atomic_stream, fsync_dir
 
 READ_SIZE = 1024 * 1024
 TIMEOUT_S = 60
@@ -81,7 +82,8 @@ def fetch(
             f"{label}: sha256 of {url} is {got}, {pinned_by} pins {sha256}",
             hint="the download is not what was pinned: check the URL (or mirror), then the pin",
         )
-    os.replace(part, final)
+    os.replace(part, final)  # fsynced above
+    fsync_dir(cache_dir)
     return final
 
 
@@ -107,13 +109,12 @@ def fetch_bytes(url: str, label: str, limit: int = 64 * 1024 * 1024) -> bytes:
 
 
 def download_to(url: str, dest: Path, label: str, progress: ProgressFn = no_progress) -> str:
-    """Download url to dest (through dest.part, renamed when complete); return its sha256 hex.
+    """Download url to dest (fsutil.atomic_stream: renamed in when complete); its sha256 hex.
     The caller compares it with what it expects; nothing is trusted here."""
-    part = dest.with_name(dest.name + ".part")
     h = hashlib.sha256()
     req = urllib.request.Request(url, headers={"User-Agent": "appliance-bundle/1"})
     try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp, open(part, "wb") as out:
+        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp, atomic_stream(dest) as out:
             progress(ProgressEvent("start", label, total=resp.length))
             while chunk := resp.read(READ_SIZE):
                 h.update(chunk)
@@ -121,12 +122,9 @@ def download_to(url: str, dest: Path, label: str, progress: ProgressFn = no_prog
                 progress(ProgressEvent("advance", label, nbytes=len(chunk)))
             progress(ProgressEvent("end", label))
     except urllib.error.HTTPError as exc:
-        part.unlink(missing_ok=True)
         raise BundleError(f"{label}: download of {url} failed: HTTP {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
-        part.unlink(missing_ok=True)
         if isinstance(exc, OSError) and exc.errno is not None and not isinstance(exc, urllib.error.URLError):
-            raise_os_error(exc, part)
+            raise_os_error(exc, dest)
         raise BundleError(f"{label}: cannot reach {url}: {getattr(exc, 'reason', exc)}") from None
-    os.replace(part, dest)
     return h.hexdigest()

@@ -25,7 +25,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from appliance_cli.bundle import yamlfile
+from appliance_cli import yamlfile
 from appliance_cli.bundle.model import atomic_write, field_path
 from appliance_cli.errors import BundleError
 

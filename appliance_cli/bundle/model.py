@@ -8,9 +8,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import os
 import re
-import stat
 from pathlib import Path, PurePosixPath
 from typing import Final, Literal
 
@@ -18,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from appliance_cli.errors import BundleError
 from appliance_cli.fsutil import atomic_write as replace_file
+from appliance_cli.fsutil import read_regular
 
 SCHEMA: Final = "appliance-bundle"
 SCHEMA_VERSION: Final = 1
@@ -263,17 +262,8 @@ METADATA_LIMIT = 64 * 1024**2
 
 def read_metadata(path: Path, limit: int = METADATA_LIMIT) -> bytes:
     """A metadata file of the stick, read whole: OSError unless it is a regular file (a symlink
-    to one is followed) of at most `limit` bytes. A FIFO blocked the read until someone wrote to
-    it, a symlink to /dev/zero read until memory ran out."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO opens without a writer
-    with open(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise OSError(errno.EFBIG, f"larger than {limit // 1024**2} MiB", str(path))
-    return data
+    to one is followed) of at most `limit` bytes (fsutil.read_regular)."""
+    return read_regular(path, limit)
 
 
 def load_manifest(root: Path) -> tuple[Manifest, bytes]:
@@ -298,8 +288,6 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
 
 
 def raise_os_error(exc: OSError, path: Path) -> None:
-    import errno
-
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         raise BundleError(
             f"no space left on device while writing {path}",

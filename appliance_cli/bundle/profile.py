@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from appliance_cli.bundle import yamlfile
+from appliance_cli import yamlfile
 from appliance_cli.bundle.model import field_path
 from appliance_cli.content import profiles_dir
 from appliance_cli.errors import BundleError

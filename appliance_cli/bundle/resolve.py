@@ -23,6 +23,7 @@ from appliance_cli.bundle.mirrors import MirrorMap, RegistryTarget
 from appliance_cli.bundle.model import sha256_digest
 from appliance_cli.bundle.profile import ChartSpec, FileSpec, ImageSpec
 from appliance_cli.errors import BundleError
+from appliance_cli.fsutil import fsync_dir
 
 PLATFORM = ("linux", "amd64")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -58,7 +59,8 @@ def _download_hashed(url: str, mirrors: MirrorMap, cache: Path, label: str) -> t
     sha = download_to(mirrors.url(url), tmp, label)
     final = files / sha
     size = tmp.stat().st_size
-    tmp.replace(final)
+    tmp.replace(final)  # download_to fsynced it: its name, once known, is all that changes
+    fsync_dir(files)
     return sha, size
 
 

@@ -14,7 +14,8 @@ import tarfile
 import uuid
 from pathlib import Path, PurePosixPath
 
-from appliance_cli.bundle import oci, yamlfile
+from appliance_cli import yamlfile
+from appliance_cli.bundle import oci
 from appliance_cli.bundle.model import (
     MANIFEST,
     OCI_INDEX,

@@ -26,9 +26,11 @@ from appliance_cli.bundle.model import (
     sha256_digest,
 )
 from appliance_cli.errors import BundleError
+from appliance_cli.fsutil import read_regular
 
 SIG_FORMAT = "appliance-bundle-signature/v1"
 WRONG_KEY = "wrong key"  # the problem that means the bundle may be fine, the trusted key is not its signer
+KEY_LIMIT = 1024**2  # an Ed25519 PEM is a few hundred bytes
 
 
 def key_id(pub: Ed25519PublicKey) -> str:
@@ -65,7 +67,7 @@ def keygen(prefix: Path, force: bool = False) -> tuple[Path, Path, str]:
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:
     try:
-        data = path.read_bytes()
+        data = read_regular(path, KEY_LIMIT)
     except OSError as exc:
         raise BundleError(f"{path}: cannot read private key: {exc.strerror}") from None
     try:
@@ -79,7 +81,7 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
 
 def load_public_key(path: Path) -> Ed25519PublicKey:
     try:
-        data = path.read_bytes()
+        data = read_regular(path, KEY_LIMIT)
     except OSError as exc:
         raise BundleError(f"{path}: cannot read public key: {exc.strerror}") from None
     try:

@@ -131,7 +131,7 @@ def show_step(r: StepResult) -> None:
 
 def progress(message: str) -> None:
     """What the run is doing, on stderr: stdout keeps the results."""
-    ui.err.print(f"[dim]… {escape(message)}[/]", markup=True, highlight=False)
+    ui.err.print(f"[dim]… {escape(ui.visible(message))}[/]", markup=True, highlight=False)
 
 
 def show_smoke(v: SmokeVerdict) -> None:

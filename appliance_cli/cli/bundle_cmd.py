@@ -159,7 +159,7 @@ def _progress(what: str):
             if ev.item == "verify" and ev.total is not None:
                 bar.update(task, total=ev.total)
         elif ev.kind == "note":
-            bar.console.print(f"{ev.item}: {ev.message}", markup=False, highlight=False)
+            bar.console.print(ui.visible(f"{ev.item}: {ev.message}"), markup=False, highlight=False)
 
     with bar:
         yield render
@@ -259,7 +259,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             )
     except BundleVerifyError as exc:
         for line in exc.problems:
-            ui.err.print(f"[red]BAD[/] {escape(line)}", markup=True, highlight=False)
+            ui.err.print(f"[red]BAD[/] {escape(ui.visible(line))}", markup=True, highlight=False)
         raise
     sig = (
         f"signature valid (key {rep.key_id})"
@@ -319,19 +319,19 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     )
     t = Table("kind", "artifacts", "size", show_edge=False)
     for kind, (n, size) in sorted(ins.by_kind().items()):
-        t.add_row(kind, str(n), _human(size))
+        t.add_row(ui.cell(kind), str(n), _human(size))
     ui.out.print(t)
     if args.all:
         t = Table("kind", "name", "version", "size", "files", "test only", "digest", show_edge=False)
         for a in ins.artifacts:
             t.add_row(
-                a.kind,
-                a.name,
-                a.version or "",
+                ui.cell(a.kind),
+                ui.cell(a.name),
+                ui.cell(a.version or ""),
                 _human(a.size),
                 str(len(a.files)),
                 "yes" if a.test_only else "",
-                a.digest[:19],
+                ui.cell(a.digest[:19]),
             )
         ui.out.print(t)
     ui.info(

@@ -58,7 +58,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         table.add_column(col)
     for r in rows:
         status = r.ready + ("" if r.schedulable else ",SchedulingDisabled")
-        table.add_row(r.name, status, r.roles, r.node_group, r.version, r.runtime, r.taints)
+        table.add_row(*map(ui.cell, (r.name, status, r.roles, r.node_group, r.version, r.runtime, r.taints)))
     ui.out.print(table)
     expected = {n.name for n in cfg.nodes}
     seen = {r.name for r in rows}

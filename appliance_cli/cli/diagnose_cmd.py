@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from rich.table import Table
+from rich.text import Text
 
 from appliance_cli.cli import ui
 from appliance_cli.cli.preflight_cmd import add_report_args, write_reports
@@ -97,7 +98,8 @@ def show(report: Report) -> None:
     for layer, check in metrics:
         cells = {r.node: r for r in report.results if (r.layer, r.check) == (layer, check)}
         table.add_row(f"{layer} / {check}", *(
-            f"[{_STYLE[c.status]}]{c.value or c.status}[/]" if (c := cells.get(n)) else "" for n in nodes))  # fmt: skip
+            Text(ui.visible(f"{c.value or c.status}", lines=False), style=_STYLE[c.status]) if (c := cells.get(n)) else ""
+            for n in nodes))  # fmt: skip
     ui.out.print(table)
     for r in report.results:
         if r.status in (Status.FAIL, Status.WARN):

@@ -28,11 +28,9 @@ def cmd_render(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else cfg.site_dir / "integrations"
     written = integrations.render(cfg, out)
     for pf in written:
-        ui.out.print(
-            f"{pf.project}: namespace {pf.namespace}, scheduler {pf.scheduler}", highlight=False, markup=False
-        )
+        ui.info(f"{pf.project}: namespace {pf.namespace}, scheduler {pf.scheduler}")
         for f in pf.files:
-            ui.out.print(f"  {pf.directory / f}", highlight=False, markup=False)
+            ui.info(f"  {pf.directory / f}")
     ui.info(
         f"wrote {ui.count(len(written), 'project')} under {out}; MLflow: run `mlflow run … --backend kubernetes "
         "--backend-config kubernetes_config.json` in a project's mlflow/ directory"

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from appliance_cli.cli import ui
+from appliance_cli.fsutil import atomic_write
 from appliance_cli.runner.events import Event, HostResult, HostWarning, PlayStarted, RunResult, TaskStarted
 
 _STYLE = {
@@ -79,7 +80,7 @@ class Progress:
     def _line(self, text: str, style: str | None = None, always: bool = False) -> None:
         if self._live is not None and not always:
             return
-        line = Text(f"[{self.elapsed()}] ", style="dim") + Text(text, style=style or "")
+        line = Text(f"[{self.elapsed()}] ", style="dim") + Text(ui.visible(text), style=style or "")
         (self._live.console if self._live else ui.out).print(line)
 
     def overall(self) -> str:
@@ -105,13 +106,16 @@ class Progress:
             "seconds": round(time.monotonic() - self.t0, 1),
         }
         self.timings.parent.mkdir(parents=True, exist_ok=True)
-        self.timings.write_text(json.dumps(record) + "\n")
+        atomic_write(self.timings, json.dumps(record) + "\n")
 
     def _render(self) -> Table:
         t = Table.grid(padding=(0, 2))
-        t.add_row(Text(f"{self.title} — {self.elapsed()}", style="bold"), Text(self.play, style="dim"))
+        t.add_row(
+            Text(f"{self.title} — {self.elapsed()}", style="bold"),
+            Text(ui.visible(self.play, lines=False), style="dim"),
+        )
         t.add_row(Text("progress", style="dim"), Text(self.overall()))
-        t.add_row(Text("task", style="dim"), Text(self.task))
+        t.add_row(Text("task", style="dim"), ui.cell(self.task))
         for host, c in sorted(self.hosts.items()):
             parts = Text()
             for status in ("ok", "changed", "failed", "unreachable", "skipped"):
@@ -128,7 +132,9 @@ def print_recap(result: RunResult) -> None:
     for col in ("host", "ok", "changed", "failed", "unreachable", "skipped"):
         table.add_column(col, justify="left" if col == "host" else "right")
     for host, s in sorted(result.stats.items()):
-        table.add_row(host, str(s.ok), str(s.changed), str(s.failed), str(s.unreachable), str(s.skipped))
+        table.add_row(
+            ui.cell(host), str(s.ok), str(s.changed), str(s.failed), str(s.unreachable), str(s.skipped)
+        )
     ui.out.print(table)
     # A stable, grep-able line for scripts and tests: one per host.
     for host, s in sorted(result.stats.items()):

@@ -22,6 +22,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from appliance_cli.content import templates_dir
 from appliance_cli.core.siteconfig import SiteConfig, project_namespace
 from appliance_cli.errors import UsageError
+from appliance_cli.fsutil import atomic_write
 
 GPU = "nvidia.com/gpu"
 # The fraction the fractional variants ask for (the guide's runai-half-gpu).
@@ -234,7 +235,7 @@ def render(cfg: SiteConfig, out_dir: Path) -> list[ProjectFiles]:
             target = d / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             if not target.exists() or target.read_text() != text:
-                target.write_text(text)
+                atomic_write(target, text)
         out.append(
             ProjectFiles(p.name, project_namespace(stack, p.name), s.scheduler, d, tuple(sorted(files)))
         )

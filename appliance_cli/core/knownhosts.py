@@ -12,6 +12,7 @@ from pathlib import Path
 from appliance_cli.core.remote import ssh_argv
 from appliance_cli.core.siteconfig import Jumpbox, Node, SiteConfig
 from appliance_cli.errors import ApplianceError, ConfigError
+from appliance_cli.fsutil import read_regular
 
 
 @dataclass(frozen=True)
@@ -30,12 +31,24 @@ class ScannedKey:
         return f"{self.node},{self.address} {self.keytype} {self.key}"
 
 
+def _known_hosts_text(path: Path) -> str:
+    """The site's known_hosts ("" when there is none yet); a FIFO, directory or device there is
+    a ConfigError naming ssh.known_hosts (ssh would wait on a FIFO as our read did)."""
+    try:
+        data = read_regular(path)
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        raise ConfigError(
+            [f"ssh.known_hosts: {path}: cannot read it ({exc.strerror or exc})"],
+            hint="point ssh.known_hosts at a regular file (or nothing: `appliance hosts trust` writes it)",
+        ) from None
+    return data.decode(errors="replace")  # a corrupt byte names no host of ours
+
+
 def recorded_hosts(path: Path) -> set[str]:
     names: set[str] = set()
-    if not path.is_file():
-        return names
-    # a corrupt byte must not crash the run: such a line names no host of ours
-    for line in path.read_text(errors="replace").splitlines():
+    for line in _known_hosts_text(path).splitlines():
         line = line.strip()
         if not line or line.startswith("#"):
             continue
@@ -98,7 +111,7 @@ def scan(cfg: SiteConfig, node: Node | Jumpbox, timeout: int = 5) -> list[Scanne
 def record(cfg: SiteConfig, keys: list[ScannedKey]) -> Path:
     path = cfg.resolve(cfg.ssh.known_hosts)
     path.parent.mkdir(parents=True, exist_ok=True)
-    existing = path.read_text(errors="replace") if path.exists() else ""
+    existing = _known_hosts_text(path)
     with path.open("a") as fh:
         if existing and not existing.endswith("\n"):
             fh.write("\n")

@@ -14,7 +14,8 @@ import yaml
 
 from appliance_cli.core import siteconfig
 from appliance_cli.core.siteconfig import SiteConfig, oidc_settings
-from appliance_cli.errors import ApplianceError, UsageError
+from appliance_cli.errors import ApplianceError, ConfigError, UsageError
+from appliance_cli.fsutil import read_regular
 
 # What Run:ai's General | Settings | Researcher Authentication shows as the client configuration
 # on a self-hosted (air-gapped) backend, and the user name its guide puts in every context.
@@ -72,6 +73,16 @@ def cluster_of(admin_conf: str) -> tuple[str, str, str]:
     return str(entry.get("name") or "kubernetes"), server, ca
 
 
+def _ca_pem(cfg: SiteConfig, path: Path) -> bytes:
+    """The OIDC issuer's CA file; ConfigError naming its field unless it is a readable regular file."""
+    given = cfg.scheduler.oidc is not None and cfg.scheduler.oidc.ca_file
+    field = "scheduler.oidc.ca_file" if given else "site.tls.ca"
+    try:
+        return read_regular(path, 16 * 1024**2)
+    except OSError as exc:
+        raise ConfigError([f"{field}: {path}: cannot read it ({exc.strerror or exc})"]) from None
+
+
 def _user(cfg: SiteConfig, name: str, oidc: dict[str, str]) -> dict[str, Any]:
     issuer = oidc["issuer_url"]
     if cfg.scheduler.stack == "runai":  # Run:ai's client configuration: `runai login` fills in the tokens
@@ -82,7 +93,7 @@ def _user(cfg: SiteConfig, name: str, oidc: dict[str, str]) -> dict[str, Any]:
     # kubectl 1.23's own oidc auth-provider; the researcher adds id-token/refresh-token from the IdP
     config = {"client-id": oidc["client_id"], "idp-issuer-url": issuer}
     if oidc.get("ca_file"):
-        pem = Path(oidc["ca_file"]).read_bytes()
+        pem = _ca_pem(cfg, Path(oidc["ca_file"]))
         config["idp-certificate-authority-data"] = base64.b64encode(pem).decode()
     return {"name": name, "user": {"auth-provider": {"name": "oidc", "config": config}}}
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from appliance_cli.content import templates_dir
 from appliance_cli.core.siteconfig import SITE_FILE
 from appliance_cli.errors import UsageError
+from appliance_cli.fsutil import atomic_write
 
 
 def write_skeleton(site_dir: Path, force: bool = False) -> Path:
@@ -14,5 +15,5 @@ def write_skeleton(site_dir: Path, force: bool = False) -> Path:
     if target.exists() and not force:
         raise UsageError(f"{target} already exists", hint="pass --force to overwrite it")
     site_dir.mkdir(parents=True, exist_ok=True)
-    target.write_text((templates_dir() / "site" / "appliance.yml").read_text())
+    atomic_write(target, (templates_dir() / "site" / "appliance.yml").read_text())
     return target

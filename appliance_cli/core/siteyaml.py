@@ -14,6 +14,10 @@ a reading that differs from what the operator sees is a hole.
   (`2001-13-45` read as a date, `!!int x`, an integer of more than 4300 digits), nesting deeper
   than MAX_DEPTH (PyYAML's composer recurses: a RecursionError) and a character YAML refuses
   (a NUL, an escape) are ConfigErrors, never an unexpected error (exit 70).
+
+The UTF-8 check, the depth cap and the refusal of values that cannot be built are
+appliance_cli.yamlfile's (the bundle tools read their YAML with it); the duplicate-key and alias
+rules are this file's.
 """
 
 from __future__ import annotations
@@ -23,19 +27,17 @@ from typing import Any
 
 import yaml
 
+from appliance_cli import yamlfile
 from appliance_cli.errors import ConfigError
+from appliance_cli.fsutil import read_regular
+from appliance_cli.yamlfile import MAX_DEPTH, Refused
+
+__all__ = ["ALIAS_CAP", "MAX_DEPTH", "load", "loads", "read_text"]
 
 _HINT = "fix the line named above; `appliance init` writes a documented skeleton"
 
-
-class _Refused(yaml.MarkedYAMLError):
-    """A construct the site config does not accept, at its line."""
-
-
 # A site config is a few hundred YAML nodes; aliases may add this many more in all.
 ALIAS_CAP = 10_000
-# It nests five or six levels (role_vars a few more); PyYAML's composer recurses once per level.
-MAX_DEPTH = 64
 
 
 def _expanded(node: Any, memo: dict[int, int]) -> int:
@@ -51,33 +53,23 @@ def _expanded(node: Any, memo: dict[int, int]) -> int:
     return memo[id(node)]
 
 
-class _StrictLoader(yaml.SafeLoader):
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        depth = self.__dict__.get("_depth", 0) + 1
-        if depth > MAX_DEPTH:
-            raise _Refused(
-                problem=f"nested more than {MAX_DEPTH} levels deep",
-                problem_mark=self.peek_event().start_mark,  # type: ignore[no-untyped-call]
-            )
-        self.__dict__["_depth"] = depth
-        try:
-            return self._compose_node(parent, index)
-        finally:
-            self.__dict__["_depth"] = depth - 1
+class _StrictLoader(yamlfile.Loader):
+    """yamlfile.Loader (depth, values it cannot build) with the site config's own rules: aliases
+    capped and never inside what they name, a key given once."""
 
     def _compose_node(self, parent: Any, index: Any) -> Any:
         event: Any = self.peek_event()  # type: ignore[no-untyped-call]
         open_anchors: list[str] = self.__dict__.setdefault("_open_anchors", [])
         if not self.check_event(yaml.AliasEvent):
             if event.anchor is None:
-                return super().compose_node(parent, index)
+                return super()._compose_node(parent, index)
             open_anchors.append(event.anchor)  # PyYAML refuses an anchor given twice: names are unique
             try:
-                return super().compose_node(parent, index)
+                return super()._compose_node(parent, index)
             finally:
                 open_anchors.pop()
         if event.anchor in open_anchors:  # SafeLoader would build a list or dict that holds itself
-            raise _Refused(
+            raise Refused(
                 problem=f"alias *{event.anchor} is inside the value &{event.anchor} it names (a cycle)",
                 problem_mark=event.start_mark,
             )
@@ -87,28 +79,12 @@ class _StrictLoader(yaml.SafeLoader):
             total = self.__dict__.get("_alias_total", 0) + _expanded(target, memo)
             self.__dict__["_alias_total"] = total
             if total > ALIAS_CAP:
-                raise _Refused(
+                raise Refused(
                     problem=f"aliases expand to more than {ALIAS_CAP} values (at *{event.anchor}); "
                     "write the values out",
                     problem_mark=event.start_mark,
                 )
-        return super().compose_node(parent, index)
-
-    def construct_object(self, node: Any, deep: bool = False) -> Any:
-        """SafeConstructor's own errors for a value it cannot build (`2001-13-45` as a date, `!!int
-        x`, an int past 4300 digits) are plain ValueErrors: refused here at the value's line."""
-        try:
-            return super().construct_object(node, deep=deep)
-        except (ValueError, TypeError, AttributeError, OverflowError) as exc:
-            tag = node.tag.rsplit(":", 1)[-1]
-            value = node.value if isinstance(node, yaml.ScalarNode) else f"a {node.id}"
-            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-            # ValueError says why ("month must be in 1..12"; int()'s digit limit, less its advice
-            # to call sys.set_int_max_str_digits); the others say only how PyYAML failed
-            why = f" ({_one_line(str(exc).split(';')[0])})" if type(exc) is ValueError else ""
-            raise _Refused(
-                problem=f"{shown} is not a valid {tag}{why}", problem_mark=node.start_mark
-            ) from None
+        return super()._compose_node(parent, index)
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         if isinstance(node, yaml.MappingNode):
@@ -121,7 +97,7 @@ class _StrictLoader(yaml.SafeLoader):
                     continue
                 line = key_node.start_mark.line + 1
                 if first is not None:
-                    raise _Refused(
+                    raise Refused(
                         problem=f"key {key!r} is given twice (lines {first} and {line}); keep one",
                         problem_mark=key_node.start_mark,
                     )
@@ -130,45 +106,24 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 def read_text(path: Path) -> str:
-    """The file's text; ConfigError (exit 2) naming the line and byte where it is not UTF-8."""
-    data = path.read_bytes()
+    """The file's text; ConfigError (exit 2) naming the line and byte where it is not UTF-8, or
+    when it is no regular file (a FIFO waited for a writer forever) or cannot be read."""
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise ConfigError(
-            [f"{path}: line {line}, byte {column} (0x{data[exc.start]:02x}): not UTF-8"],
-            hint="save the file as UTF-8",
-        ) from None
-
-
-def _one_line(text: str) -> str:
-    return text.replace("\r", "\\r").replace("\n", "\\n")
-
-
-def _char(c: int | str | bytes) -> str:
-    """ReaderError's character: a code point (str input) or a byte."""
-    return repr(chr(c)) if isinstance(c, int) else repr(c)
+        return yamlfile.utf8(read_regular(path))
+    except yamlfile.NotUtf8 as exc:
+        raise ConfigError([f"{path}: {exc}"], hint="save the file as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read it ({exc.strerror or exc})"]) from None
 
 
 def loads(text: str, source: Path | str) -> Any:
     """Parse appliance.yml's text strictly; ConfigError (exit 2), one line naming the line."""
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
-    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, ESC, ...)
-        line = text.count("\n", 0, exc.position) + 1
-        raise ConfigError(
-            [f"{source}: line {line}: not valid YAML (character {_char(exc.character)}: {exc.reason})"],
-            hint=_HINT,
-        ) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}:" if mark else ""
-        problem = _one_line(getattr(exc, "problem", None) or str(exc))
-        if isinstance(exc, _Refused):
-            raise ConfigError([f"{source}:{where} {problem}"], hint=_HINT) from None
-        raise ConfigError([f"{source}:{where} not valid YAML ({problem})"], hint=_HINT) from None
+        return yamlfile.loads(text, _StrictLoader)
+    except yamlfile.YamlError as exc:
+        where = f" line {exc.line}:" if exc.line else ""
+        problem = exc.problem if exc.refused else f"not valid YAML ({exc.problem})"
+        raise ConfigError([f"{source}:{where} {problem}"], hint=_HINT) from None
 
 
 def load(path: Path) -> Any:

@@ -29,6 +29,7 @@ from appliance_cli import __version__
 from appliance_cli.core.install import runs_dir
 from appliance_cli.core.siteconfig import Node, SiteConfig
 from appliance_cli.errors import ApplianceError
+from appliance_cli.fsutil import atomic_stream, read_regular
 
 REDACTED = "<redacted>"
 # How much of each journal and how many runs: enough to see a failure, small enough to mail.
@@ -144,10 +145,12 @@ def _controller_secrets(cfg: SiteConfig) -> list[str]:
     values = []
     if cfg.researcher_registry:
         for user in cfg.researcher_registry.users:
-            path = cfg.resolve(user.password_file)
-            if path.is_file():
-                # any bytes: a value that is not UTF-8 cannot appear in the (UTF-8) text redacted
-                values.append(path.read_text(errors="replace"))
+            try:  # not there, or no regular file (a FIFO waited forever): no value to redact
+                data = read_regular(cfg.resolve(user.password_file))
+            except OSError:
+                continue
+            # any bytes: a value that is not UTF-8 cannot appear in the (UTF-8) text redacted
+            values.append(data.decode(errors="replace"))
     return values
 
 
@@ -204,9 +207,8 @@ def collect(
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now()))
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"appliance-support-{cfg.site.name.replace(' ', '_')}-{stamp}.tar.gz"
-    tmp = target.with_name(target.name + ".tmp")
     members = []
-    with tarfile.open(tmp, "w:gz") as tar:
+    with atomic_stream(target, 0o600) as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
         for arcname, content in sorted(entries.items()):
             text = content if isinstance(content, str) else content.decode(errors="replace")
             data = scrub(text).encode()
@@ -218,6 +220,4 @@ def collect(
         info = tarfile.TarInfo("support/index.json")
         info.size, info.mode, info.mtime = len(index), 0o600, int(now())
         tar.addfile(info, io.BytesIO(index))
-    tmp.chmod(0o600)
-    tmp.replace(target)
     return Collected(target, members, unreachable)

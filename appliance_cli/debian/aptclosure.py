@@ -15,6 +15,7 @@ from pathlib import Path
 
 from appliance_cli.debian.rootfs import base_digest
 from appliance_cli.errors import ApplianceError
+from appliance_cli.fsutil import atomic_stream, atomic_write
 from appliance_cli.proc import run
 
 STAMP = ".closure.json"
@@ -106,11 +107,8 @@ def download_closure(
         target = dest / deb.name
         shutil.move(str(deb), target)
         files.append(target)
-    stamp.write_text(
-        json.dumps(
-            {"key": key, "packages": sorted(set(packages)), "files": [f.name for f in files]}, indent=1
-        )
-    )
+    record = {"key": key, "packages": sorted(set(packages)), "files": [f.name for f in files]}
+    atomic_write(stamp, json.dumps(record, indent=1))
     shutil.rmtree(root)
     return files
 
@@ -125,12 +123,10 @@ def index_flat_repo(repo_dir: Path) -> Path:
         error=AptClosureError,
     )
     packages = repo_dir / "Packages"
-    tmp = repo_dir / "Packages.tmp"
-    tmp.write_text(index)
-    tmp.replace(packages)
-    gz_tmp = repo_dir / "Packages.gz.tmp"
-    # mtime=0: the same package set gives the same bytes, so a rebuilt bundle keeps its blob digests.
-    with open(gz_tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as fh:
+    atomic_write(packages, index)
+    # mtime=0 and a fixed name in the gzip header (the one the temporary file had before it was
+    # fsutil's): the same package set gives the same bytes, so a rebuilt bundle keeps its digests.
+    gz_name = str(repo_dir / "Packages.gz.tmp")
+    with atomic_stream(repo_dir / "Packages.gz") as raw, gzip.GzipFile(gz_name, "wb", 9, raw, mtime=0) as fh:
         fh.write(index.encode())
-    gz_tmp.replace(repo_dir / "Packages.gz")
     return packages

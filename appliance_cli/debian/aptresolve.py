@@ -42,6 +42,7 @@ from appliance_cli.debian.aptindex import (
     load_candidates,
 )
 from appliance_cli.digest import sha256_file
+from appliance_cli.fsutil import atomic_path
 
 ESSENTIAL_AND_REQUIRED = "essential+required"
 AssumeInstalled = str | Mapping[str, str | None] | Iterable[str]
@@ -362,10 +363,28 @@ def _have(path: Path, deb: LockedDeb) -> bool:
     return path.is_file() and sha256_file(path) == (deb.sha256, deb.size)
 
 
+def _fetch_checked(deb: LockedDeb, part: Path, fetch_to: Callable[[str, Path], None]) -> None:
+    try:
+        fetch_to(deb.url, part)
+    except Exception as exc:
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise AptResolveError(
+            f"cannot fetch {deb.name} {deb.version} ({deb.url}): {detail}",
+            hint="is the mirror reachable, and does it still carry the locked version? (re-run bundle lock)",
+        ) from exc
+    actual, size = sha256_file(part) if part.is_file() else ("(nothing written)", 0)
+    if (actual, size) != (deb.sha256, deb.size):
+        raise AptResolveError(
+            f"{deb.name} {deb.version}: {deb.url} has sha256 {actual} ({size} bytes); "
+            f"the index says {deb.sha256} ({deb.size} bytes)",
+            hint="the mirror serves another file than its index listed: check the mirror, or re-run bundle lock",
+        )
+
+
 def download_locked(debs: list[LockedDeb], dest: Path, fetch_to: Callable[[str, Path], None]) -> list[Path]:
     """Fetch each locked .deb from `base/filename` into dest (its pool file name), checked against
-    the lock's size and sha256; written as NAME.part then renamed, so dest never holds a partial
-    or unchecked file. A file already there with the locked sha256 is not fetched again."""
+    the lock's size and sha256; written beside it (fsutil.atomic_path) and renamed in once checked,
+    so dest never holds a partial or unchecked file. A file already there with the locked sha256 is not fetched again."""
     dest.mkdir(parents=True, exist_ok=True)
     out = []
     for deb in debs:
@@ -373,24 +392,6 @@ def download_locked(debs: list[LockedDeb], dest: Path, fetch_to: Callable[[str, 
         out.append(target)
         if _have(target, deb):
             continue
-        part = target.with_name(target.name + ".part")
-        part.unlink(missing_ok=True)
-        try:
-            fetch_to(deb.url, part)
-        except Exception as exc:
-            part.unlink(missing_ok=True)
-            detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise AptResolveError(
-                f"cannot fetch {deb.name} {deb.version} ({deb.url}): {detail}",
-                hint="is the mirror reachable, and does it still carry the locked version? (re-run bundle lock)",
-            ) from exc
-        actual, size = sha256_file(part) if part.is_file() else ("(nothing written)", 0)
-        if (actual, size) != (deb.sha256, deb.size):
-            part.unlink(missing_ok=True)
-            raise AptResolveError(
-                f"{deb.name} {deb.version}: {deb.url} has sha256 {actual} ({size} bytes); "
-                f"the index says {deb.sha256} ({deb.size} bytes)",
-                hint="the mirror serves another file than its index listed: check the mirror, or re-run bundle lock",
-            )
-        part.replace(target)
+        with atomic_path(target) as part:
+            _fetch_checked(deb, part, fetch_to)
     return out

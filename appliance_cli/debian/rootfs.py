@@ -13,6 +13,7 @@ from pathlib import Path
 
 from appliance_cli.digest import sha256_file
 from appliance_cli.errors import LabError
+from appliance_cli.fsutil import atomic_path, atomic_write
 from appliance_cli.locks import file_lock
 from appliance_cli.proc import run
 
@@ -75,30 +76,28 @@ def ensure_base_rootfs(cache_dir: Path, rebuild: bool = False) -> Path:
         log = cache_dir / "logs" / "mmdebstrap.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text("")
-        tmp = cache_dir / (BASE_NAME + ".tmp.tar.zst")
-        tmp.unlink(missing_ok=True)
         hook = f'{shlex.quote(sys.executable)} -m appliance_cli.debian.customize "$1"'
-        run(
-            [
-                "mmdebstrap",
-                "--quiet",
-                "--variant=minbase",
-                "--components=main",
-                f"--include={','.join(BASE_PACKAGES)}",
-                *(f"--dpkgopt={o}" for o in DPKG_OPTS),
-                f"--customize-hook={hook}",
-                SUITE,
-                str(tmp),
-                str(host_sources_file()),
-            ],
-            what="building the base rootfs with mmdebstrap",
-            error=LabError,
-            log=log,
-            hint="check the host's Debian mirror is reachable (apt-get update)",
-        )
-        tmp.replace(out)
-        digest_sidecar(out).write_text(file_digest(out))
-        recipe.write_text(_recipe_key())
+        with atomic_path(out) as tmp:  # the name keeps .tar.zst: mmdebstrap's format
+            run(
+                [
+                    "mmdebstrap",
+                    "--quiet",
+                    "--variant=minbase",
+                    "--components=main",
+                    f"--include={','.join(BASE_PACKAGES)}",
+                    *(f"--dpkgopt={o}" for o in DPKG_OPTS),
+                    f"--customize-hook={hook}",
+                    SUITE,
+                    str(tmp),
+                    str(host_sources_file()),
+                ],
+                what="building the base rootfs with mmdebstrap",
+                error=LabError,
+                log=log,
+                hint="check the host's Debian mirror is reachable (apt-get update)",
+            )
+        atomic_write(digest_sidecar(out), file_digest(out))
+        atomic_write(recipe, _recipe_key())
         return out
 
 
@@ -117,7 +116,7 @@ def base_digest(base: Path) -> str:
     if side.is_file() and side.stat().st_mtime >= base.stat().st_mtime:
         return side.read_text().strip()
     digest = file_digest(base)
-    side.write_text(digest)
+    atomic_write(side, digest)
     return digest
 
 

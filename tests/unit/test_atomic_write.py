@@ -101,3 +101,41 @@ def test_lab_state_and_rendered_inventory_never_write_through_a_planted_tmp_link
     inventory._write_if_changed(hosts, "all: {}\n")
     assert victim.read_text() == "precious\n"
     assert '"name": "lab"' in state.read_text() and hosts.read_text() == "all: {}\n"
+
+
+def test_atomic_stream_replaces_the_file_whole_or_not_at_all(tmp_path: Path) -> None:
+    """The streamed variant (a tarball, a download): the old file stays until the block ends
+    well; an exception inside leaves it and no temporary file."""
+    from appliance_cli.fsutil import atomic_stream
+
+    target = tmp_path / "support.tar.gz"
+    target.write_bytes(b"old")
+    with pytest.raises(RuntimeError), atomic_stream(target, 0o600) as f:
+        f.write(b"half")
+        raise RuntimeError("interrupted")
+    assert target.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["support.tar.gz"]
+    with atomic_stream(target, 0o600) as f:
+        f.write(b"new ")
+        f.write(b"bytes")
+        assert target.read_bytes() == b"old"
+    assert target.read_bytes() == b"new bytes" and target.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["support.tar.gz"]
+
+
+def test_atomic_path_gives_a_tool_a_name_of_its_own(tmp_path: Path) -> None:
+    """For a tool that writes by name: the name keeps the target's (mmdebstrap reads the format
+    from .tar.zst), in a private directory; renamed in when the block ends well, gone otherwise."""
+    from appliance_cli.fsutil import atomic_path
+
+    target = tmp_path / "base.tar.zst"
+    with atomic_path(target) as part:
+        assert part.name == "base.tar.zst" and part.parent != tmp_path and not part.exists()
+        assert part.parent.stat().st_mode & 0o777 == 0o700
+        part.write_bytes(b"rootfs")
+    assert target.read_bytes() == b"rootfs" and [p.name for p in tmp_path.iterdir()] == ["base.tar.zst"]
+    with pytest.raises(RuntimeError), atomic_path(target) as part:
+        part.write_bytes(b"half")
+        raise RuntimeError("mmdebstrap failed")
+    with pytest.raises(FileNotFoundError), atomic_path(target):
+        pass  # the tool wrote nothing
+    assert target.read_bytes() == b"rootfs" and [p.name for p in tmp_path.iterdir()] == ["base.tar.zst"]

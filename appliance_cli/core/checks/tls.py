@@ -16,6 +16,7 @@ from cryptography.x509.oid import NameOID
 
 from appliance_cli.core.checks.model import CheckResult, Status
 from appliance_cli.core.siteconfig import SiteConfig, Tls
+from appliance_cli.fsutil import read_regular
 
 EXPIRY_MIN_DAYS = 30
 LAYER = "scheduler"
@@ -37,9 +38,13 @@ class TlsFiles:
     cas: list[x509.Certificate]
 
 
+# A CA bundle is kilobytes; a file past this is not one
+PEM_LIMIT = 16 * 1024**2
+
+
 def _read(cfg: SiteConfig, field: str, path: str) -> bytes:
     try:
-        return cfg.resolve(path).read_bytes()
+        return read_regular(cfg.resolve(path), PEM_LIMIT)
     except OSError as exc:
         raise TlsFileError(field, path, f"cannot read it ({exc.strerror or exc})") from None
 
