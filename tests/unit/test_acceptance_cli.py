@@ -5,6 +5,7 @@ on a failure), all against the fake cluster of test_acceptance_runner (no SSH, n
 from __future__ import annotations
 
 import contextlib
+import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -144,7 +145,10 @@ def test_a_site_unlike_tr4858_runs_the_smoke_jobs_and_says_so(
 ) -> None:
     _with(monkeypatch, FakeCluster(gpus={"gpu1": 4, "gpu2": 8}))
     junit = tmp_path / "acc.xml"
-    assert main(["acceptance", "--site", str(EXAMPLE.parent), "--junit", str(junit)]) == 0
+    site = tmp_path / "site"  # a copy: the run's lock file is written in the site directory
+    site.mkdir()
+    shutil.copy(EXAMPLE, site / EXAMPLE.name)
+    assert main(["acceptance", "--site", str(site), "--junit", str(junit)]) == 0
     err = capsys.readouterr().err
     assert "warning: tr4858: not run on this site: the site has 12 GPUs (TR-4858: 16)" in err
     suites = _suites(junit)
