@@ -8,6 +8,9 @@ class ApplianceError(Exception):
     """A failure with a one-line message, an exit code and an optional hint."""
 
     exit_code = 1
+    # A failed ansible run's RunResult (the runner's type; this module imports nothing): the CLI
+    # prints its recap and warnings before the error line, so the nodes that finished show.
+    run_result: object | None = None
 
     def __init__(self, message: str, hint: str | None = None, exit_code: int | None = None):
         super().__init__(message)

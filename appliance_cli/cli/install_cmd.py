@@ -11,8 +11,8 @@ from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
 from appliance_cli.core import bundlegate, knownhosts, sitelock
 from appliance_cli.core.install import install, runs_dir
 from appliance_cli.core.siteconfig import Jumpbox, Node, SiteConfig, load_site, site_warnings
-from appliance_cli.errors import ConfigError, UsageError
-from appliance_cli.runner.events import RunOptions
+from appliance_cli.errors import ApplianceError, ConfigError, UsageError
+from appliance_cli.runner.events import RunOptions, RunResult
 
 
 def add_run_args(p: argparse.ArgumentParser) -> None:
@@ -104,11 +104,16 @@ def cmd_install(args: argparse.Namespace) -> int:
     timings = (
         None if (args.limit or args.tags or args.check) else runs_dir(cfg) / TIMINGS_FILE
     )  # full runs only
-    with (
-        sitelock.site_lock(cfg, "install"),
-        Progress(f"install {cfg.site.name}", timings=timings) as progress,
-    ):
-        result = install(make_runner(), cfg, run_options(args), progress, extravars=gate.extravars)
+    try:
+        with (
+            sitelock.site_lock(cfg, "install"),
+            Progress(f"install {cfg.site.name}", timings=timings) as progress,
+        ):
+            result = install(make_runner(), cfg, run_options(args), progress, extravars=gate.extravars)
+    except ApplianceError as exc:
+        if isinstance(exc.run_result, RunResult):  # what each node did, and the run's warnings, first
+            print_recap(exc.run_result)
+        raise
     progress.save_timings()
     print_recap(result)
     mode = " (check mode: nothing was changed)" if args.check else ""

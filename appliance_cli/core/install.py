@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NoReturn
 
 from appliance_cli.content import playbooks_dir
 from appliance_cli.core.inventory import render_inventory
@@ -13,7 +15,7 @@ from appliance_cli.core.knownhosts import require_host_keys
 from appliance_cli.core.ports import RunnerPort
 from appliance_cli.core.remote import run_on
 from appliance_cli.core.siteconfig import Node, SiteConfig
-from appliance_cli.errors import ApplianceError, BundleError, RunFailed
+from appliance_cli.errors import ApplianceError, BundleError, RunFailed, Unreachable
 from appliance_cli.runner.events import Event, RunOptions, RunRequest, RunResult
 from appliance_cli.runner.translate import CHECKSUM_KIND, GET_URL_CHECKSUM, LOST_MID_RUN
 
@@ -44,32 +46,56 @@ def run_playbook(
     )
     result = runner.run(req, on_event)
     if not result.ok:
-        line, hint = (
-            _failure_line(result, _silent_nodes(cfg, result)),
-            f"artifacts and full log: {result.artifact_dir}",
-        )
-        if result.failures and result.failures[0].kind == "bundle":  # caught while copying the stick
-            raise BundleError(line, hint="the bundle on the stick differs from its signed manifest: rebuild or "
-                              "re-copy it (appliance bundle verify names every bad blob); nothing was installed")  # fmt: skip
-        if result.failures and result.failures[0].kind == "bundle-copy":  # the master's copy went bad
-            raise BundleError(line, hint="the bundle copy on the master changed after it was verified: remove the "
-                              "file the line names and run `appliance install` again, which copies it again "
-                              "from the stick")  # fmt: skip
-        # a file fetched from the master's bundle copy is not what the manifest says
-        checksum = bool(result.failures) and result.failures[0].kind == CHECKSUM_KIND
-        corrupt = GET_URL_CHECKSUM.search(line) if checksum else None
-        if corrupt:
-            want, got, url = corrupt.group(2), corrupt.group(3), corrupt.group(1)
-            host = result.failures[0].host
-            raise BundleError(
-                line[: corrupt.start()] + f"what the bundle copy served at {url} hashes to sha256:{got}, "
-                f"not the manifest's sha256:{want} (corrupt on {host})" + line[corrupt.end() :],
-                hint=f"a blob of the bundle copy on {host} changed after it was verified: remove "
-                f"{cfg.bundle.path}/blobs/sha256/{want} there (the file's chunks, if the manifest splits it) "
-                "and run `appliance install` again, which copies it again from the stick",
-            )
-        raise RunFailed(line, hint=hint)
+        try:
+            _raise_failure(cfg, playbook, result)
+        except ApplianceError as exc:
+            exc.run_result = result
+            raise
     return result
+
+
+def _raise_failure(cfg: SiteConfig, playbook: str, result: RunResult) -> NoReturn:
+    """The failed run as one ApplianceError: its line, its exit code, its hint."""
+    silent = _silent_nodes(cfg, result)
+    line, hint = (_failure_line(result, silent), f"artifacts and full log: {result.artifact_dir}")
+    lost = _lost_only(result, silent)
+    if lost:  # every other node ran to the end: only the lost ones are behind
+        again = (f"appliance install --site {shlex.quote(str(cfg.site_dir))} --limit {','.join(lost)}"
+                 if playbook == "site.yml" else "the same command again")  # fmt: skip
+        one = len(lost) == 1
+        raise Unreachable(line, hint=f"the other nodes finished; once {', '.join(lost)} {'answers' if one else 'answer'} "
+                          f"SSH again, {again} brings {'it' if one else 'them'} up to date ({hint})")  # fmt: skip
+    if result.failures and result.failures[0].kind == "bundle":  # caught while copying the stick
+        raise BundleError(line, hint="the bundle on the stick differs from its signed manifest: rebuild or "
+                          "re-copy it (appliance bundle verify names every bad blob); nothing was installed")  # fmt: skip
+    if result.failures and result.failures[0].kind == "bundle-copy":  # the master's copy went bad
+        raise BundleError(line, hint="the bundle copy on the master changed after it was verified: remove the "
+                          "file the line names and run `appliance install` again, which copies it again "
+                          "from the stick")  # fmt: skip
+    # a file fetched from the master's bundle copy is not what the manifest says
+    checksum = bool(result.failures) and result.failures[0].kind == CHECKSUM_KIND
+    corrupt = GET_URL_CHECKSUM.search(line) if checksum else None
+    if corrupt:
+        want, got, url = corrupt.group(2), corrupt.group(3), corrupt.group(1)
+        host = result.failures[0].host
+        raise BundleError(
+            line[: corrupt.start()] + f"what the bundle copy served at {url} hashes to sha256:{got}, "
+            f"not the manifest's sha256:{want} (corrupt on {host})" + line[corrupt.end() :],
+            hint=f"a blob of the bundle copy on {host} changed after it was verified: remove "
+            f"{cfg.bundle.path}/blobs/sha256/{want} there (the file's chunks, if the manifest splits it) "
+            "and run `appliance install` again, which copies it again from the stick",
+        )
+    raise RunFailed(line, hint=hint)
+
+
+def _lost_only(result: RunResult, silent: list[Node]) -> list[str]:
+    """The nodes lost to the run, when losing them is all that went wrong (every failure is an
+    unreachable node); else nothing (a failure of its own on a node that stayed is a failed run)."""
+    if not result.failures or any(f.status != "unreachable" for f in result.failures):
+        return []
+    if silent:
+        return [n.name for n in silent]
+    return list(dict.fromkeys(f.host for f in result.failures))
 
 
 def _silent_nodes(cfg: SiteConfig, result: RunResult) -> list[Node]:

@@ -86,10 +86,27 @@ _ADDRESS = re.compile(
 )
 
 
+# What Mitogen says when the connection under a running task dies (a cable pulled, a node
+# powered off mid-run): the node became unreachable, whatever the task was doing.
+_CONNECTION_LOST = (
+    "the respondent Context has disconnected",
+    "Mitogen was disconnected from",
+    "EOF on stream",
+    # a link cut while Mitogen (re)connects, e.g. during fact gathering (seen in the lab, CI-style
+    # check at 8e096b5: worker1 cut 10 s into an install was reported as a failed task)
+    "Channel was disconnected while connection attempt was in progress",
+)
+# Said in plain words: Mitogen's own ("please file a bug") stays in the run's artifacts.
+LOST_MID_RUN = "SSH connection lost during the run: the node went down, rebooted, or its network path broke"
+
+
 def unreachable_cause(message: str) -> tuple[str, str]:
-    """(address, cause) of an unreachable result: ssh's words turned into what they mean."""
+    """(address, cause) of an unreachable result: ssh's words turned into what they mean, and
+    Mitogen's (a connection lost under a running task) said plainly."""
     m = _ADDRESS.search(message)
     cause = next((f"{meaning} (ssh: {words})" for words, meaning in _SSH_CAUSES if words in message), "")
+    if not cause and any(words in message for words in _CONNECTION_LOST):
+        cause = LOST_MID_RUN
     return (m.group(1) if m else ""), cause or (message.strip().splitlines() or [""])[-1]
 
 
@@ -112,19 +129,6 @@ def _unreachable(
                       ignored=ignored, address=address)  # fmt: skip
 
 
-# What Mitogen says when the connection under a running task dies (a cable pulled, a node
-# powered off mid-run): the node became unreachable, whatever the task was doing.
-_CONNECTION_LOST = (
-    "the respondent Context has disconnected",
-    "Mitogen was disconnected from",
-    "EOF on stream",
-    # a link cut while Mitogen (re)connects, e.g. during fact gathering (seen in the lab, CI-style
-    # check at 8e096b5: worker1 cut 10 s into an install was reported as a failed task)
-    "Channel was disconnected while connection attempt was in progress",
-)
-LOST_MID_RUN = "the connection dropped during the run: the node went down or its network path broke"
-
-
 def _lost_connection(
     res: dict[str, Any], host: str, task: str, names: dict[str, str], ignored: bool
 ) -> HostResult | None:
@@ -136,7 +140,7 @@ def _lost_connection(
     target = str(delegated.get("ansible_delegated_host") or "") or host
     address = str(delegated.get("ansible_host") or "")
     return HostResult(host=names.get(address, target), task=task, status="unreachable",
-                      message=f"{LOST_MID_RUN} ({_message(res)})", ignored=ignored, address=address)  # fmt: skip
+                      message=LOST_MID_RUN, ignored=ignored, address=address)  # fmt: skip
 
 
 def translate(raw: dict[str, Any], names: dict[str, str] | None = None) -> list[Event]:

@@ -118,3 +118,34 @@ def test_a_failed_install_does_not_diagnose(site: Path, calls, monkeypatch: pyte
     monkeypatch.setattr(install_cmd, "make_runner", lambda: FakeRunner(RunResult("failed", 2, {}, site)))
     assert main([*INSTALL, str(site)]) == 5
     assert calls == []
+
+
+def test_a_run_that_lost_a_node_shows_its_recap_and_warnings_then_exits_7(
+    site: Path, calls, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The recap (what every node did) and the run's warnings come before the error line, so the
+    operator sees the nodes that finished and what the waits left out."""
+    from appliance_cli.runner.events import HostResult, HostStats, HostWarning, RunResult
+
+    lost = RunResult(
+        "failed", 2, {"master1": HostStats(ok=9), "gpu1": HostStats(ok=3, unreachable=1), "gpu2": HostStats(ok=9)},
+        site / "artifacts",
+        failures=[HostResult("gpu1", "Apt | Offline repository", "unreachable", "SSH connection lost",
+                             address="127.0.0.2")],
+        warnings=[HostWarning("master1", "not waited for Ready (no longer in this run): gpu1")],
+    )  # fmt: skip
+    monkeypatch.setattr(install_cmd, "make_runner", lambda: FakeRunner(lost))
+    assert main([*INSTALL, str(site)]) == 7
+    out, err = capsys.readouterr()
+    assert "RECAP gpu1 ok=3 changed=0 failed=0 unreachable=1 skipped=0" in out
+    assert "warning: master1: not waited for Ready (no longer in this run): gpu1" in err
+    lines = err.splitlines()
+    error = next(i for i, ln in enumerate(lines) if ln.startswith("error: "))
+    assert (
+        lines[error]
+        == "error: gpu1 (127.0.0.2) unreachable: SSH connection lost (task 'Apt | Offline repository')"
+    )
+    assert lines[error + 1].startswith(
+        f"hint: the other nodes finished; once gpu1 answers SSH again, appliance install --site {site} --limit gpu1 "
+    )
+    assert calls == []  # no quick diagnose after a failed run

@@ -94,6 +94,29 @@ def test_an_unreachable_node_is_named_once_first_with_its_address(site, tmp_path
     assert exc.value.message == f"gpu2 (192.168.10.22) unreachable: {cause} (task 'Gathering Facts')"
 
 
+def test_a_run_that_only_lost_nodes_is_exit_7_with_the_limited_rerun(site, tmp_path):
+    """Every failure is a node that stopped answering: the other nodes ran to the end, so the run
+    is Unreachable (exit 7), and the hint is the install limited to the lost nodes."""
+    from appliance_cli.errors import Unreachable
+
+    cause = "SSH connection lost: no answer to keepalives"
+    failed = RunResult("failed", 2, {}, tmp_path / "artifacts", failures=[
+        HostResult("gpu2", "Containerd | Write config.toml", "unreachable", cause, address="192.168.10.22"),
+        HostResult("gpu1", "Containerd | Write config.toml", "unreachable", cause, address="192.168.10.21"),
+        HostResult("gpu2", "Kube binaries | Enable kubelet", "unreachable", cause, address="192.168.10.22"),
+    ])  # fmt: skip
+    with pytest.raises(Unreachable) as exc:
+        install(FakeRunner(failed), site, RunOptions(), lambda e: None)
+    assert exc.value.exit_code == 7
+    assert exc.value.message == (
+        f"gpu2 (192.168.10.22) unreachable: {cause} (task 'Containerd | Write config.toml') (+1 more unreachable: gpu1)"
+    )
+    assert exc.value.hint.startswith(
+        f"the other nodes finished; once gpu2, gpu1 answer SSH again, appliance install --site {site.site_dir} "
+        "--limit gpu2,gpu1 brings them up to date (artifacts and full log: "
+    )
+
+
 def test_the_runner_is_told_which_node_has_which_address(site):
     runner = FakeRunner()
     install(runner, site, RunOptions(), lambda e: None)
@@ -122,7 +145,7 @@ def test_a_connection_lost_under_a_delegated_task_names_the_node_that_went_silen
     lost = f"{LOST_MID_RUN} (Task failed: the respondent Context has disconnected)"
     failed = RunResult("failed", 2, {}, tmp_path / "artifacts",
                        failures=[HostResult("master1", "Helm | Pull the images ahead on gpu1", "unreachable", lost)])  # fmt: skip
-    with pytest.raises(RunFailed) as exc:
+    with pytest.raises(Unreachable) as exc:
         install(FakeRunner(failed), site, RunOptions(), lambda e: None)
     assert sorted(asked) == ["gpu1", "gpu2", "master1"]
     assert exc.value.message == (
@@ -146,7 +169,7 @@ def test_an_unreachable_no_log_task_names_the_node_that_went_silent(site, tmp_pa
     hidden = "the task's output is hidden (no_log), ssh's words with it"
     failed = RunResult("failed", 2, {}, tmp_path / "artifacts",
                        failures=[HostResult("master1", "Verify | Pull from gpu1", "unreachable", hidden)])  # fmt: skip
-    with pytest.raises(RunFailed) as exc:
+    with pytest.raises(Unreachable) as exc:
         install(FakeRunner(failed), site, RunOptions(), lambda e: None)
     assert exc.value.message == (
         f"gpu1 (192.168.10.21) unreachable: {hidden} (task 'Verify | Pull from gpu1' on master1; "

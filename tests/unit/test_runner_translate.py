@@ -234,7 +234,8 @@ def test_a_blob_of_the_masters_copy_changed_since_verified_is_a_bundle_error_exi
 
 def test_a_connection_lost_under_a_task_is_the_far_nodes_unreachability():
     """Mitogen's words when a node drops off mid-task (seen in the lab with its link pulled during
-    a pull delegated from master1 to worker1): the node named is the delegation's target."""
+    a pull delegated from master1 to worker1): the node named is the delegation's target, and the
+    cause is said plainly, without Mitogen's "please file a bug"."""
     delegated = translate(
         ev(
             "runner_on_failed",
@@ -255,8 +256,7 @@ def test_a_connection_lost_under_a_task_is_the_far_nodes_unreachability():
             "worker1",
             "Helm | Pull the images ahead on worker1",
             "unreachable",
-            "the connection dropped during the run: the node went down or its network path broke "
-            "(Task failed: the respondent Context has disconnected)",
+            "SSH connection lost during the run: the node went down, rebooted, or its network path broke",
             address="10.77.0.12",
         )
     ]
@@ -348,3 +348,15 @@ def test_an_unreachable_no_log_task_names_no_address_whose_connection_failed_is_
     )
     assert (r.host, r.address, r.status) == ("master1", "", "unreachable")
     assert "no_log" in r.message
+
+
+def test_mitogen_reporting_a_lost_node_unreachable_is_said_plainly():
+    """Seen in the lab with worker1's link cut 10 s into an install: Ansible reported the node
+    unreachable with Mitogen's words ("please file a bug"); the line says what happened instead."""
+    got = translate(ev("runner_on_unreachable", host="worker1", task="Apt | Read the record", res={"msg": (
+        "Task failed: Mitogen was disconnected from the remote environment while a call was in-progress. If you "
+        "feel this is in error, please file a bug. Original error was: the respondent Context has disconnected")}),
+        {"10.77.0.12": "worker1"})  # fmt: skip
+    assert got == [HostResult("worker1", "Apt | Read the record", "unreachable",
+                              "SSH connection lost during the run: the node went down, rebooted, or its network path broke",
+                              address="10.77.0.12")]  # fmt: skip
