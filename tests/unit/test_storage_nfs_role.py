@@ -62,6 +62,13 @@ def test_the_first_worker_pulls_the_image_else_the_master() -> None:
     assert _render("{{ storage_nfs_pull_node }}", groups={"masters": ["master1"], "workers": []}) == "master1"
 
 
+def test_a_node_the_run_lost_pulls_nothing() -> None:
+    """appliance_nodes_lost (playbooks/tasks/nodes-lost.yml): the next worker still in the run, in order."""
+    assert _render("{{ storage_nfs_pull_node }}", appliance_nodes_lost=["worker1"]) == "worker2"
+    lost = ["worker1", "worker2", "worker3"]
+    assert _render("{{ storage_nfs_pull_node }}", appliance_nodes_lost=lost) == "master1"
+
+
 def test_the_image_is_the_one_the_bundles_carry() -> None:
     """Tag = the values file's; the upstream reference is in the lab and production profiles."""
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
