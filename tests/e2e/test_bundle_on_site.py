@@ -117,3 +117,73 @@ def test_install_refuses_an_unsigned_bundle(site, bad_bundle, cli):
     r = cli("install", "--site", str(site.site_dir), "--bundle", str(bad_bundle))
     assert r.rc == 4, r.err
     assert "sign" in r.err.splitlines()[0].lower(), r.err
+
+
+# -- apt's own check of the bundle's repository (issue 28) -------------------------------------------
+def _sign_with_a_key_of_our_own(release: str) -> str:
+    """`release` clear-signed with a throwaway ed25519 key made here (gpg-agent's socket needs a
+    short home directory)."""
+    import subprocess
+    import tempfile
+
+    home = tempfile.mkdtemp(prefix="g", dir="/tmp")
+    try:
+        gpg = [
+            "gpg",
+            "--homedir",
+            home,
+            "--batch",
+            "--quiet",
+            "--pinentry-mode",
+            "loopback",
+            "--passphrase",
+            "",
+        ]
+        subprocess.run([*gpg, "--quick-gen-key", "e2e stranger <stranger@e2e.invalid>", "ed25519", "sign", "never"],
+                       check=True, capture_output=True)  # fmt: skip
+        signed = subprocess.run([*gpg, "--clearsign", "--digest-algo", "SHA512"], input=release, check=True,
+                                capture_output=True, text=True)  # fmt: skip
+        return signed.stdout
+    finally:
+        subprocess.run(["gpgconf", "--homedir", home, "--kill", "all"], capture_output=True)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_apt_on_a_node_refuses_the_repository_re_signed_with_another_key_then_the_install_converges(
+    site, hosts, cli
+):
+    """The master's served InRelease replaced by one signed with a key of our own making: apt on a
+    worker refuses the repository (signed-by= names the bundle's key alone), and the next install
+    serves the bundle's own again (bundle_view relinks what is no longer the blob)."""
+    if os.environ.get("APPLIANCE_E2E_SITE"):
+        pytest.skip("re-signs the master's served apt repository: lab only")
+    import base64
+    import re
+    from urllib.parse import urlsplit
+
+    w, m = hosts[_worker(site)], hosts[site.master.name]
+    line = w.check_output("grep -h '^deb ' /etc/apt/sources.list.d/appliance-offline.list")
+    assert "[signed-by=/etc/apt/keyrings/appliance-offline.asc]" in line, line
+    match = re.search(r"(http://\S+)\s+\./$", line)
+    assert match, line
+    served = "/srv/appliance/www" + urlsplit(match.group(1)).path.rstrip("/")  # bundle_repo_www
+    original = m.check_output(f"sha256sum {shlex.quote(served)}/InRelease").split()[0]
+    forged = _sign_with_a_key_of_our_own(m.check_output(f"cat {shlex.quote(served)}/Release") + "\n")
+    blob = base64.b64encode(forged.encode()).decode()
+    # a new file renamed over the served name: the blob it was linked to stays as it is
+    m.check_output(f"echo {blob} | base64 -d > {shlex.quote(served)}/.InRelease.e2e "
+                   f"&& mv {shlex.quote(served)}/.InRelease.e2e {shlex.quote(served)}/InRelease")  # fmt: skip
+    # with index files from before, apt keeps using those and only warns: none, so it must refuse
+    w.check_output("rm -rf /var/lib/apt/lists/*_InRelease /var/lib/apt/lists/*_Packages*")
+    refused = w.run("apt-get update -q")
+    said = "\n".join(
+        ln for ln in (refused.stdout + refused.stderr).splitlines() if "InRelease" in ln or "NO_PUBKEY" in ln
+    )
+    print(said)  # apt's own lines, shown by pytest -rP
+    assert refused.rc != 0, refused.stdout[-2000:] + refused.stderr[-2000:]
+    assert "NO_PUBKEY" in said and "is not signed" in said, said
+    again = cli("install", "--site", str(site.site_dir), "--skip-diagnose", timeout=1800)
+    assert again.rc == 0, again.err[-3000:]
+    assert m.check_output(f"sha256sum {shlex.quote(served)}/InRelease").split()[0] == original
+    ok = w.run("apt-get update -q")
+    assert ok.rc == 0, ok.stderr[-2000:]
