@@ -26,16 +26,17 @@ from appliance_cli.errors import ApplianceError
 NET_PORT, NET_SECONDS = 5201, 1.0
 PEER_FAIL, PEER_WARN = 0.5, 0.8  # a node below this share of its peers' median is a bottleneck
 NIC_GOODPUT = 0.7  # a single TCP stream reaching 70 % of the line rate is healthy
-# metric key -> (layer, check, unit, better)
+# metric key -> (layer, check, unit, better, group); group: which measurement re-runs it for a
+# second look (the per-node probe, the network test, the pull, the NFS test)
 METRICS = {
-    "cpu_sha256_mbps": ("hardware", "cpu_throughput", "MB/s", "higher"),
-    "mem_copy_mbps": ("hardware", "memory_throughput", "MB/s", "higher"),
-    "disk_write_mbps": ("storage", "disk_write", "MB/s", "higher"),
-    "net_mbps": ("network", "throughput_to_master", "Mb/s", "higher"),
-    "net_rtt_ms": ("network", "latency_to_master", "ms", "lower"),
-    "registry_pull_mbps": ("registry", "pull_throughput", "MB/s", "higher"),
-    "nfs_write_mbps": ("storage", "nfs_write", "MB/s", "higher"),
-    "nfs_read_mbps": ("storage", "nfs_read", "MB/s", "higher"),
+    "cpu_sha256_mbps": ("hardware", "cpu_throughput", "MB/s", "higher", "node"),
+    "mem_copy_mbps": ("hardware", "memory_throughput", "MB/s", "higher", "node"),
+    "disk_write_mbps": ("storage", "disk_write", "MB/s", "higher", "node"),
+    "net_mbps": ("network", "throughput_to_master", "Mb/s", "higher", "network"),
+    "net_rtt_ms": ("network", "latency_to_master", "ms", "lower", "network"),
+    "registry_pull_mbps": ("registry", "pull_throughput", "MB/s", "higher", "registry"),
+    "nfs_write_mbps": ("storage", "nfs_write", "MB/s", "higher", "nfs"),
+    "nfs_read_mbps": ("storage", "nfs_read", "MB/s", "higher", "nfs"),
 }
 # Where the install leaves a worker's pull credentials: containerd's config.toml (its registry
 # auth table) or, with docker, kubelet's config.json (container_runtime's defaults
@@ -262,7 +263,7 @@ def rank(cfg: SiteConfig, nodes: list[Node], facts: dict[str, NodeFacts]) -> lis
     """Each node's value of each metric against the median of the other nodes (and the class's
     expectation where there is one): the share of that it reaches decides the status."""
     out = []
-    for key, (layer, check, unit, better) in METRICS.items():
+    for key, (layer, check, unit, better, _) in METRICS.items():
         values = {n.name: float(v) for n in nodes if (v := facts.get(n.name, NodeFacts(n.name)).get(key))}
         for n in nodes:
             if n.name not in values:
@@ -324,13 +325,14 @@ def bottleneck(ranked: list[tuple[float, CheckResult]]) -> CheckResult | None:
     return min(below, key=lambda pair: pair[0])[1] if below else None
 
 
+def _not_passed(ranked: list[tuple[float, CheckResult]]) -> set[tuple[str, str]]:
+    return {(r.node, r.check) for _, r in ranked if r.status is not Status.PASS}
+
+
 def _pairs(pairs: set[tuple[str, str]]) -> str:
     return ", ".join(f"{node} {check}" for node, check in sorted(pairs))
 
 
-# which measurement re-runs a metric: the per-node probe, the network test, the pull, the NFS test
-_GROUP = {"cpu_sha256_mbps": "node", "mem_copy_mbps": "node", "disk_write_mbps": "node", "net_mbps": "network",
-          "net_rtt_ms": "network", "registry_pull_mbps": "registry", "nfs_write_mbps": "nfs", "nfs_read_mbps": "nfs"}  # fmt: skip
 PAIRS = 3  # a second look: the node and a peer measured side by side, this many times
 
 
@@ -363,11 +365,11 @@ def second_look(cfg: SiteConfig, nodes: list[Node], facts: dict[str, NodeFacts],
     side by side with a peer (the one nearest the median), PAIRS times, and its share is the
     median of those ratios (KEY_paired=RATIO N PEER). On a shared or busy machine the first value
     may have met a busy moment that its peers did not; side by side, both meet the same."""
-    by_check = {check: key for key, (_, check, _, _) in METRICS.items()}
+    by_check = {check: key for key, (_, check, _, _, _) in METRICS.items()}
     todo: dict[tuple[str, str], list[str]] = {}
     for name, check in sorted(low):
         key = by_check[check]
-        todo.setdefault((name, _GROUP[key]), []).append(key)
+        todo.setdefault((name, METRICS[key][4]), []).append(key)
     named = {n.name: n for n in nodes}
     for (name, group), keys in todo.items():
         ref = _reference(nodes, facts, keys[0], name)
@@ -439,13 +441,13 @@ def run_diagnose(cfg: SiteConfig, transport: Transport | None = None, mb: int = 
         ]
     reached = [n for n in nodes if not facts[n.name].error]
     ranked = rank(cfg, reached, facts)
-    low = {(r.node, r.check) for _, r in ranked if r.status is not Status.PASS}
+    low = _not_passed(ranked)
     if low:
         on_layer(f"again, side by side with a peer: {_pairs(low)}")
         second_look(cfg, reached, facts, low, t, mb, seconds)
         ranked = rank(cfg, reached, facts)
         report.remeasured = len(low)
-        report.cleared = len(low - {(r.node, r.check) for _, r in ranked if r.status is not Status.PASS})
+        report.cleared = len(low - _not_passed(ranked))
     report.results += [r for _, r in ranked]
     if ask_cluster:
         on_layer("kubernetes: the cluster's view of each node")
