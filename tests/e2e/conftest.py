@@ -36,11 +36,13 @@ RECAP = re.compile(r"^RECAP (\S+) ok=(\d+) changed=(\d+) failed=(\d+) unreachabl
 # and of the whole run at bd2b71c), so that two test processes pack well and, while the e2e budget
 # below exists, what it leaves out is short and loses no data. The first two alternate the session
 # lab and a lab of their own: the second process does not wait while the first installs the session
-# lab. `make e2e` keeps this order (--no-loadscope-reorder: xdist would sort by tests per module).
+# lab (node_add_remove installs the 2-node lab's, which three more modules restore later: one that
+# asks for a snapshot while another process installs it waits for that).
+# `make e2e` keeps this order (--no-loadscope-reorder: xdist would sort by tests per module).
 ORDER = (
-    "test_faults.py", "test_kill_points.py", "test_unreachable_mid_run.py", "test_upgrade_apply_lab.py",
-    "test_node_add_remove.py", "test_restore_lab.py", "test_node_remove_unreachable.py",
-    "test_apiserver_down.py", "test_run_locks.py", "test_hostile_site_paths.py", "test_upgrade_minor_lab.py", "test_preflight_failures.py",
+    "test_faults.py", "test_node_add_remove.py", "test_kill_points.py", "test_unreachable_mid_run.py",
+    "test_upgrade_apply_lab.py", "test_restore_lab.py", "test_apiserver_down.py", "test_run_locks.py",
+    "test_hostile_site_paths.py", "test_node_remove_unreachable.py", "test_upgrade_minor_lab.py", "test_preflight_failures.py",
     "test_node_maintenance.py", "test_backup_lab.py",
     "test_scheduler_runai.py", "test_kubernetes.py", "test_researcher_access.py",
     "test_researcher_registry.py", "test_scheduler_open.py", "test_storage_nfs.py", "test_diagnose_lab.py",
@@ -208,7 +210,7 @@ def _decode_runs(data: dict[str, Any]) -> dict[str, Any]:
             for k, v in data.items()}  # fmt: skip
 
 
-def _wait_ready(layout: LabLayout, timeout: float = 240.0) -> None:
+def wait_ready(layout: LabLayout, timeout: float = 240.0) -> None:
     """A lab booted from its installed rootfs: the API server answers at once, but each kubelet
     reports Ready only once it posted its status again; wait for that, as after a reboot."""
     from appliance_cli.lab.lifecycle import ssh_argv
@@ -269,7 +271,7 @@ def install_lab(
     with file_lock(snapshot.store(layout) / f".{name}-{key}.lock"):
         if labsnap.reuse_enabled() and snapshot.exists(layout, name, key):
             snapshot.restore(name, key, bundle_key=bundle.public_key)
-            _wait_ready(layout)
+            wait_ready(layout)
             SNAPSHOT_EVENTS.append(
                 f"{layout.name}: restored from snapshot {name}-{key} (its inputs are unchanged)"
             )
@@ -319,7 +321,7 @@ def _install_and_save(
         ok = all(v["changed"] == 0 for v in runs["installs"][1].recap.values())
     if ok:
         snapshot.save(name, key, _encode_runs(runs), bundle_key=bundle.public_key)
-        _wait_ready(layout)
+        wait_ready(layout)
         SNAPSHOT_EVENTS.append(f"{layout.name}: saved as snapshot {name}-{key}")
     return Installed(layout, name, key, False, runs, bundle)
 
@@ -390,7 +392,7 @@ class SessionLab:
             snapshot.restore(
                 self.installed.name, self.installed.key, bundle_key=self.installed.bundle.public_key
             )
-            _wait_ready(self.installed.layout)
+            wait_ready(self.installed.layout)
         self.dirty = False
 
 
@@ -437,7 +439,9 @@ def _session_lab_as_installed(request) -> Iterator[None]:
     """Every module that uses the session lab starts from it as installed (restored from its
     snapshot when a module before it used it), so no module depends on another's leftovers."""
     mine = [i for i in request.session.items if i.module is request.module]
-    if not any("site" in i.fixturenames for i in mine):
+    # by the fixture closure, not by a name: a module that defines `site` or `installs` of its own
+    # (test_scheduler_runai's lab) does not use the session lab, and must not restore it
+    if not any("session_lab" in i.fixturenames for i in mine):
         yield
         return
     session: SessionLab = request.getfixturevalue("session_lab")

@@ -1,7 +1,7 @@
 """`appliance node remove NODE` when NODE is cut off (its link set down in the lab's bridge
-namespace, as a pulled cable), on a two-node lab of its own: the site is installed, a pod is
-placed on worker1, worker1's link goes down and the cluster sees it Unknown. `node remove worker1
---yes --force` drains it (its evicted pod stays Terminating, as no kubelet confirms it: the drain
+namespace, as a pulled cable), on a two-node lab of its own, from the 2-node lab's installed
+snapshot: a pod is placed on worker1, worker1's link goes down and the cluster sees it Unknown.
+`node remove worker1 --yes --force` drains it (its evicted pod stays Terminating, as no kubelet confirms it: the drain
 must not wait for it) and deletes it from the master's side, marks its entry `removed: true`,
 says on one line that the node itself was not reset and what to do when it is back, and exits 0
 (an unreachable node is named and skipped). kubectl no longer lists it nor its pod; the node
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from appliance_cli.core.siteconfig import SITE_FILE, load_site
 from tests._support.upgrade_lab import ADMIN, ssh
@@ -49,20 +50,22 @@ def _link(netns: str, state: str) -> None:
 
 @pytest.fixture(scope="module")
 def cut_off(installed_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
-    """Installed on two nodes (quotas at 0 GPUs: the site stays valid without worker1), a pod put
-    on worker1, then worker1 cut off until the module ends."""
+    """The 2-node lab site as installed, a pod put on worker1, the projects' GPU quotas set to 0
+    in the site config (as the operator does first: without worker1's GPUs the quotas would not
+    fit), then worker1 cut off until the module ends."""
     if os.environ.get("APPLIANCE_E2E_SITE"):
         pytest.skip("pulls a cable: lab only")
+    from tests.e2e.conftest import TWO_NODE_LAB
 
-    def no_quotas(data: dict[str, Any]) -> None:
-        for p in data["scheduler"]["projects"]:
-            p["gpus"] = 0
-
-    with installed_lab_cm(LAB, 2, request.getfixturevalue("lab_bundle"), edit=no_quotas) as inst:
+    with installed_lab_cm(LAB, 2, request.getfixturevalue("lab_bundle"), share=TWO_NODE_LAB) as inst:
         layout, site_dir = inst.layout, inst.site_dir
         path = site_dir / SITE_FILE
         first = inst.installs[0]
         assert first.rc == 0, first.err[-3000:] + first.out[-3000:]
+        data = yaml.safe_load(path.read_text())
+        for p in data["scheduler"]["projects"]:
+            p["gpus"] = 0
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
         put = ssh(site_dir, "master1", f"{ADMIN} apply -f -", stdin=json.dumps(POD))
         assert put.returncode == 0, put.stderr
         _link(layout.netns, "down")

@@ -24,6 +24,8 @@ import pytest
 from tests._support.killed_runs import kill_when_printed
 from tests.e2e.conftest import TWO_NODE_LAB
 
+LAB = os.environ.get("APPLIANCE_E2E_RESTORE_LAB", "rst")  # a lab name of one's own on a shared machine
+
 ADMIN = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
 STATE = "/var/lib/appliance/restore/state.json"
 RESTORED_STEP = "Etcd restore | Point etcd's manifest at the new data dir"
@@ -80,8 +82,9 @@ def drill(installed_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
     if os.environ.get("APPLIANCE_E2E_SITE"):
         pytest.skip("restores etcd: lab only")
     bundle = request.getfixturevalue("lab_bundle")
-    # the 2-node lab site as installed, shared with test_upgrade_minor_lab (one snapshot)
-    with installed_lab_cm(TWO_NODE_LAB, 2, bundle) as inst:
+    # a lab of its own, from the 2-node lab site as installed (one snapshot, shared with
+    # test_upgrade_minor_lab and test_node_remove_unreachable: whichever comes first installs it)
+    with installed_lab_cm(LAB, 2, bundle, share=TWO_NODE_LAB) as inst:
         site_dir = inst.site_dir
         site = ["--site", str(site_dir)]
         first = inst.installs[0]

@@ -81,8 +81,10 @@ def minor(installed_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str
     priv, pub, _ = keygen(tmp_path_factory.mktemp("minor-key") / "new")
     sign_bundle(built, priv)
     new = SignedBundle(built, pub)
-    # the 2-node lab site as installed, shared with test_restore_lab (one snapshot)
-    with installed_lab_cm(TWO_NODE_LAB, 2, old) as inst:
+    # a lab of its own, from the 2-node lab site as installed (one snapshot, shared with
+    # test_restore_lab and test_node_remove_unreachable: whichever comes first installs it)
+    lab = os.environ.get("APPLIANCE_E2E_MINOR_LAB", "minor")
+    with installed_lab_cm(lab, 2, old, share=TWO_NODE_LAB) as inst:
         layout, site_dir = inst.layout, inst.site_dir
         first = inst.installs[0]
         assert first.rc == 0, first.out[-2000:] + first.err[-3000:]
