@@ -1,6 +1,6 @@
-"""`appliance node add|remove` on a lab of its own (three containers): the site is installed with
-master1 and worker1 only; worker2 is then written into the site config by hand (its host key not
-recorded yet) and `node add worker2` joins it (Ready, labelled), after which a full install
+"""`appliance node add|remove` on a lab of its own: the 2-node lab site as installed (master1,
+worker1: restored from its snapshot), grown by a fresh third container; worker2 is then written
+into the site config by hand (its host key not recorded yet) and `node add worker2` joins it (Ready, labelled), after which a full install
 changes nothing. `node remove worker2 --yes` then drains and deletes it, resets kubeadm on it and
 marks its entry `removed: true`; the install that follows leaves it out and changes nothing."""
 
@@ -62,28 +62,34 @@ def _edit_site(site_dir: Path, fn) -> None:
 
 
 @pytest.fixture(scope="module")
-def added(own_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
-    """Installed without worker2, then worker2 written back and `node add`ed, then a full install."""
+def added(installed_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
+    """The 2-node lab site as installed (its snapshot), a third node beside it, fresh from the base
+    image; worker2 then written into the site config and `node add`ed, then a full install."""
     if os.environ.get("APPLIANCE_E2E_SITE"):
         pytest.skip("rearranges the lab's nodes: lab only")
-    with own_lab_cm(LAB, 3, request.getfixturevalue("lab_bundle")) as layout:
-        site_dir = layout.site_dir
-        entry: dict[str, Any] = {}
+    from appliance_cli import lab
+    from tests.e2e.conftest import TWO_NODE_LAB, wait_ready
 
-        def drop(d: dict) -> None:
-            entry.update(next(n for n in d["nodes"] if n["name"] == NEW))
-            d["nodes"] = [n for n in d["nodes"] if n["name"] != NEW]
-            for p in d["scheduler"]["projects"]:
-                p["gpus"] = 0  # quotas within worker1's GPUs whichever nodes are in
-
-        _edit_site(site_dir, drop)
-        known = site_dir / "known_hosts"
+    bundle = request.getfixturevalue("lab_bundle")
+    with installed_lab_cm(LAB, 2, bundle, share=TWO_NODE_LAB) as inst:
+        site_dir = inst.site_dir
+        first = inst.installs[0]
+        assert first.rc == 0, first.err[-3000:] + first.out[-3000:]
+        assert NEW not in first.recap
+        # the lab grown to three: the installed two keep their root filesystems, node3 is new;
+        # `lab up` writes the 3-node lab site, whose worker2 entry is what the operator adds
+        installed = (site_dir / SITE_FILE).read_text()
+        lab.down()
+        lab.up(nodes=3, bundle=bundle.path, bundle_key=bundle.public_key)
+        entry = next(
+            n for n in yaml.safe_load((site_dir / SITE_FILE).read_text())["nodes"] if n["name"] == NEW
+        )
+        (site_dir / SITE_FILE).write_text(installed)
+        wait_ready(inst.layout)
+        known = site_dir / "known_hosts"  # its host key not recorded yet
         known.write_text(
             "".join(ln for ln in known.read_text().splitlines(True) if not ln.startswith(f"{NEW},"))
         )
-        first = cli("install", "--site", str(site_dir), "--skip-diagnose")
-        assert first.rc == 0, first.err[-3000:] + first.out[-3000:]
-        assert NEW not in first.recap
         _edit_site(site_dir, lambda d: d["nodes"].append(entry))  # what the operator writes
         add = cli("node", "add", "--site", str(site_dir), NEW, "--yes", timeout=1800)
         again = cli("install", "--site", str(site_dir), "--skip-diagnose")

@@ -1,10 +1,11 @@
-"""The researcher registry on a lab of its own (2 nodes, installed from the lab bundle): a site
-user pushes an image with skopeo (an OCI directory made here) to researcher_registry.address; the
-nodes' pull account cannot push to either process (401 on the push one, where it has no account;
-405 on the read-only one); worker1 pulls the image by the researcher address through containerd's
-CRI (crictl), which goes to the read-only endpoint with the nodes' account; no file on the worker
-and nothing in the run's artifacts holds a researcher's password; a re-run changes nothing; a
-user removed from the site loses access and a changed password file takes effect."""
+"""The researcher registry on a lab of its own (the 2-node lab site as installed, restored from
+its snapshot; the registry turned on in the site config and installed): a site user pushes an
+image with skopeo (an OCI directory made here) to researcher_registry.address; the nodes' pull
+account cannot push to either process (401 on the push one, where it has no account; 405 on the
+read-only one); worker1 pulls the image by the researcher address through containerd's CRI
+(crictl), which goes to the read-only endpoint with the nodes' account; no file on the worker and
+nothing in the run's artifacts holds a researcher's password; a re-run changes nothing; a user
+removed from the site loses access and a changed password file takes effect."""
 
 from __future__ import annotations
 
@@ -159,10 +160,16 @@ def _set_users(site_dir: Path, users: list[str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def lab(own_lab_cm, request, cli, tmp_path_factory) -> Iterator[tuple[Lab, Any]]:
+def lab(installed_lab_cm, request, cli, tmp_path_factory) -> Iterator[tuple[Lab, Any]]:
+    """The 2-node lab site as installed (its snapshot); the researcher registry then turned on in
+    the site config, as an operator does on a running appliance, and installed."""
     if os.environ.get("APPLIANCE_E2E_SITE"):
         pytest.skip("pushes from the lab host through the lab's network namespace: lab only")
-    with own_lab_cm(LAB, 2, request.getfixturevalue("lab_bundle")) as layout:
+    from tests.e2e.conftest import TWO_NODE_LAB
+
+    with installed_lab_cm(LAB, 2, request.getfixturevalue("lab_bundle"), share=TWO_NODE_LAB) as inst:
+        layout = inst.layout
+        assert inst.installs[0].rc == 0, inst.installs[0].err[-3000:]
         for u in ("alice", "bob"):
             _write_password(layout.site_dir, u)
         _set_users(layout.site_dir, ["alice", "bob"])
