@@ -41,6 +41,8 @@ def check_members(tar: tarfile.TarFile, label: str) -> list[tarfile.TarInfo]:
     members = []
     for m in tar.getmembers():
         parts = PurePosixPath(m.name).parts
+        if not parts and not m.isdir():  # a file that would be written over the extraction root
+            raise BundleError(f"{label}: refusing member {m.name!r}: a file without a name")
         if m.name.startswith("/") or PurePosixPath(m.name).is_absolute():
             raise BundleError(f"{label}: refusing member {m.name!r}: absolute path")
         if ".." in parts:

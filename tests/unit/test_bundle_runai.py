@@ -42,6 +42,7 @@ def bundle(tmp_path: Path) -> Path:
         ("images/link", {"type": tarfile.SYMTYPE, "linkname": "/etc/shadow"}, "symlink"),
         ("images/hard", {"type": tarfile.LNKTYPE, "linkname": "images/readme"}, "hard link"),
         ("images/dev", {"type": tarfile.CHRTYPE}, "not a regular file"),
+        ("", {}, "a file without a name"),  # would be written over the extraction directory
     ],
 )
 def test_unsafe_members_refused(tmp_path: Path, bundle: Path, member, attrs, reason) -> None:
@@ -55,6 +56,18 @@ def test_unsafe_members_refused(tmp_path: Path, bundle: Path, member, attrs, rea
     assert member in ei.value.message and reason in ei.value.message and "\n" not in ei.value.message
     assert (bundle / "manifest.json").read_bytes() == before
     assert not (tmp_path / "evil").exists()
+    assert not (bundle / ".staging").exists() or not any((bundle / ".staging").iterdir())
+
+
+def test_a_tar_of_dot_imports(tmp_path: Path, bundle: Path) -> None:
+    """`tar -C deploy -cf runai.tar .` starts with the directory '.': that one is no file."""
+    tar = tmp_path / "runai-2.13.tar"
+    with tarfile.open(tar, "w") as t:
+        _add(t, ".", b"", type=tarfile.DIRTYPE)
+        _add(t, "./bin/runai", b"#!/bin/sh\n", mode=0o755)
+        _add(t, "./README", b"hi")
+    [art] = import_runai(tar, bundle)
+    assert sorted(f.path for f in art.files) == ["README", "bin/runai"]
 
 
 def test_not_a_tar(tmp_path: Path, bundle: Path, capsys) -> None:
