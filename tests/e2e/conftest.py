@@ -270,10 +270,13 @@ def install_lab(
     # One process installs a configuration; another that wants it meanwhile waits, then restores it.
     with file_lock(snapshot.store(layout) / f".{name}-{key}.lock"):
         if labsnap.reuse_enabled() and snapshot.exists(layout, name, key):
+            t0 = time.monotonic()
             snapshot.restore(name, key, bundle_key=bundle.public_key)
+            t1 = time.monotonic()
             wait_ready(layout)
             SNAPSHOT_EVENTS.append(
-                f"{layout.name}: restored from snapshot {name}-{key} (its inputs are unchanged)"
+                f"{layout.name}: restored from snapshot {name}-{key} (its inputs are unchanged): "
+                f"copied and booted {t1 - t0:.0f} s, every node Ready {time.monotonic() - t1:.0f} s later"
             )
             return Installed(
                 layout, name, key, True, _decode_runs(snapshot.meta(layout, name, key)["extra"]), bundle
@@ -301,16 +304,21 @@ def _install_and_save(
         + (f"snapshot {', '.join(p.name for p in stale)} is stale (inputs changed): removed" if stale
            else "no snapshot of it yet" if labsnap.reuse_enabled() else "APPLIANCE_E2E_SNAPSHOTS=0")
     )  # fmt: skip
+    t0 = time.monotonic()
     lab.down(purge=True)
     lab.up(nodes=nodes, bundle=bundle.path, bundle_key=bundle.public_key)
+    took = {"lab up": time.monotonic() - t0}
     if edited_site is not None:
         (layout.site_dir / SITE_FILE).write_text(edited_site)
     site = ["--site", str(layout.site_dir)]
     runs: dict[str, Any] = {"installs": []}
     if dry_run:
+        t0 = time.monotonic()
         runs["dry_run"] = appliance("install", *site, "--check", "--diff")
         manifest = f"{load_site(layout.site_dir).bundle.path}/manifest.json"
         runs["dry_run_left_bundle"] = _master_has(layout, manifest)
+        took["dry run"] = time.monotonic() - t0
+    t0 = time.monotonic()
     for _ in range(2 if rerun else 1):
         run = appliance("install", *site, *args, timeout=1800)
         runs["installs"].append(run)
@@ -319,10 +327,17 @@ def _install_and_save(
     ok = all(r.rc == 0 for r in runs["installs"]) and len(runs["installs"]) == (2 if rerun else 1)
     if ok and rerun:
         ok = all(v["changed"] == 0 for v in runs["installs"][1].recap.values())
+    took["installs"] = time.monotonic() - t0
     if ok:
+        t0 = time.monotonic()
         snapshot.save(name, key, _encode_runs(runs), bundle_key=bundle.public_key)
         wait_ready(layout)
-        SNAPSHOT_EVENTS.append(f"{layout.name}: saved as snapshot {name}-{key}")
+        took["save and Ready again"] = time.monotonic() - t0
+        SNAPSHOT_EVENTS.append(
+            f"{layout.name}: saved as snapshot {name}-{key} ("
+            + ", ".join(f"{what} {secs:.0f} s" for what, secs in took.items())
+            + ")"
+        )
     return Installed(layout, name, key, False, runs, bundle)
 
 
