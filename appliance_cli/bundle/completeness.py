@@ -32,6 +32,7 @@ import yaml
 from appliance_cli.bundle.profile import ChartSpec, Profile
 from appliance_cli.content import content_root
 from appliance_cli.errors import BundleError
+from appliance_cli.rules.images import docker_normalized, without_host
 
 PRIVATE = "appliance-registry.invalid:5000"  # stands for appliance_registry_address
 KUBEADM_123 = {"pause": "3.6", "etcd": "3.5.6-0", "coredns": "v1.8.6"}  # kubeadm 1.23 constants
@@ -84,8 +85,7 @@ class Completeness:
 
 def path_of(reference: str) -> str:
     """registry.k8s.io/pause:3.6 -> pause:3.6 (what registry_seed names the repository)."""
-    first, _, rest = reference.partition("/")
-    return rest if rest and ("." in first or ":" in first or first == "localhost") else reference
+    return without_host(reference)
 
 
 # -- the roles ---------------------------------------------------------------------------------
@@ -236,10 +236,7 @@ CHARTS: dict[str, Extractor] = {
 
 def _normalize(ref: str) -> str:
     """An image string as a container runtime reads it: docker.io is implicit."""
-    first = ref.split("/", 1)[0]
-    if "/" not in ref:
-        return f"docker.io/library/{ref}"
-    return ref if ("." in first or ":" in first or first == "localhost") else f"docker.io/{ref}"
+    return docker_normalized(ref)
 
 
 def chart_defaults(spec: ChartSpec, charts_dir: Path | None) -> tuple[dict, str] | None:
