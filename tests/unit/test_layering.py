@@ -11,6 +11,7 @@ top-level or inside a function: a new edge that breaks it fails here, naming fil
     nobody ──> cli, except the `python -m appliance_cli` entry point
     ansible_runner: runner/adapter.py only;  rich, argparse: cli/ only
     roles/*/filter_plugins ──> appliance_cli.rules only (they run inside ansible-playbook)
+    no module loaded by file path, nor sys.path changed: an edge this test cannot see is no edge
 """
 
 from __future__ import annotations
@@ -42,14 +43,24 @@ ONLY_IN = {  # third-party or stdlib module -> where it may be imported
 }
 
 
+# What loads code past the import statements (by file path, by a computed name, or by changing
+# where imports look): none of it in appliance_cli or the filter plugins.
+PATH_LOADERS = {
+    "spec_from_file_location", "spec_from_loader", "module_from_spec", "SourceFileLoader",
+    "SourcelessFileLoader", "import_module", "__import__", "run_path", "run_module", "load_source",
+}  # fmt: skip
+
+
 def _imports(path: Path) -> list[tuple[int, str]]:
     """(line, module) of each import; `from appliance_cli import x` counts as appliance_cli.x when x
     is a module of the package (else it is a name from its __init__)."""
     out = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.module == "appliance_cli" and node.level == 0:
+        if isinstance(node, ast.ImportFrom) and node.level > 0:
+            out.append((node.lineno, "." * node.level + (node.module or "")))
+        elif isinstance(node, ast.ImportFrom) and node.module == "appliance_cli":
             out += [(node.lineno, _of_package(a.name)) for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        elif isinstance(node, ast.ImportFrom) and node.module:
             out.append((node.lineno, node.module))
         elif isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
@@ -59,6 +70,18 @@ def _imports(path: Path) -> list[tuple[int, str]]:
 def _of_package(name: str) -> str:
     is_module = (PKG / name / "__init__.py").is_file() or (PKG / f"{name}.py").is_file()
     return f"appliance_cli.{name}" if is_module else "appliance_cli"
+
+
+def _path_loading(path: Path) -> list[str]:
+    """`line: name` of each use of a path loader, and of sys.path."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+        if name in PATH_LOADERS:
+            out.append(f"{node.lineno}: {name}")
+        elif name == "path" and isinstance(node, ast.Attribute) and ast.unparse(node.value) == "sys":
+            out.append(f"{node.lineno}: sys.path")
+    return out
 
 
 def _layer(rel: str) -> str:
@@ -71,8 +94,13 @@ def violations(exceptions: dict[tuple[str, str], str] = EXCEPTIONS) -> list[str]
     for path in sorted(PKG.rglob("*.py")):
         rel = path.relative_to(PKG).as_posix()
         src = _layer(rel)
+        found += [
+            f"appliance_cli/{rel}:{use} (loads code the import DAG cannot see)" for use in _path_loading(path)
+        ]
         for line, module in _imports(path):
             top = module.split(".")[0]
+            if module.startswith("."):
+                found.append(f"appliance_cli/{rel}:{line}: relative import {module} (write it absolute)")
             if top in ONLY_IN and not ONLY_IN[top](rel):
                 found.append(f"appliance_cli/{rel}:{line}: imports {top}")
             if (
@@ -99,9 +127,10 @@ def filter_plugin_violations(roles: Path = ROLES) -> list[str]:
     found = []
     for path in sorted(roles.glob("*/filter_plugins/*.py")):
         rel = path.relative_to(roles.parent).as_posix()
+        found += [f"{rel}:{use} (loads code the import DAG cannot see)" for use in _path_loading(path)]
         for line, module in _imports(path):
             top = module.split(".")[0]
-            if top == "ansible_runner":
+            if top == "ansible_runner" or module.startswith("."):
                 found.append(f"{rel}:{line}: imports {module}")
             elif top == "appliance_cli" and not module.startswith("appliance_cli.rules"):
                 found.append(f"{rel}:{line}: imports {module} (filter plugins: appliance_cli.rules only)")
@@ -142,8 +171,16 @@ def test_a_forbidden_edge_is_reported(tmp_path: Path) -> None:
         (fake / "rules" / "bad.py").write_text(
             "import json\nimport yaml\nfrom appliance_cli.errors import UsageError\n"
         )
+        (fake / "bundle").mkdir()
+        (fake / "bundle" / "bad.py").write_text(
+            "import importlib.util\nimport sys\nfrom ..core import x\n"
+            "s = importlib.util.spec_from_file_location('m', 'roles/x.py')\nsys.path.insert(0, 'roles')\n"
+        )
         PKG = fake
         assert violations() == [
+            "appliance_cli/bundle/bad.py:4: spec_from_file_location (loads code the import DAG cannot see)",
+            "appliance_cli/bundle/bad.py:5: sys.path (loads code the import DAG cannot see)",
+            "appliance_cli/bundle/bad.py:3: relative import ..core (write it absolute)",
             "appliance_cli/core/bad.py:4: core imports cli (appliance_cli.cli)",
             "appliance_cli/core/bad.py:5: imports rich",
             "appliance_cli/rules/bad.py:2: rules imports yaml (the standard library only)",
@@ -161,8 +198,10 @@ def test_a_filter_plugin_past_the_rules_is_reported(tmp_path: Path) -> None:
     )
     (plugins / "bad.py").write_text(
         "from appliance_cli.core import upgradeplan\nimport ansible_runner\nfrom appliance_cli import cli\n"
+        "import runpy\nrunpy.run_path('x.py')\n"
     )
     assert filter_plugin_violations(tmp_path / "roles") == [
+        "roles/r/filter_plugins/bad.py:5: run_path (loads code the import DAG cannot see)",
         "roles/r/filter_plugins/bad.py:1: imports appliance_cli.core (filter plugins: appliance_cli.rules only)",
         "roles/r/filter_plugins/bad.py:2: imports ansible_runner",
         "roles/r/filter_plugins/bad.py:3: imports appliance_cli.cli (filter plugins: appliance_cli.rules only)",
