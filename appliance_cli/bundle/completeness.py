@@ -32,6 +32,7 @@ import yaml
 from appliance_cli.bundle.profile import ChartSpec, Profile
 from appliance_cli.content import content_root
 from appliance_cli.errors import BundleError
+from appliance_cli.rules.helmvalues import coalesce
 from appliance_cli.rules.images import docker_normalized, without_host
 
 PRIVATE = "appliance-registry.invalid:5000"  # stands for appliance_registry_address
@@ -138,16 +139,6 @@ def role_pulls(version: str) -> Iterator[tuple[str, str, str]]:
 
 
 # -- the charts --------------------------------------------------------------------------------
-def merge(base: Any, over: Any) -> Any:
-    """helm's values coalescing for maps: `over` wins, maps merge key by key."""
-    if isinstance(base, dict) and isinstance(over, dict):
-        out = dict(base)
-        for k, v in over.items():
-            out[k] = merge(base.get(k), v) if k in base else v
-        return out
-    return over
-
-
 def _get(d: Any, path: str) -> Any:
     for part in path.split("."):
         d = d.get(part) if isinstance(d, dict) else None
@@ -266,7 +257,7 @@ def chart_pulls(spec: ChartSpec, charts_dir: Path | None, cluster: str, notes: l
         notes.append(f"chart {spec.name} {spec.version}: archive not given, only its values file is checked")
         values, app = ours or {}, str(spec.version)
     else:
-        values, app = merge(defaults[0], ours or {}), defaults[1]
+        values, app = coalesce(defaults[0], ours or {}), defaults[1]
     for key, ref, must in extract(values, app, cluster):
         if "None" in ref.split(":")[0]:
             continue  # a component without an image in these values
