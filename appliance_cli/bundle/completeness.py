@@ -32,6 +32,8 @@ import yaml
 from appliance_cli.bundle.profile import ChartSpec, Profile
 from appliance_cli.content import content_root
 from appliance_cli.errors import BundleError
+from appliance_cli.rules.helmvalues import coalesce
+from appliance_cli.rules.images import docker_normalized, without_host
 
 PRIVATE = "appliance-registry.invalid:5000"  # stands for appliance_registry_address
 KUBEADM_123 = {"pause": "3.6", "etcd": "3.5.6-0", "coredns": "v1.8.6"}  # kubeadm 1.23 constants
@@ -84,8 +86,7 @@ class Completeness:
 
 def path_of(reference: str) -> str:
     """registry.k8s.io/pause:3.6 -> pause:3.6 (what registry_seed names the repository)."""
-    first, _, rest = reference.partition("/")
-    return rest if rest and ("." in first or ":" in first or first == "localhost") else reference
+    return without_host(reference)
 
 
 # -- the roles ---------------------------------------------------------------------------------
@@ -138,16 +139,6 @@ def role_pulls(version: str) -> Iterator[tuple[str, str, str]]:
 
 
 # -- the charts --------------------------------------------------------------------------------
-def merge(base: Any, over: Any) -> Any:
-    """helm's values coalescing for maps: `over` wins, maps merge key by key."""
-    if isinstance(base, dict) and isinstance(over, dict):
-        out = dict(base)
-        for k, v in over.items():
-            out[k] = merge(base.get(k), v) if k in base else v
-        return out
-    return over
-
-
 def _get(d: Any, path: str) -> Any:
     for part in path.split("."):
         d = d.get(part) if isinstance(d, dict) else None
@@ -236,10 +227,7 @@ CHARTS: dict[str, Extractor] = {
 
 def _normalize(ref: str) -> str:
     """An image string as a container runtime reads it: docker.io is implicit."""
-    first = ref.split("/", 1)[0]
-    if "/" not in ref:
-        return f"docker.io/library/{ref}"
-    return ref if ("." in first or ":" in first or first == "localhost") else f"docker.io/{ref}"
+    return docker_normalized(ref)
 
 
 def chart_defaults(spec: ChartSpec, charts_dir: Path | None) -> tuple[dict, str] | None:
@@ -269,7 +257,7 @@ def chart_pulls(spec: ChartSpec, charts_dir: Path | None, cluster: str, notes: l
         notes.append(f"chart {spec.name} {spec.version}: archive not given, only its values file is checked")
         values, app = ours or {}, str(spec.version)
     else:
-        values, app = merge(defaults[0], ours or {}), defaults[1]
+        values, app = coalesce(defaults[0], ours or {}), defaults[1]
     for key, ref, must in extract(values, app, cluster):
         if "None" in ref.split(":")[0]:
             continue  # a component without an image in these values

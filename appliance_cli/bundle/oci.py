@@ -28,6 +28,7 @@ from appliance_cli.bundle.model import (
 from appliance_cli.bundle.store import BlobStore
 from appliance_cli.digest import sha256_file
 from appliance_cli.errors import BundleError
+from appliance_cli.rules.images import parse_reference
 
 MT_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 MT_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -42,13 +43,11 @@ DEFAULT_CMD = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 
 
 def repository_of(reference: str) -> str:
     """registry.k8s.io/pause:3.6 -> registry.k8s.io/pause (a digest or tag dropped)."""
-    name = reference.split("@", 1)[0]
-    return name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+    return parse_reference(reference).repository
 
 
 def tag_of(reference: str) -> str | None:
-    name = reference.split("@", 1)[0]
-    return name.rsplit(":", 1)[-1] if ":" in name.rsplit("/", 1)[-1] else None
+    return parse_reference(reference).tag
 
 
 def blob_path(digest: object) -> str:

@@ -16,22 +16,20 @@ Pure: the inputs are plain data, tested without a cluster or a bundle.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import tarfile
 from dataclasses import dataclass, field
-from functools import cache, cmp_to_key
+from functools import cmp_to_key
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import yaml
 from debian.deb822 import Packages
 from debian.debian_support import version_compare
 
-from appliance_cli.content import roles_dir
 from appliance_cli.core.siteconfig import KAI_MIN_KUBERNETES, SiteConfig
 from appliance_cli.errors import ApplianceError
+from appliance_cli.rules.helmcharts import kube_version_problem, split_chart
 
 KUBE_TOOLS = ("kubeadm", "kubelet", "kubectl")
 RUNTIME_PACKAGE = "containerd"
@@ -48,18 +46,6 @@ class UpgradeRefused(ApplianceError):
     """A plan that cannot be carried out; nothing was changed."""
 
     exit_code = 2
-
-
-@cache
-def _role_filter(role: str, name: str) -> ModuleType:
-    """A role's filter plugin, loaded by path since roles are not a package: one implementation
-    for the role on the nodes and the plan on the controller."""
-    path = roles_dir() / role / "filter_plugins" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"appliance_{role}_{name}", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def parse_version(v: str) -> tuple[int, int, int]:
@@ -292,12 +278,11 @@ def plan_upgrade(cfg: SiteConfig, installed: Installed, target: Target) -> Plan:
     _refuse_docker(cfg, installed, goal)
     if cfg.scheduler.stack == "kai" and parse_version(goal)[:2] < KAI_MIN_KUBERNETES:
         raise UpgradeRefused(f"scheduler.stack: kai needs Kubernetes >= 1.28, the bundle goes to {goal}")
-    rule = _role_filter("helm", "helm_kube_version")  # helm's kubeVersion rule
     problems = [
         p
         for chart in target.charts.values()
         if (
-            p := rule.kube_version_problem(
+            p := kube_version_problem(
                 {"name": chart.name, "version": chart.version, "kubeVersion": chart.kube_version}, goal
             )
         )
@@ -388,7 +373,7 @@ def installed_from(kubectl_json: Any, helm_json: Any) -> Installed:
     }
     releases = {}
     for r in helm_json(["list", "-A"]) or []:
-        name, version = _role_filter("chart_upgrade", "chart_upgrade").split_chart(r.get("chart", ""))
+        name, version = split_chart(r.get("chart", ""))
         status = r.get("status") or "deployed"  # a failed upgrade is upgraded again
         releases[r["name"]] = (
             r.get("namespace", ""),

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from appliance_cli.bundle import completeness
+from appliance_cli.rules.helmvalues import coalesce
 from tests._support.modules import load_file
 from tests._support.paths import ROOT
 
@@ -77,7 +78,7 @@ def test_the_role_and_the_completeness_check_agree_on_what_is_pulled() -> None:
     """Two readers of the same chart: the bundle's completeness check and the role's pre-pull."""
     values = g.gpu_operator_values(OURS, completeness.PRIVATE, driver="container", mig_strategy="single")
     role = {i["reference"] for i in g.gpu_operator_images(values, chart_values(), completeness.NODE_OS)}
-    merged = completeness.merge(chart_values(), OURS)
+    merged = coalesce(chart_values(), OURS)  # as the completeness check merges them
     check = {
         completeness.PRIVATE + "/" + completeness.path_of(ref)
         for _, ref, _ in completeness._gpu_operator(merged, "v24.6.2", "v1.23.17")

@@ -6,18 +6,23 @@ top-level or inside a function: a new edge that breaks it fails here, naming fil
     lab ──> core, debian                            (site config; the base rootfs, apt closure)
     bundle ──> debian
     runner, debian ──> (nothing of ours)
-    everyone ──> errors, content, proc, digest, locks, fsutil, yamlfile, the package's own __init__
+    rules ──> the standard library only           (pure rules the roles' filter plugins share)
+    everyone ──> rules, errors, content, proc, digest, locks, fsutil, yamlfile, the package's __init__
     nobody ──> cli, except the `python -m appliance_cli` entry point
     ansible_runner: runner/adapter.py only;  rich, argparse: cli/ only
+    roles/*/filter_plugins ──> appliance_cli.rules only (they run inside ansible-playbook)
+    no module loaded by file path, nor sys.path changed: an edge this test cannot see is no edge
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[2] / "appliance_cli"
-LEAVES = {"errors", "content", "proc", "digest", "locks", "fsutil", "yamlfile", "__init__"}
+ROLES = PKG.parent / "roles"
+LEAVES = {"rules", "errors", "content", "proc", "digest", "locks", "fsutil", "yamlfile", "__init__"}
 ALLOWED = {
     "cli": {"core", "bundle", "lab", "runner", "debian"},
     "core": {"runner", "bundle"},
@@ -25,6 +30,7 @@ ALLOWED = {
     "bundle": {"debian"},
     "runner": set(),
     "debian": set(),
+    "rules": set(),
 }
 # Each exception to the DAG, with why. Deleting one makes test_the_package_dag_holds fail.
 EXCEPTIONS = {
@@ -37,13 +43,44 @@ ONLY_IN = {  # third-party or stdlib module -> where it may be imported
 }
 
 
+# What loads code past the import statements (by file path, by a computed name, or by changing
+# where imports look): none of it in appliance_cli or the filter plugins.
+PATH_LOADERS = {
+    "spec_from_file_location", "spec_from_loader", "module_from_spec", "SourceFileLoader",
+    "SourcelessFileLoader", "import_module", "__import__", "run_path", "run_module", "load_source",
+}  # fmt: skip
+
+
 def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of each import; `from appliance_cli import x` counts as appliance_cli.x when x
+    is a module of the package (else it is a name from its __init__)."""
     out = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        if isinstance(node, ast.ImportFrom) and node.level > 0:
+            out.append((node.lineno, "." * node.level + (node.module or "")))
+        elif isinstance(node, ast.ImportFrom) and node.module == "appliance_cli":
+            out += [(node.lineno, _of_package(a.name)) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
             out.append((node.lineno, node.module))
         elif isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
+    return out
+
+
+def _of_package(name: str) -> str:
+    is_module = (PKG / name / "__init__.py").is_file() or (PKG / f"{name}.py").is_file()
+    return f"appliance_cli.{name}" if is_module else "appliance_cli"
+
+
+def _path_loading(path: Path) -> list[str]:
+    """`line: name` of each use of a path loader, and of sys.path."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+        if name in PATH_LOADERS:
+            out.append(f"{node.lineno}: {name}")
+        elif name == "path" and isinstance(node, ast.Attribute) and ast.unparse(node.value) == "sys":
+            out.append(f"{node.lineno}: sys.path")
     return out
 
 
@@ -57,10 +94,23 @@ def violations(exceptions: dict[tuple[str, str], str] = EXCEPTIONS) -> list[str]
     for path in sorted(PKG.rglob("*.py")):
         rel = path.relative_to(PKG).as_posix()
         src = _layer(rel)
+        found += [
+            f"appliance_cli/{rel}:{use} (loads code the import DAG cannot see)" for use in _path_loading(path)
+        ]
         for line, module in _imports(path):
             top = module.split(".")[0]
+            if module.startswith("."):
+                found.append(f"appliance_cli/{rel}:{line}: relative import {module} (write it absolute)")
             if top in ONLY_IN and not ONLY_IN[top](rel):
                 found.append(f"appliance_cli/{rel}:{line}: imports {top}")
+            if (
+                src == "rules"
+                and top not in sys.stdlib_module_names
+                and not module.startswith("appliance_cli.rules")
+            ):
+                found.append(
+                    f"appliance_cli/{rel}:{line}: rules imports {module} (the standard library only)"
+                )
             if top != "appliance_cli" or module == "appliance_cli":
                 continue
             dst = module.split(".")[1]
@@ -71,8 +121,28 @@ def violations(exceptions: dict[tuple[str, str], str] = EXCEPTIONS) -> list[str]
     return found
 
 
+def filter_plugin_violations(roles: Path = ROLES) -> list[str]:
+    """The roles' filter plugins run inside ansible-playbook: of ours they import the pure rules
+    only (never the CLI, the runner, nor anything that would pull ansible_runner in)."""
+    found = []
+    for path in sorted(roles.glob("*/filter_plugins/*.py")):
+        rel = path.relative_to(roles.parent).as_posix()
+        found += [f"{rel}:{use} (loads code the import DAG cannot see)" for use in _path_loading(path)]
+        for line, module in _imports(path):
+            top = module.split(".")[0]
+            if top == "ansible_runner" or module.startswith("."):
+                found.append(f"{rel}:{line}: imports {module}")
+            elif top == "appliance_cli" and not module.startswith("appliance_cli.rules"):
+                found.append(f"{rel}:{line}: imports {module} (filter plugins: appliance_cli.rules only)")
+    return found
+
+
 def test_the_package_dag_holds() -> None:
     assert violations() == []
+
+
+def test_filter_plugins_import_only_the_rules() -> None:
+    assert filter_plugin_violations() == []
 
 
 def test_every_package_has_a_rule() -> None:
@@ -97,13 +167,45 @@ def test_a_forbidden_edge_is_reported(tmp_path: Path) -> None:
         (fake / "core" / "bad.py").write_text(
             "x = 1\n\ndef f():\n    from appliance_cli.cli import ui\n    import rich\n"
         )
+        (fake / "rules").mkdir()
+        (fake / "rules" / "bad.py").write_text(
+            "import json\nimport yaml\nfrom appliance_cli.errors import UsageError\n"
+        )
+        (fake / "bundle").mkdir()
+        (fake / "bundle" / "bad.py").write_text(
+            "import importlib.util\nimport sys\nfrom ..core import x\n"
+            "s = importlib.util.spec_from_file_location('m', 'roles/x.py')\nsys.path.insert(0, 'roles')\n"
+        )
         PKG = fake
         assert violations() == [
+            "appliance_cli/bundle/bad.py:4: spec_from_file_location (loads code the import DAG cannot see)",
+            "appliance_cli/bundle/bad.py:5: sys.path (loads code the import DAG cannot see)",
+            "appliance_cli/bundle/bad.py:3: relative import ..core (write it absolute)",
             "appliance_cli/core/bad.py:4: core imports cli (appliance_cli.cli)",
             "appliance_cli/core/bad.py:5: imports rich",
+            "appliance_cli/rules/bad.py:2: rules imports yaml (the standard library only)",
+            "appliance_cli/rules/bad.py:3: rules imports appliance_cli.errors (the standard library only)",
         ]
     finally:
         PKG = saved
+
+
+def test_a_filter_plugin_past_the_rules_is_reported(tmp_path: Path) -> None:
+    plugins = tmp_path / "roles" / "r" / "filter_plugins"
+    plugins.mkdir(parents=True)
+    (plugins / "ok.py").write_text(
+        "from appliance_cli.rules.images import in_registry\nfrom appliance_cli import rules\n"
+    )
+    (plugins / "bad.py").write_text(
+        "from appliance_cli.core import upgradeplan\nimport ansible_runner\nfrom appliance_cli import cli\n"
+        "import runpy\nrunpy.run_path('x.py')\n"
+    )
+    assert filter_plugin_violations(tmp_path / "roles") == [
+        "roles/r/filter_plugins/bad.py:5: run_path (loads code the import DAG cannot see)",
+        "roles/r/filter_plugins/bad.py:1: imports appliance_cli.core (filter plugins: appliance_cli.rules only)",
+        "roles/r/filter_plugins/bad.py:2: imports ansible_runner",
+        "roles/r/filter_plugins/bad.py:3: imports appliance_cli.cli (filter plugins: appliance_cli.rules only)",
+    ]
 
 
 FUNCTION_LIMIT = 80

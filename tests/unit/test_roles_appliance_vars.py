@@ -13,8 +13,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 ROLES = REPO / "roles"
 CONTRACT = yaml.safe_load((ROLES / "appliance_vars.yml").read_text())
-# a name, not part of a file name such as appliance_kube.fact
-NAME = re.compile(r"\bappliance_[a-z0-9_]+\b(?!\.fact)")
+# a name, not part of a file name such as appliance_kube.fact, nor the package appliance_cli (the
+# filter plugins import its rules)
+NAME = re.compile(r"\bappliance_(?!cli\b)[a-z0-9_]+\b(?!\.fact)")
 
 
 def _role_files() -> list[Path]:

@@ -34,6 +34,7 @@ from appliance_cli.core.acceptance.smoke import NVIDIA_SMI
 from appliance_cli.core.siteconfig import PROJECT_NAMESPACE_PREFIX
 from appliance_cli.core.siteconfig import project_namespace as site_project_namespace
 from appliance_cli.errors import UsageError
+from appliance_cli.rules.images import in_registry
 
 CUDA_IMAGE = "nvcr.io/nvidia/cuda:12.6.1-base-ubi8"  # bundles/profiles/appliance-k8s1.23.yml
 SCHEDULER_NAME = {"runai": "runai-scheduler", "open": "volcano"}
@@ -54,10 +55,7 @@ def project_namespace(stack: str, project: str) -> str:
 def private_image(reference: str, registry: str) -> str:
     """nvcr.io/nvidia/cuda:TAG -> REGISTRY/nvidia/cuda:TAG: the registry host dropped (a first part
     with '.' or ':' or localhost), as the bundle's registry seeding and the gpu_operator role do."""
-    first, _, rest = reference.partition("/")
-    if rest and ("." in first or ":" in first or first == "localhost"):
-        return f"{registry}/{rest}"
-    return f"{registry}/{reference}"
+    return in_registry(reference, registry)
 
 
 def object_name(job: str) -> str:

@@ -1,22 +1,15 @@
 """Which helm releases `upgrade apply` upgrades: those whose chart the new bundle carries at
 another version (or whose last revision did not deploy: an upgrade interrupted half-way).
 
-Pure, so the CLI's `upgrade plan` reads helm's `name-version` the same way (its core/upgradeplan.py
-loads this file by path) and the unit tests need no cluster.
+Pure, so the unit tests need no cluster; helm's `name-version` is read by split_chart
+(appliance_cli/rules/helmcharts.py), as the CLI's `upgrade plan` reads it.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-_CHART = re.compile(r"(.*)-(v?\d[^-]*(?:-[0-9A-Za-z.]+)?)")
-
-
-def split_chart(chart: str) -> tuple[str, str]:
-    """helm list's `chart` (name-version) -> (name, version); (chart, '') when there is no version."""
-    m = _CHART.fullmatch(chart or "")
-    return (m.group(1), m.group(2)) if m else (chart or "", "")
+from appliance_cli.rules.helmcharts import split_chart
 
 
 def pending(releases: list[dict[str, Any]], bundle_charts: dict[str, dict[str, Any]]) -> list[dict[str, str]]:

@@ -15,10 +15,12 @@ node-feature-discovery subchart's image.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterator, Mapping
 from typing import Any
+
+from appliance_cli.rules.helmvalues import coalesce
+from appliance_cli.rules.images import in_registry
 
 # Components that deploy only with sandboxWorkloads.enabled (VMs, vGPU, Kata, confidential).
 SANDBOX_ONLY = (
@@ -43,25 +45,9 @@ def _plain(data: Any) -> Any:
 
 
 def private_repository(repository: str, registry: str) -> str:
-    """nvcr.io/nvidia/cloud-native -> REGISTRY/nvidia/cloud-native (the first part is a host when
-    it has a '.' or ':' or is localhost: the docker/distribution rule registry_seed follows)."""
-    first, _, rest = repository.partition("/")
-    if rest and ("." in first or ":" in first or first == "localhost"):
-        return f"{registry}/{rest}"
-    return f"{registry}/{repository}"
-
-
-def coalesce(base: Any, over: Any) -> Any:
-    """helm's merge of user values over chart values: maps key by key, anything else replaced."""
-    if not isinstance(base, Mapping) or not isinstance(over, Mapping):
-        return copy.deepcopy(over)
-    out = dict(copy.deepcopy(base))
-    for k, v in over.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = coalesce(out.get(k), v) if isinstance(out.get(k), Mapping) else copy.deepcopy(v)
-    return out
+    """nvcr.io/nvidia/cloud-native -> REGISTRY/nvidia/cloud-native (the host dropped as
+    registry_seed drops it: appliance_cli/rules/images.py)."""
+    return in_registry(repository, registry)
 
 
 def _components(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:

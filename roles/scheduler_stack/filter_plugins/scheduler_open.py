@@ -21,11 +21,13 @@ which queues of projects gone from the site to delete (no PodGroup uses them) or
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 from collections.abc import Mapping
 from typing import Any
+
+from appliance_cli.rules.helmvalues import coalesce
+from appliance_cli.rules.images import in_registry
 
 GPU = "nvidia.com/gpu"
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
@@ -50,26 +52,11 @@ def _plain(data: Any) -> Any:
 
 def private_image(image: str, registry: str) -> str:
     """docker.io/projecthami/hami -> REGISTRY/projecthami/hami; projecthami/hami (docker.io
-    implied) -> the same; a first part with '.' or ':' or localhost is a host (docker's rule)."""
-    first, _, rest = image.partition("/")
-    if rest and ("." in first or ":" in first or first == "localhost"):
-        return f"{registry}/{rest}"
-    if not rest:
+    implied) -> the same; busybox -> REGISTRY/library/busybox (the host rule:
+    appliance_cli/rules/images.py)."""
+    if not image.partition("/")[2]:  # one part: docker.io's library/
         return f"{registry}/library/{image}"
-    return f"{registry}/{image}"
-
-
-def coalesce(base: Any, over: Any) -> Any:
-    """helm's merge of user values over chart values: maps key by key, anything else replaced."""
-    if not isinstance(base, Mapping) or not isinstance(over, Mapping):
-        return copy.deepcopy(over)
-    out = dict(copy.deepcopy(base))
-    for k, v in over.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = coalesce(out.get(k), v) if isinstance(out.get(k), Mapping) else copy.deepcopy(v)
-    return out
+    return in_registry(image, registry)
 
 
 def _at(values: Mapping[str, Any], path: str) -> Any:
