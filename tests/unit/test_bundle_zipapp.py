@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -129,3 +132,51 @@ def test_entries_at_one_version_share_one_blob_and_versions_differ(tmp_path: Pat
     assert digest["kubeadm"] == digest["kubelet"] == digest["kubectl"]
     assert len({digest["kubeadm"], digest["kubeadm-new"], digest["crictl"]}) == 3
     assert res.blobs_written == 3
+
+
+def test_modules_travel_compiled_and_the_node_runs_the_bytecode(tmp_path: Path) -> None:
+    """Every module has its checked-hash .pyc beside it, and python3 imports that, not the .py
+    (zipimport at -vv names each file it tries: a .pyc it accepts ends the search)."""
+    data = zipapp.pack(STANDIN, "file/crictl")
+    exe = tmp_path / "crictl"
+    exe.write_bytes(data)
+    with zipfile.ZipFile(exe) as zf:
+        names = set(zf.namelist())
+    sources = {n for n in names if n.startswith("k8s_standin/") and n.endswith(".py")}
+    assert sources and {f"{n}c" for n in sources} <= names
+    r = subprocess.run(["python3", "-vv", str(exe), "--version"], capture_output=True, text=True, cwd="/", timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    tried = re.findall(r"trying \S+?/(k8s_standin/\w+\.pyc?)\b", r.stderr)
+    assert "k8s_standin/crictl.pyc" in tried, r.stderr[-2000:]
+    assert not [t for t in tried if t.endswith(".py")], tried  # no module fell back to its source
+
+
+def test_a_pyc_that_disagrees_with_its_source_is_not_run(tmp_path: Path) -> None:
+    """Checked hashes: a .pyc whose source changed under it is ignored, and the .py runs."""
+    data = zipapp.pack(STANDIN, "file/crictl")
+    good = tmp_path / "good"
+    good.write_bytes(data)
+    bad = tmp_path / "crictl"
+    with zipfile.ZipFile(good) as zin, zipfile.ZipFile(bad, "w") as zout:
+        for info in zin.infolist():
+            body = zin.read(info)
+            if info.filename == "k8s_standin/crictl.py":
+                body = body.replace(b'f"crictl version {CRICTL_VERSION}"', b'"crictl version v9.9.9"')
+                assert b"v9.9.9" in body
+            zout.writestr(info, body)
+    r = subprocess.run(["python3", str(bad), "--version"], capture_output=True, text=True, cwd="/", timeout=60)
+    assert (r.returncode, r.stdout.strip()) == (0, "crictl version v9.9.9"), r.stderr
+
+
+def test_the_bytecode_does_not_depend_on_the_packing_process(tmp_path: Path) -> None:
+    """marshal's output depends on its process's state: packing after other imports, in another
+    process, gives the same bytes."""
+    here = zipapp.pack(STANDIN, "file/kubeadm")
+    script = (
+        "import sys, ansible, yaml, jinja2\n"
+        "from pathlib import Path\n"
+        "from appliance_cli.bundle import zipapp\n"
+        f"sys.stdout.buffer.write(zipapp.pack(Path({str(STANDIN)!r}), 'file/kubeadm'))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120, check=True)
+    assert r.stdout == here
