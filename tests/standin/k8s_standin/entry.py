@@ -2,28 +2,26 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
-from collections.abc import Callable
 
-from .crictl import crictl_main
-from .etcdutl import etcdutl_main
-from .helm import helm_main
-from .kubeadm_ops import kubeadm_main
-from .kubectl import kubectl_main
-from .kubelet import kubelet_main
 from .util import VERSION, Fail
+
+# tool -> (module, function): only the called tool's module is imported, as each real tool is its
+# own binary (a node calls crictl and helm dozens of times per install).
+TOOLS = {
+    "kubeadm": ("kubeadm_ops", "kubeadm_main"), "kubelet": ("kubelet", "kubelet_main"),
+    "kubectl": ("kubectl", "kubectl_main"), "crictl": ("crictl", "crictl_main"),
+    "helm": ("helm", "helm_main"), "etcdutl": ("etcdutl", "etcdutl_main"),
+}  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
     name = os.path.basename(argv[0])
     if name.endswith(".py"):  # run as the source file: first argument names the tool
         name, argv = (argv[1], argv[1:]) if len(argv) > 1 else ("", argv)
-    tools: dict[str, Callable[[list[str]], int]] = {
-        "kubeadm": kubeadm_main, "kubelet": kubelet_main, "kubectl": kubectl_main, "crictl": crictl_main,
-        "helm": helm_main, "etcdutl": etcdutl_main,
-    }  # fmt: skip
-    if name not in tools:
+    if name not in TOOLS:
         sys.stderr.write(
             "usage: python3 -m k8s_standin {kubeadm|kubelet|kubectl|crictl|helm|etcdutl} ...  (or install under those names)\n"
         )
@@ -31,8 +29,10 @@ def main(argv: list[str]) -> int:
     if name == "kubelet" and "--version" in argv[1:]:
         print(f"Kubernetes {VERSION}")
         return 0
+    module, function = TOOLS[name]
+    tool = getattr(importlib.import_module(f".{module}", __package__), function)
     try:
-        return tools[name](argv[1:])
+        return tool(argv[1:])
     except Fail as e:
         sys.stderr.write(e.message + "\n")
         return e.code
