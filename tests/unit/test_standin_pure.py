@@ -615,3 +615,32 @@ def test_crictl_info_asks_the_running_daemon_for_its_cri_plugin(
             "reason": "",
             "message": "",
         }
+
+
+def test_crictl_images_json_groups_ctrs_refs_by_target_as_a_list_images_response() -> None:
+    """`ctr -n k8s.io images ls` as a lab node printed it (one line per ref: the tag, the CRI's
+    sha256 ID ref, a digest ref) becomes one Image record with the fields cri-tools v1.23.0 prints."""
+    from tests.standin.k8s_standin.crictl import _image_records
+
+    digest = "sha256:0ff1293cc9e766c81f02e8f81976ea263a84d81dae457305de12d61e893bb8ae"
+    cfg = "sha256:0f8c24388352437fa02d8057e5cc90c5cf5429cb51aa1afabd4440026a15584a"
+    kind = "application/vnd.oci.image.manifest.v1+json"
+    tail = "1013.0 KiB linux/amd64 io.cri-containerd.image=managed"
+    listing = "\n".join([
+        "REF TYPE DIGEST SIZE PLATFORMS LABELS",
+        f"master1:5000/projecthami/hami:v2.4.1 {kind} {digest} {tail}",
+        f"{cfg} {kind} {digest} {tail}",
+        f"master1:5000/projecthami/hami@{digest} {kind} {digest} {tail}",
+        f"master1:5000/pause:3.6 {kind} sha256:{'d' * 64} 1.5 MiB linux/amd64 io.cri-containerd.image=managed",
+    ])  # fmt: skip
+    pause, hami = _image_records(listing)  # sorted by their first tag, as crictl's imageByRef
+    assert hami == {
+        "id": cfg,
+        "repoTags": ["master1:5000/projecthami/hami:v2.4.1"],
+        "repoDigests": [f"master1:5000/projecthami/hami@{digest}"],
+        "size": str(1013 * 1024),
+        "uid": None,
+        "username": "",
+        "spec": None,
+    }
+    assert (pause["repoTags"], pause["size"]) == (["master1:5000/pause:3.6"], str(int(1.5 * 2**20)))

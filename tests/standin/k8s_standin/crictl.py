@@ -21,6 +21,9 @@ from .util import APISERVER_UNIT, CRICTL_VERSION, Fail, hp, read_text, run, syst
 
 def _crictl_images(ep: str, flags: dict[str, Any]) -> None:
     _, out = ctr(ep, "-n", "k8s.io", "images", "ls")
+    if flags.get("output") == "json":
+        print(json.dumps({"images": _image_records(out)}, indent=2))
+        return
     rows = [["IMAGE", "TAG", "IMAGE ID", "SIZE"]]
     for line in out.splitlines()[1:]:
         f = line.split()
@@ -34,6 +37,28 @@ def _crictl_images(ep: str, flags: dict[str, Any]) -> None:
         print("\n".join(r[0] + ":" + r[1] for r in rows[1:]))
     else:
         sys.stdout.write(tabwrite(rows))
+
+
+_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+
+def _image_records(ctr_ls: str) -> list[dict[str, Any]]:
+    """`crictl images -o json`'s records from `ctr images ls` (one line per ref, grouped here by the
+    target digest), as cri-tools v1.23.0 prints a ListImagesResponse (cmd/crictl/image.go: jsonpb
+    with EmitDefaults; fields of v1alpha2 api.proto's `message Image`, uint64 size as a string)."""
+    by_target: dict[str, dict[str, Any]] = {}
+    for line in ctr_ls.splitlines()[1:]:
+        f = line.split()
+        if len(f) < 5:
+            continue
+        rec = by_target.setdefault(f[2], {"id": f[2], "repoTags": [], "repoDigests": [], "size": "0",
+                                          "uid": None, "username": "", "spec": None})  # fmt: skip
+        if f[0].startswith("sha256:"):
+            rec["id"] = f[0]
+        else:
+            rec["repoDigests" if "@" in f[0] else "repoTags"].append(f[0])
+        rec["size"] = str(int(float(f[3]) * _UNITS.get(f[4], 1)))
+    return sorted(by_target.values(), key=lambda r: (r["repoTags"] or [""])[0])
 
 
 # The stand-in API server is a systemd unit, not a container: crictl shows it as the static pod's
