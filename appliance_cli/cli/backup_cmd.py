@@ -4,21 +4,16 @@ ClusterConfiguration in one root-only directory on the master, for the operator 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 from appliance_cli.cli import ui
 from appliance_cli.cli.install_cmd import make_runner
 from appliance_cli.cli.progress import Progress, print_recap
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
-from appliance_cli.core import sitelock
+from appliance_cli.core import backups, sitelock
 from appliance_cli.core.install import run_playbook
-from appliance_cli.core.remote import run_on
 from appliance_cli.core.siteconfig import load_site
 from appliance_cli.runner.events import RunOptions
-
-# The cluster_backup role's default root on the master.
-BACKUP_ROOT = "/var/lib/appliance/backups"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,15 +34,13 @@ def cmd_backup(args: argparse.Namespace) -> int:
             make_runner(), cfg, "backup.yml", RunOptions(), progress, {"cluster_backup_name": name}
         )
     print_recap(result)
-    where = f"{BACKUP_ROOT}/{name}"
-    sums = run_on(cfg, cfg.master, ["cat", "--", f"{where}/SHA256SUMS"], timeout=60).split("\n")
-    files = [ln.split(None, 1)[1] for ln in sums if ln.strip()]
-    ui.info(f"backup on {cfg.master.name}: {where} ({len(files)} files, sha256 sums in SHA256SUMS)")
-    for f in files:
+    backup = backups.read_backup(cfg, name)
+    where = backup.where
+    ui.info(f"backup on {cfg.master.name}: {where} ({len(backup.files)} files, sha256 sums in SHA256SUMS)")
+    for f in backup.files:
         ui.info(f"  {f}")
-    if cfg.scheduler.stack == "runai":
-        listed = run_on(cfg, cfg.master, ["cat", "--", f"{where}/runai-backend-volumes.json"], timeout=60)
-        for line in runai_data_warnings(json.loads(listed)):
+    if backup.runai is not None:
+        for line in runai_data_warnings(backup.runai):
             ui.warn(line)
     ui.info(
         f"copy it off the master, e.g. `scp -r {cfg.ssh.user}@{cfg.master.address}:{where} .` (root-only "

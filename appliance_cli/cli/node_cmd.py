@@ -12,7 +12,6 @@ from appliance_cli.cli.progress import Progress, print_recap
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
 from appliance_cli.core import bundlegate, cluster, knownhosts, nodeops, siteedit, sitelock
 from appliance_cli.core.install import install
-from appliance_cli.core.remote import run_on
 from appliance_cli.core.siteconfig import Node, SiteConfig, load_site, site_file
 from appliance_cli.errors import ApplianceError, Unreachable, UsageError
 from appliance_cli.runner.events import RunOptions
@@ -144,14 +143,11 @@ def cmd_rejoin(args: argparse.Namespace) -> int:
 
 
 def _rejoin(cfg: SiteConfig, node: Node, extravars: dict[str, str], yes: bool) -> None:
-    joined = run_on(
-        cfg, node, ["sh", "-c", 'test -f "$1" && echo joined || echo not-joined', "sh", nodeops.KUBELET_CONF]
-    )
-    if joined.strip() == "joined":
+    if nodeops.joined(cfg, node):
         ui.info(f"{node.name}: kubeadm reset -f {nodeops.RESET_REMOVES}")
         if not yes:
             ui.confirm(f"reset and rejoin {node.name}?", "resetting")
-        run_on(cfg, node, ["kubeadm", "reset", "-f"], timeout=300)
+        nodeops.reset(cfg, node)
     else:
         ui.info(f"{node.name}: not joined ({nodeops.KUBELET_CONF} absent): nothing to reset")
     _kubectl(cfg)(["delete", "node", node.name, "--ignore-not-found"])  # its old Node object and labels go
@@ -218,7 +214,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
     node = cfg.node(args.node)
     siteedit.site_without(path, node.name)  # the site must still be valid without it
     gate = bundlegate.check(cfg, bundle=args.bundle, key=args.key)
-    silent = _silence(cfg, node)
+    silent = nodeops.silence(cfg, node)
     if silent:
         ui.warn(f"{silent}: it is drained and deleted from the master's side only; it cannot be reset now")
     plan = None
@@ -244,15 +240,6 @@ def cmd_remove(args: argparse.Namespace) -> int:
     return 0
 
 
-def _silence(cfg: SiteConfig, node: Node) -> str:
-    """Why the node does not answer over SSH, or "" when it does."""
-    try:
-        run_on(cfg, node, ["true"], timeout=30)
-    except Unreachable as exc:
-        return exc.message
-    return ""
-
-
 def _remove(cfg: SiteConfig, node: Node, plan: nodeops.DrainPlan | None, reset: bool) -> bool:
     """Drain and delete from the master, then kubeadm reset on the node; whether it was reset."""
     kubectl = _kubectl(cfg)
@@ -264,7 +251,7 @@ def _remove(cfg: SiteConfig, node: Node, plan: nodeops.DrainPlan | None, reset: 
     why = f"{node.name} ({node.address}) did not answer"
     if reset:
         try:
-            run_on(cfg, node, ["kubeadm", "reset", "-f"], timeout=300)
+            nodeops.reset(cfg, node)
             ui.info(f"{node.name}: kubeadm reset done")
             return True
         except Unreachable as exc:  # it went away since it answered

@@ -4,25 +4,19 @@ into a new etcd data dir (the old one kept), the control plane restarted on it; 
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from typing import Any
 
 from appliance_cli.cli import ui
-from appliance_cli.cli.backup_cmd import BACKUP_ROOT
 from appliance_cli.cli.install_cmd import make_runner
 from appliance_cli.cli.progress import Progress, print_recap
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
-from appliance_cli.core import restoreplan, sitelock
+from appliance_cli.core import backups, restoreplan, sitelock
+from appliance_cli.core.backups import BACKUP_ROOT
+from appliance_cli.core.backups import RESTORE_DATA_DIR_PREFIX as DATA_DIR_PREFIX
+from appliance_cli.core.backups import RESTORE_STATE_FILE as STATE_FILE
 from appliance_cli.core.install import run_playbook
-from appliance_cli.core.remote import run_on
-from appliance_cli.core.siteconfig import SiteConfig, load_site
-from appliance_cli.errors import ApplianceError
+from appliance_cli.core.siteconfig import load_site
 from appliance_cli.runner.events import RunOptions
-
-# The etcd_restore role's defaults on the master.
-STATE_FILE = "/var/lib/appliance/restore/state.json"
-DATA_DIR_PREFIX = "/var/lib/etcd-restore-"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,24 +40,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_restore(args: argparse.Namespace) -> int:
     cfg = load_site(resolve_site_arg(args))
     master = cfg.master.name
-    listing = run_on(
-        cfg, cfg.master, ["sh", "-c", 'ls -1 -- "$1" 2>/dev/null || true', "sh", BACKUP_ROOT], timeout=60
-    ).split()
-    name = restoreplan.pick_backup(listing, args.backup, BACKUP_ROOT, master)
-    where = f"{BACKUP_ROOT}/{name}"
-    check = 'cd -- "$1" && sha256sum --strict --quiet -c SHA256SUMS 2>&1; true'
-    sums = run_on(cfg, cfg.master, ["sh", "-c", check, "sh", where])
-    bad = restoreplan.failed_sums(sums)
-    if bad or "No such file" in sums:
-        raise ApplianceError(
-            f"backup {name}: sha256 mismatch in {', '.join(bad) or 'SHA256SUMS (missing)'} (SHA256SUMS on "
-            f"{master}); nothing was changed",
-            hint="the backup is damaged: restore another one (--backup NAME), or copy this one back from where "
-            "it was copied off",
-        )
+    start = backups.start_restore(cfg, args.backup)
+    name, unfinished = start.name, start.unfinished
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    unfinished = restoreplan.unfinished(_state(cfg, master), name)  # a killed run's: finished, not redone
-    for line in restoreplan.what_happens(name, where, master, unfinished or DATA_DIR_PREFIX + stamp):
+    for line in restoreplan.what_happens(name, start.where, master, unfinished or DATA_DIR_PREFIX + stamp):
         ui.info(line)
     if unfinished:
         ui.info(f"  an unfinished restore of {name} is on {master} ({STATE_FILE}): this run finishes it")
@@ -73,34 +53,18 @@ def cmd_restore(args: argparse.Namespace) -> int:
     with sitelock.site_lock(cfg, "restore"), Progress(f"restore of {cfg.site.name} from {name}") as progress:
         result = run_playbook(make_runner(), cfg, "restore.yml", RunOptions(), progress, extravars)
     print_recap(result)
-    _report(cfg, master)
+    _report(backups.restored(cfg), master)
     return 0
 
 
-def _state(cfg: SiteConfig, master: str) -> dict[str, Any]:
-    """The restore state on the master ({} when there is none)."""
-    try:
-        state = json.loads(
-            run_on(
-                cfg, cfg.master, ["sh", "-c", 'cat -- "$1" 2>/dev/null || true', "sh", STATE_FILE], timeout=60
-            )
-            or "{}"
-        )
-    except json.JSONDecodeError:
-        raise ApplianceError(f"{STATE_FILE} on {master}: no JSON in it") from None
-    return state if isinstance(state, dict) else {}
-
-
-def _report(cfg: SiteConfig, master: str) -> None:
-    state = _state(cfg, master)
-    snap = state.get("snapshot") or {}
+def _report(done: backups.Restored, master: str) -> None:
     ui.info(
-        f"restored backup {state.get('backup')} on {master}: etcd revision {snap.get('revision')}, "
-        f"{snap.get('totalKey')} keys; nodes Ready: {', '.join(state.get('nodes') or [])}"
+        f"restored backup {done.backup} on {master}: etcd revision {done.revision}, "
+        f"{done.total_keys} keys; nodes Ready: {', '.join(done.nodes)}"
     )
-    ui.info(f"etcd's data dir is {state.get('data_dir')} now (its manifest points there)")
+    ui.info(f"etcd's data dir is {done.data_dir} now (its manifest points there)")
     ui.info(
-        f"the data dir it replaced is kept: {master}:{state.get('old_data_dir')}; to undo the restore, point "
+        f"the data dir it replaced is kept: {master}:{done.old_data_dir}; to undo the restore, point "
         "etcd's manifest (/etc/kubernetes/manifests/etcd.yaml: --data-dir, the etcd-data hostPath and "
         "mountPath) back at it; remove it once the restored cluster is right"
     )

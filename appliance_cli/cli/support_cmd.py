@@ -8,7 +8,6 @@ from pathlib import Path
 from appliance_cli.cli import ui
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
 from appliance_cli.core import supportbundle
-from appliance_cli.core.remote import run_on
 from appliance_cli.core.siteconfig import load_site
 
 
@@ -31,9 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_support_bundle(args: argparse.Namespace) -> int:
     cfg = load_site(resolve_site_arg(args))
-    res = supportbundle.collect(
-        cfg, Path(args.out), lambda c, n, cmd, t: run_on(c, n, cmd, timeout=t), since=args.since
-    )
+    res = supportbundle.collect(cfg, Path(args.out), since=args.since)
     for name, why in res.unreachable.items():
         ui.warn(f"{name}: not collected: {why}")
     ui.info(f"wrote {res.path} ({ui.count(len(res.members), 'file')}, secrets scrubbed, mode 0600)")

@@ -4,27 +4,16 @@ cannot; then doing it, one pass per Kubernetes version, resumable from the maste
 from __future__ import annotations
 
 import argparse
-import json
-import shlex
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from appliance_cli.cli import ui
 from appliance_cli.cli.install_cmd import make_runner
 from appliance_cli.cli.progress import Progress, print_recap
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
-from appliance_cli.core import bundlegate, cluster, siteedit, sitelock, upgradeplan
+from appliance_cli.core import bundlegate, siteedit, sitelock, upgradeplan, upgradestate
 from appliance_cli.core.install import run_playbook
-from appliance_cli.core.remote import run_on
 from appliance_cli.core.siteconfig import SiteConfig, load_site, site_file
-from appliance_cli.errors import ApplianceError
 from appliance_cli.runner.events import RunOptions
-
-# Where the kube_upgrade role keeps the upgrade's state on the master (its default).
-STATE_FILE = "/var/lib/appliance/upgrade/state.json"
-# Where the chart_upgrade role saves each release's values before its upgrade (its default).
-CHART_VALUES_DIR = "/var/lib/appliance/upgrade/values"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -91,16 +80,17 @@ def cmd_apply(args: argparse.Namespace) -> int:
             print_recap(result)
         goal = plan.passes[-1]
         siteedit.set_kubernetes_version_in_file(path, goal)
-    state = _json(run_on(cfg, cfg.master, ["cat", "--", STATE_FILE], timeout=60), STATE_FILE)
+    done = upgradestate.applied(cfg)
     ui.info(f"{cfg.site.name}: upgraded to Kubernetes {goal}; {path}: kubernetes.version is {goal} now")
-    if state.get("snapshot"):
-        ui.info(f"etcd snapshot taken before the upgrade: {cfg.master.name}:{state['snapshot']}")
+    if done.snapshot:
+        ui.info(f"etcd snapshot taken before the upgrade: {cfg.master.name}:{done.snapshot}")
     ui.info(
         f"from now on the site's bundle is {args.bundle}: point bundle.source (and bundle.master_source) "
         "at it for later installs"
     )
-    for release, change in sorted((state.get("charts") or {}).items()):
-        ui.info(f"chart {release}: {change}, with its saved values ({cfg.master.name}:{CHART_VALUES_DIR})")
+    for release, change in sorted(done.charts.items()):
+        where = f"{cfg.master.name}:{upgradestate.CHART_VALUES_DIR}"
+        ui.info(f"chart {release}: {change}, with its saved values ({where})")
     return 0
 
 
@@ -110,36 +100,4 @@ def _verified_plan(
     """The new bundle verified, what is installed read, and the plan (UpgradeRefused if impossible)."""
     gate = bundlegate.check(cfg, bundle=args.bundle, key=args.key, upgrade=True)
     ui.info(gate.summary)
-    root = Path(args.bundle).expanduser()
-    manifest = json.loads((root / "manifest.json").read_text())
-    target = upgradeplan.target_of(manifest, upgradeplan.chart_metadata(root, manifest))
-    target.containerd = upgradeplan.containerd_of(root, manifest)
-
-    def kubectl_json(a: list[str]) -> Any:
-        return _json(cluster.kubectl(cfg, [*a, "-o", "json"], timeout=120), f"kubectl {shlex.join(a)}")
-
-    def helm_json(a: list[str]) -> Any:
-        out = run_on(
-            cfg, cfg.master, ["helm", "--kubeconfig", cluster.ADMIN_CONF, *a, "-o", "json"], timeout=120
-        )
-        return _json(out, f"helm {shlex.join(a)}")
-
-    installed = upgradeplan.installed_from(kubectl_json, helm_json)
-    installed.runtimes = _runtimes(cfg)
-    return gate, upgradeplan.plan_upgrade(cfg, installed, target)
-
-
-def _runtimes(cfg: SiteConfig) -> dict[str, tuple[str, str]]:
-    """Each node's containerd package version and codename (dpkg, over SSH, a few nodes at once)."""
-    if cfg.kubernetes.container_runtime != upgradeplan.RUNTIME_PACKAGE:
-        return {}
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        answers = pool.map(lambda n: run_on(cfg, n, upgradeplan.RUNTIME_PROBE, timeout=60), cfg.nodes)
-        return upgradeplan.runtimes_from(dict(zip([n.name for n in cfg.nodes], answers, strict=True)))
-
-
-def _json(text: str, what: str) -> Any:
-    try:
-        return json.loads(text or "null")
-    except json.JSONDecodeError:
-        raise ApplianceError(f"{what}: no JSON in its answer") from None
+    return gate, upgradestate.plan(cfg, Path(args.bundle).expanduser())

@@ -7,7 +7,8 @@ itself (SEED-COVERAGE K15). Otherwise `kubectl drain`: cordon, then evict every 
 daemonset pods, PodDisruptionBudgets respected (kubectl retries an eviction a budget refuses
 until the timeout), emptyDir data deleted; `--force` (pods no controller would recreate) only
 when asked. Uncordon undoes either. Pure planning here (tested without a cluster); the kubectl
-calls go through one function given by the caller.
+calls go through one function given by the caller. The node's own commands (is it joined, does it
+answer, kubeadm reset) run over SSH at the end of this module.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from appliance_cli.core.siteconfig import SiteConfig
-from appliance_cli.errors import ApplianceError, UsageError
+from appliance_cli.core.remote import run_on
+from appliance_cli.core.siteconfig import Node, SiteConfig
+from appliance_cli.errors import ApplianceError, Unreachable, UsageError
 
 RUNAI_DRAIN_TAINT = "runai=drain:NoExecute"
 # kubectl drain's own limits: give up on an eviction a budget keeps refusing after this long.
@@ -179,3 +181,29 @@ def shown_labels(node_doc: dict[str, Any]) -> list[str]:
 def ready(node_doc: dict[str, Any]) -> bool:
     conditions = (node_doc.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+RESET_TIMEOUT = 300
+
+
+def joined(cfg: SiteConfig, node: Node) -> bool:
+    """Whether the node holds kubelet credentials (KUBELET_CONF), asked on the node itself."""
+    script = 'test -f "$1" && echo joined || echo not-joined'
+    answer = run_on(cfg, node, ["sh", "-c", script, "sh", KUBELET_CONF]).strip()
+    if answer not in ("joined", "not-joined"):
+        raise ApplianceError(f"{node.name}: unexpected answer to `test -f {KUBELET_CONF}`: {answer[:80]!r}")
+    return answer == "joined"
+
+
+def reset(cfg: SiteConfig, node: Node) -> None:
+    """`kubeadm reset -f` on the node (what it removes: RESET_REMOVES); Unreachable if it is gone."""
+    run_on(cfg, node, ["kubeadm", "reset", "-f"], timeout=RESET_TIMEOUT)
+
+
+def silence(cfg: SiteConfig, node: Node) -> str:
+    """Why the node does not answer over SSH, or "" when it does."""
+    try:
+        run_on(cfg, node, ["true"], timeout=30)
+    except Unreachable as exc:
+        return exc.message
+    return ""

@@ -27,6 +27,7 @@ import yaml
 
 from appliance_cli import __version__
 from appliance_cli.core.install import runs_dir
+from appliance_cli.core.remote import run_on
 from appliance_cli.core.siteconfig import Node, SiteConfig
 from appliance_cli.errors import ApplianceError
 from appliance_cli.fsutil import atomic_stream, read_regular
@@ -88,6 +89,11 @@ class Scrubber:
 
 
 Runner = Callable[[SiteConfig, Node, list[str], int], str]
+
+
+def over_ssh(cfg: SiteConfig, node: Node, command: list[str], timeout: int) -> str:
+    """The Runner `appliance support-bundle` uses; tests hand collect() their own."""
+    return run_on(cfg, node, command, timeout=timeout)
 
 
 @dataclass
@@ -178,7 +184,7 @@ def _report_files(cfg: SiteConfig) -> list[tuple[str, Path]]:
 def collect(
     cfg: SiteConfig,
     out_dir: Path,
-    run: Runner,
+    run: Runner = over_ssh,
     since: str = "-24h",
     now: Callable[[], float] = time.time,
 ) -> Collected:

@@ -12,6 +12,8 @@ top-level or inside a function: a new edge that breaks it fails here, naming fil
     ansible_runner: runner/adapter.py only;  rich, argparse: cli/ only
     roles/*/filter_plugins ──> appliance_cli.rules only (they run inside ansible-playbook)
     no module loaded by file path, nor sys.path changed: an edge this test cannot see is no edge
+    cli/ runs no command: no appliance_cli.core.remote, none of its runners, no process started
+    (commands on nodes run in core; cli parses, renders, maps exit codes)
 """
 
 from __future__ import annotations
@@ -206,6 +208,104 @@ def test_a_filter_plugin_past_the_rules_is_reported(tmp_path: Path) -> None:
         "roles/r/filter_plugins/bad.py:2: imports ansible_runner",
         "roles/r/filter_plugins/bad.py:3: imports appliance_cli.cli (filter plugins: appliance_cli.rules only)",
     ]
+
+
+# cli/ parses, renders and maps exit codes; the work, commands on nodes included, is core's. So cli/
+# neither imports core.remote nor names its runners (a re-export elsewhere would pass the import
+# rule), nor starts a process. Importing subprocess for its exception types stays allowed
+# (diagnose_cmd catches SubprocessError that core raises).
+REMOTE_MODULE = "appliance_cli.core.remote"
+REMOTE_NAMES = {"run_on", "ssh_argv", "remote_command", "ssh_transport"}
+SPAWNS = {
+    "subprocess": {"run", "Popen", "call", "check_call", "check_output", "getoutput", "getstatusoutput"},
+    "os": {"system", "popen", "fork", "forkpty", "execv", "execve", "execvp", "execvpe", "execl", "execle",
+           "execlp", "execlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe", "spawnl", "spawnle", "spawnlp",
+           "spawnlpe", "posix_spawn", "posix_spawnp"},
+    "pty": {"spawn"},
+    "asyncio": {"create_subprocess_exec", "create_subprocess_shell"},
+}  # fmt: skip
+# Each exception, narrow (file, name), with why. Deleting one makes test_cli_runs_no_command fail.
+CLI_EXCEPTIONS = {
+    ("cli/lab_cmd.py", "os.execvp"): "`lab ssh` hands the user's terminal to ssh (the process is "
+    "replaced): an interactive session, not a command the CLI runs and reads",
+    ("cli/lab_cmd.py", "ssh_argv"): "lab.ssh_argv (the lab's own ssh config, not core.remote's): the "
+    "argv that `lab ssh` execs",
+}
+
+
+def _commands_run(path: Path) -> list[tuple[int, str]]:
+    """(line, what) of each way `path` could run a command itself."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names if a.name.startswith(REMOTE_MODULE)]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [a.name for a in node.names]
+            if node.module.startswith(REMOTE_MODULE) or (
+                node.module == "appliance_cli.core" and "remote" in names
+            ):
+                out.append((node.lineno, REMOTE_MODULE))
+            out += [(node.lineno, n) for n in names if n in REMOTE_NAMES]
+            out += [(node.lineno, f"{node.module}.{n}") for n in names if n in SPAWNS.get(node.module, ())]
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.attr in SPAWNS.get(node.value.id, ())
+        ):
+            out.append((node.lineno, f"{node.value.id}.{node.attr}"))
+        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+        if name in REMOTE_NAMES:
+            out.append((node.lineno, name))
+    return sorted(set(out))
+
+
+def cli_command_violations(
+    pkg: Path | None = None, exceptions: dict[tuple[str, str], str] = CLI_EXCEPTIONS
+) -> list[str]:
+    root = pkg or PKG
+    found = []
+    for path in sorted((root / "cli").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        found += [
+            f"appliance_cli/{rel}:{line}: {what} (cli/ runs no command: that is core's)"
+            for line, what in _commands_run(path)
+            if (rel, what) not in exceptions
+        ]
+    return found
+
+
+def test_cli_runs_no_command() -> None:
+    found = cli_command_violations()
+    assert not found, "\n".join(["cli/ runs a command itself (move it into core/):", *found])
+
+
+def test_each_cli_exception_is_needed() -> None:
+    for key in CLI_EXCEPTIONS:
+        rest = {k: v for k, v in CLI_EXCEPTIONS.items() if k != key}
+        assert cli_command_violations(exceptions=rest), f"exception {key} is not needed: remove it"
+
+
+def test_a_cli_module_running_commands_is_reported(tmp_path: Path) -> None:
+    cli = tmp_path / "appliance_cli" / "cli"
+    cli.mkdir(parents=True)
+    (cli / "ok.py").write_text(
+        "import subprocess\nfrom appliance_cli.core import cluster, nodeops\n"
+        "try:\n    nodeops.reset(1, 2)\nexcept subprocess.SubprocessError:\n    pass\n"
+    )
+    (cli / "bad.py").write_text(
+        "from appliance_cli.core.remote import run_on\nfrom appliance_cli.core import remote, cluster\n"
+        "import appliance_cli.core.remote as r\nimport subprocess, os\nfrom subprocess import check_output\n"
+        "cluster.run_on(1, 2, ['true'])\nsubprocess.run(['ssh', 'x'])\nos.execvp('ssh', ['ssh'])\n"
+    )
+    why = "(cli/ runs no command: that is core's)"
+    assert cli_command_violations(tmp_path / "appliance_cli") == [
+        f"appliance_cli/cli/bad.py:{line}: {what} {why}"
+        for line, what in [
+            (1, "appliance_cli.core.remote"), (1, "run_on"), (2, "appliance_cli.core.remote"),
+            (3, "appliance_cli.core.remote"), (5, "subprocess.check_output"), (6, "run_on"),
+            (7, "subprocess.run"), (8, "os.execvp"),
+        ]
+    ]  # fmt: skip
 
 
 FUNCTION_LIMIT = 80

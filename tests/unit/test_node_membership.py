@@ -252,7 +252,7 @@ def test_an_unreachable_node_is_named_and_the_removal_goes_on(monkeypatch, capsy
         raise Unreachable(f"{node.name} ({node.address}): SSH cannot connect: No route to host")
 
     monkeypatch.setattr(node_cmd, "_kubectl", lambda cfg: lambda args: asked.append(args) or "")
-    monkeypatch.setattr(node_cmd, "run_on", unreachable)
+    monkeypatch.setattr(nodeops, "run_on", unreachable)
     plan = nodeops.DrainPlan("gpu2", "evict", [["drain", "gpu2", "--ignore-daemonsets"]], [])
     assert node_cmd._remove(cfg, cfg.node("gpu2"), plan, reset=True) is False
     assert asked == [

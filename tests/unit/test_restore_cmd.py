@@ -13,7 +13,7 @@ import pytest
 
 from appliance_cli.cli import restore_cmd
 from appliance_cli.cli.main import main
-from appliance_cli.core import restoreplan
+from appliance_cli.core import backups, restoreplan
 from appliance_cli.errors import ApplianceError, Unreachable, UsageError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "inventories" / "example" / "appliance.yml"
@@ -74,7 +74,7 @@ def test_the_files_that_fail_their_sums_are_named() -> None:
 
 
 def test_an_unknown_backup_is_refused_in_one_line(site, capsys, monkeypatch) -> None:
-    monkeypatch.setattr(restore_cmd, "run_on", FakeMaster())
+    monkeypatch.setattr(backups, "run_on", FakeMaster())
     monkeypatch.setattr(restore_cmd, "run_playbook", _no_playbook)
     assert main(["restore", "--site", str(site), "--backup", "20200101T000000Z", "--yes"]) == 1
     err = capsys.readouterr().err
@@ -86,7 +86,7 @@ def test_a_sum_mismatch_names_the_file_and_changes_nothing(site, capsys, monkeyp
     master = FakeMaster(
         sums="etcd-snapshot.db: FAILED\nsha256sum: WARNING: 1 computed checksum did NOT match\n"
     )
-    monkeypatch.setattr(restore_cmd, "run_on", master)
+    monkeypatch.setattr(backups, "run_on", master)
     monkeypatch.setattr(restore_cmd, "run_playbook", _no_playbook)
     assert main(["restore", "--site", str(site), "--yes"]) == 1
     err = capsys.readouterr().err
@@ -106,7 +106,7 @@ def test_an_unreachable_master_is_one_line(site, capsys, monkeypatch) -> None:
             f"{node.name} ({node.address}): SSH cannot connect: No route to host", hint="check it"
         )
 
-    monkeypatch.setattr(restore_cmd, "run_on", unreachable)
+    monkeypatch.setattr(backups, "run_on", unreachable)
     monkeypatch.setattr(restore_cmd, "run_playbook", _no_playbook)
     assert main(["restore", "--site", str(site), "--yes"]) == Unreachable.exit_code
     err = capsys.readouterr().err
@@ -114,7 +114,7 @@ def test_an_unreachable_master_is_one_line(site, capsys, monkeypatch) -> None:
 
 
 def test_without_yes_it_says_what_will_happen_and_asks(site, capsys, monkeypatch) -> None:
-    monkeypatch.setattr(restore_cmd, "run_on", FakeMaster())
+    monkeypatch.setattr(backups, "run_on", FakeMaster())
     monkeypatch.setattr(restore_cmd, "run_playbook", _no_playbook)
     monkeypatch.setattr("sys.stdin.isatty", lambda: False)
     assert main(["restore", "--site", str(site), "--backup", OLD]) == 2
@@ -127,7 +127,7 @@ def test_without_yes_it_says_what_will_happen_and_asks(site, capsys, monkeypatch
 def test_the_playbook_gets_the_backup_and_the_result_is_printed(site, capsys, monkeypatch) -> None:
     state = {"backup": OLD, "phase": "done", "data_dir": "/var/lib/etcd-restore-X", "old_data_dir": "/var/lib/etcd",
              "snapshot": {"revision": 812, "totalKey": 301}, "nodes": ["master1", "gpu1"]}  # fmt: skip
-    monkeypatch.setattr(restore_cmd, "run_on", FakeMaster(state=state))
+    monkeypatch.setattr(backups, "run_on", FakeMaster(state=state))
     seen = {}
 
     class Result:
@@ -163,7 +163,7 @@ def test_an_unfinished_restore_is_finished_and_one_of_another_backup_refused() -
 
 def test_a_resumed_restore_names_the_dir_it_finishes(site, capsys, monkeypatch) -> None:
     mid = {"backup": OLD, "phase": "stopping", "data_dir": "/var/lib/etcd-restore-20261125T000000Z"}
-    monkeypatch.setattr(restore_cmd, "run_on", FakeMaster(state=mid))
+    monkeypatch.setattr(backups, "run_on", FakeMaster(state=mid))
     monkeypatch.setattr(restore_cmd, "run_playbook", _no_playbook)
     monkeypatch.setattr("sys.stdin.isatty", lambda: False)
     assert main(["restore", "--site", str(site), "--backup", OLD]) == 2

@@ -10,7 +10,7 @@ import pytest
 
 from appliance_cli.cli import upgrade_cmd
 from appliance_cli.cli.main import main
-from appliance_cli.core import upgradeplan
+from appliance_cli.core import upgradeplan, upgradestate
 from appliance_cli.core.bundlegate import GateResult
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "inventories" / "example" / "appliance.yml"
@@ -59,9 +59,9 @@ def test_each_nodes_containerd_is_asked_with_dpkg_and_docker_sites_are_not(site,
             node.name, "x\nfocal\n"
         )
 
-    monkeypatch.setattr(upgrade_cmd, "run_on", run_on)
+    monkeypatch.setattr(upgradestate, "run_on", run_on)
     cfg = load_site(site / "appliance.yml")
-    assert upgrade_cmd._runtimes(cfg) == {
+    assert upgradestate.runtimes(cfg) == {
         "master1": ("bookworm", "1.6.20~ds1-1+deb12u2"),
         "gpu1": ("bookworm", ""),
         "gpu2": ("focal", "x"),
@@ -69,4 +69,4 @@ def test_each_nodes_containerd_is_asked_with_dpkg_and_docker_sites_are_not(site,
     assert sorted(asked) == [(n, upgradeplan.RUNTIME_PROBE) for n in ("gpu1", "gpu2", "master1")]
     cfg.kubernetes.container_runtime = "docker"
     asked.clear()
-    assert upgrade_cmd._runtimes(cfg) == {} and asked == []
+    assert upgradestate.runtimes(cfg) == {} and asked == []

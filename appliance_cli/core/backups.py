@@ -1,0 +1,140 @@
+"""Backups on the master, read back over SSH: what `appliance backup` wrote (its files, a Run:ai
+site's backend volumes), which backups there are for `appliance restore`, whether their sums hold,
+and the restore's state file. Each answer is checked before it is used; no printing."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from appliance_cli.core import restoreplan
+from appliance_cli.core.remote import run_on
+from appliance_cli.core.siteconfig import SiteConfig
+from appliance_cli.errors import ApplianceError
+
+# The cluster_backup role's default root on the master.
+BACKUP_ROOT = "/var/lib/appliance/backups"
+# The etcd_restore role's defaults on the master.
+RESTORE_STATE_FILE = "/var/lib/appliance/restore/state.json"
+RESTORE_DATA_DIR_PREFIX = "/var/lib/etcd-restore-"
+
+# A line of `sha256sum` output: digest, a space, ' ' or '*' (the mode), the name ('\' first when
+# sha256sum escaped the name).
+_SUM_LINE = re.compile(r"\\?[0-9a-f]{64} [ *](.+)")
+_RESTORE_START_CHECK = 'cd -- "$1" && sha256sum --strict --quiet -c SHA256SUMS 2>&1; true'
+
+
+@dataclass(frozen=True)
+class Backup:
+    name: str
+    where: str  # its directory on the master
+    files: list[str]  # as SHA256SUMS lists them
+    runai: dict[str, Any] | None  # runai-backend-volumes.json, on a Run:ai site
+
+
+@dataclass(frozen=True)
+class RestoreStart:
+    name: str  # the backup to restore
+    where: str
+    unfinished: str | None  # the new data dir of a killed restore of that backup, finished by this run
+
+
+@dataclass(frozen=True)
+class Restored:
+    """What the restore's state file says once it is done."""
+
+    backup: Any
+    revision: Any
+    total_keys: Any
+    nodes: list[str]
+    data_dir: Any
+    old_data_dir: Any
+
+
+def read_backup(cfg: SiteConfig, name: str) -> Backup:
+    where = f"{BACKUP_ROOT}/{name}"
+    sums = f"{where}/SHA256SUMS"
+    lines = run_on(cfg, cfg.master, ["cat", "--", sums], timeout=60).split("\n")
+    files = [_summed_file(ln, sums, cfg.master.name) for ln in lines if ln.strip()]
+    runai = None
+    if cfg.scheduler.stack == "runai":
+        path = f"{where}/runai-backend-volumes.json"
+        runai = _runai_record(run_on(cfg, cfg.master, ["cat", "--", path], timeout=60), path, cfg.master.name)
+    return Backup(name, where, files, runai)
+
+
+def _summed_file(line: str, path: str, master: str) -> str:
+    m = _SUM_LINE.fullmatch(line)
+    if not m:
+        raise ApplianceError(f"{path} on {master}: not a sha256sum line: {line[:80]!r}")
+    return m.group(1)
+
+
+def _runai_record(text: str, path: str, master: str) -> dict[str, Any]:
+    """runai-backend-volumes.json: {namespace, volumes: [{claim, phase, source, capacity?}]}."""
+    record = _json(text, path, master)
+    if not isinstance(record, dict):
+        raise ApplianceError(f"{path} on {master}: not a JSON object")
+    volumes = record.get("volumes") or []
+    if not isinstance(volumes, list) or not all(_is_volume(v) for v in volumes):
+        raise ApplianceError(f"{path} on {master}: volumes is not a list of {{claim, phase, source}}")
+    return record
+
+
+def _is_volume(v: Any) -> bool:
+    return isinstance(v, dict) and all(isinstance(v.get(k), str) for k in ("claim", "phase", "source"))
+
+
+def start_restore(cfg: SiteConfig, wanted: str) -> RestoreStart:
+    """The backup `wanted` names (a name or latest), its sums checked; an unfinished restore of
+    another backup refused. Reads only: nothing on the master changes."""
+    master = cfg.master.name
+    listing = run_on(
+        cfg, cfg.master, ["sh", "-c", 'ls -1 -- "$1" 2>/dev/null || true', "sh", BACKUP_ROOT], timeout=60
+    ).split()
+    name = restoreplan.pick_backup(listing, wanted, BACKUP_ROOT, master)
+    where = f"{BACKUP_ROOT}/{name}"
+    sums = run_on(cfg, cfg.master, ["sh", "-c", _RESTORE_START_CHECK, "sh", where])
+    bad = restoreplan.failed_sums(sums)
+    if bad or "No such file" in sums:
+        raise ApplianceError(
+            f"backup {name}: sha256 mismatch in {', '.join(bad) or 'SHA256SUMS (missing)'} (SHA256SUMS on "
+            f"{master}); nothing was changed",
+            hint="the backup is damaged: restore another one (--backup NAME), or copy this one back from where "
+            "it was copied off",
+        )
+    unfinished = restoreplan.unfinished(restore_state(cfg), name)  # a killed run's: finished, not redone
+    return RestoreStart(name, where, unfinished)
+
+
+def restore_state(cfg: SiteConfig) -> dict[str, Any]:
+    """The restore state on the master ({} when there is none)."""
+    text = run_on(
+        cfg, cfg.master, ["sh", "-c", 'cat -- "$1" 2>/dev/null || true', "sh", RESTORE_STATE_FILE], timeout=60
+    )
+    state = _json(text or "{}", RESTORE_STATE_FILE, cfg.master.name)
+    return state if isinstance(state, dict) else {}
+
+
+def restored(cfg: SiteConfig) -> Restored:
+    state = restore_state(cfg)
+    snap, nodes = state.get("snapshot") or {}, state.get("nodes") or []
+    if not isinstance(snap, dict) or not (isinstance(nodes, list) and all(isinstance(n, str) for n in nodes)):
+        raise ApplianceError(f"{RESTORE_STATE_FILE} on {cfg.master.name}: snapshot or nodes malformed")
+    return Restored(
+        state.get("backup"),
+        snap.get("revision"),
+        snap.get("totalKey"),
+        nodes,
+        state.get("data_dir"),
+        state.get("old_data_dir"),
+    )
+
+
+def _json(text: str, path: str, master: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise ApplianceError(f"{path} on {master}: no JSON in it") from None
