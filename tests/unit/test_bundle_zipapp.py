@@ -144,7 +144,9 @@ def test_modules_travel_compiled_and_the_node_runs_the_bytecode(tmp_path: Path) 
         names = set(zf.namelist())
     sources = {n for n in names if n.startswith("k8s_standin/") and n.endswith(".py")}
     assert sources and {f"{n}c" for n in sources} <= names
-    r = subprocess.run(["python3", "-vv", str(exe), "--version"], capture_output=True, text=True, cwd="/", timeout=60)
+    r = subprocess.run(
+        ["python3", "-vv", str(exe), "--version"], capture_output=True, text=True, cwd="/", timeout=60
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     tried = re.findall(r"trying \S+?/(k8s_standin/\w+\.pyc?)\b", r.stderr)
     assert "k8s_standin/crictl.pyc" in tried, r.stderr[-2000:]
@@ -164,7 +166,9 @@ def test_a_pyc_that_disagrees_with_its_source_is_not_run(tmp_path: Path) -> None
                 body = body.replace(b'f"crictl version {CRICTL_VERSION}"', b'"crictl version v9.9.9"')
                 assert b"v9.9.9" in body
             zout.writestr(info, body)
-    r = subprocess.run(["python3", str(bad), "--version"], capture_output=True, text=True, cwd="/", timeout=60)
+    r = subprocess.run(
+        ["python3", str(bad), "--version"], capture_output=True, text=True, cwd="/", timeout=60
+    )
     assert (r.returncode, r.stdout.strip()) == (0, "crictl version v9.9.9"), r.stderr
 
 

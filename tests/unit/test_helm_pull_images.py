@@ -24,7 +24,7 @@ def _fake_crictl(tmp: Path, listing: str | None, known: set[str]) -> Path:
         "#!/bin/sh\n"
         f'echo "$*" >> "{tmp}/calls"\n'
         'case "$1" in\n'
-        f'  images) {"cat " + str(tmp / "listing.json") if listing is not None else "exit 1"} ;;\n'
+        f"  images) {'cat ' + str(tmp / 'listing.json') if listing is not None else 'exit 1'} ;;\n"
         f'  inspecti) case "$2" in {known_case}) exit 0 ;; *) exit 1 ;; esac ;;\n'
         '  pull) case "$2" in *absent*) echo "not found" >&2; exit 1 ;; *) exit 0 ;; esac ;;\n'
         "esac\n"
@@ -56,7 +56,13 @@ def test_listed_images_cost_one_call_and_the_others_are_asked_then_pulled(tmp_pa
     out, calls = _run(tmp_path, bin_dir, LISTED, other, absent)
     assert out[:2] == [f"present {LISTED}", f"pulled {other}"]
     assert out[2].startswith(f"missing {absent} not found")
-    assert calls == ["images -o json", f"inspecti {other}", f"pull {other}", f"inspecti {absent}", f"pull {absent}"]
+    assert calls == [
+        "images -o json",
+        f"inspecti {other}",
+        f"pull {other}",
+        f"inspecti {absent}",
+        f"pull {absent}",
+    ]
 
 
 def test_only_an_exact_reference_counts_as_listed(tmp_path: Path) -> None:
