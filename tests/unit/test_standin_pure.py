@@ -24,7 +24,7 @@ from tests.standin.k8s_standin.entry import main
 from tests.standin.k8s_standin.join import validate_pins
 from tests.standin.k8s_standin.jsonpath import jsonpath
 from tests.standin.k8s_standin.kubeadm_ops import version_policy
-from tests.standin.k8s_standin.kubectl import table_rows, three_way
+from tests.standin.k8s_standin.kubectl import three_way
 from tests.standin.k8s_standin.kubelet import check_node_labels
 from tests.standin.k8s_standin.pki import (
     TOKEN_RE,
@@ -37,6 +37,7 @@ from tests.standin.k8s_standin.pki import (
     token_secret_object,
 )
 from tests.standin.k8s_standin.preflight import Check, parse_ignore, run_checks
+from tests.standin.k8s_standin.serverside import table_rows
 from tests.standin.k8s_standin.util import (
     STACK_HINT,
     Fail,

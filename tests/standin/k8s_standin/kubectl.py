@@ -18,16 +18,15 @@ from .client import ApiClient, ApiError, Credentials, Unreachable, load_kubeconf
 from .drain import wait_deleted
 from .flags import parse_flags
 from .jsonpath import _jp_eval, _jp_path, jsonpath
+from .serverside import table_rows
 from .util import (
     CONTROLLER_TAINTS,
     VERSION,
     Fail,
     go_json,
     group_of,
-    human_duration,
     now,
     parse_duration,
-    parse_rfc3339,
     read_text,
     tabwrite,
 )
@@ -641,57 +640,6 @@ def three_way(cur: Any, last: Any, new: Any) -> Any:
         if k not in new:
             out.pop(k, None)
     return out
-
-
-def table_rows(kind: str, objs: list[dict], wide: bool) -> tuple[list[str], list[list[str]]]:
-    def age(o: dict) -> str:
-        ts = o["metadata"].get("creationTimestamp")
-        return human_duration(now() - parse_rfc3339(ts)) if ts else "<unknown>"
-
-    rows = []
-    if kind == "Node":
-        header = ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
-        if wide:
-            header += ["INTERNAL-IP", "EXTERNAL-IP", "OS-IMAGE", "KERNEL-VERSION", "CONTAINER-RUNTIME"]
-        for o in objs:
-            st = o.get("status") or {}
-            ready = next((c["status"] for c in st.get("conditions") or [] if c.get("type") == "Ready"), None)
-            status = "Unknown" if ready is None else "Ready" if ready == "True" else "NotReady"
-            if (o.get("spec") or {}).get("unschedulable"):
-                status += ",SchedulingDisabled"
-            labels = o["metadata"].get("labels") or {}
-            roles = sorted({k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/")}
-                           | ({labels["kubernetes.io/role"]} if labels.get("kubernetes.io/role") else set()))  # fmt: skip
-            row = [o["metadata"]["name"], status, ",".join(roles) or "<none>", age(o),
-                   (st.get("nodeInfo") or {}).get("kubeletVersion", "")]  # fmt: skip
-            if wide:
-                addr = {a["type"]: a["address"] for a in st.get("addresses") or []}
-                ni = st.get("nodeInfo") or {}
-                row += [addr.get("InternalIP", "<none>"), addr.get("ExternalIP", "<none>"), ni.get("osImage", ""),
-                        ni.get("kernelVersion", ""), ni.get("containerRuntimeVersion", "")]  # fmt: skip
-            rows.append(row)
-        return header, rows
-    specs: dict[str, tuple[list[str], Callable[[dict], list[str]]]] = {
-        "Namespace": (["STATUS"], lambda o: [(o.get("status") or {}).get("phase", "Active")]),
-        "ConfigMap": (["DATA"], lambda o: [str(len(o.get("data") or {}) + len(o.get("binaryData") or {}))]),
-        "Secret": (["TYPE", "DATA"], lambda o: [o.get("type", "Opaque"), str(len(o.get("data") or {}))]),
-        "ServiceAccount": (["SECRETS"], lambda o: [str(len(o.get("secrets") or []))]),
-        "Service": (["TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)"], lambda o: [
-            (o.get("spec") or {}).get("type", "ClusterIP"), (o.get("spec") or {}).get("clusterIP", "<none>"), "<none>",
-            ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in (o.get("spec") or {}).get("ports") or []) or "<none>"]),
-        "Deployment": (["READY", "UP-TO-DATE", "AVAILABLE"], lambda o: [
-            f"{(o.get('status') or {}).get('readyReplicas', 0)}/{(o.get('spec') or {}).get('replicas', 1)}",
-            str((o.get("status") or {}).get("updatedReplicas", 0)), str((o.get("status") or {}).get("availableReplicas", 0))]),
-        "DaemonSet": (["DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "NODE SELECTOR"], lambda o: [
-            *(str((o.get("status") or {}).get(k, 0)) for k in ("desiredNumberScheduled", "currentNumberScheduled",
-                                                               "numberReady", "updatedNumberScheduled", "numberAvailable")),
-            ",".join(f"{k}={v}" for k, v in ((((o.get("spec") or {}).get("template") or {}).get("spec") or {}).get("nodeSelector") or {}).items()) or "<none>"]),
-    }  # fmt: skip
-    extra_h, fn = specs.get(kind, ([], lambda o: []))
-    header = ["NAME", *extra_h, "AGE"]
-    for o in objs:
-        rows.append([o["metadata"]["name"], *fn(o), age(o)])
-    return header, rows
 
 
 def kubectl_main(argv: list[str]) -> int:
