@@ -50,8 +50,9 @@ if [[ ! -f $stamp ]]; then
   rm -f .venv/.installed-*; touch "$stamp"
 fi
 
-# Debian's real kubectl (kubernetes-client, v1.20) for tests/integration/test_real_kubectl.py: the
-# .deb is fetched once into build/debs (the test fails, not skips, without it).
+# Debian's real kubectl (kubernetes-client, v1.20) for the tests that run kubectl against the stand-in
+# API server (tests/_support/real_kubectl.py: test_real_kubectl, test_standin_apiserver, the roles
+# run on localhost): the .deb is fetched once into build/debs (they fail, not skip, without it).
 if ! compgen -G "build/debs/kubernetes-client_*.deb" >/dev/null; then
   echo "bootstrap: Debian's kubernetes-client .deb (for the real-kubectl tests)"
   mkdir -p build/debs

@@ -1,11 +1,12 @@
 """Pack a Python package directory into one executable file (`files: source: DIR`), a zipapp.
 
-For test stand-ins only: the kubeadm/kubelet/kubectl/crictl stand-in is a package
+For test stand-ins only: the kubeadm/kubelet/crictl/helm/etcdutl stand-in is a package
 (tests/standin/k8s_standin/) but each tool is installed on a node as ONE file, as the real binaries
-are. The file is what `python -m zipapp` makes (a shebang line, then a zip whose `__main__.py`
-runs the package), written here instead of by `zipapp.create_archive` because that takes the
-files' mtimes: these bytes depend only on the files' contents (sorted names, fixed timestamps and
-modes), so a rebuild finds the blob already in the bundle and writes nothing new.
+are (the lab's kubectl is Debian's real client, not this package). The file is what `python -m
+zipapp` makes (a shebang line, then a zip whose `__main__.py` runs the package), written here
+instead of by `zipapp.create_archive` because that takes the files' mtimes: these bytes depend only
+on the files' contents (sorted names, fixed timestamps and modes), so a rebuild finds the blob
+already in the bundle and writes nothing new.
 
 `build`: small generated modules added to the package (name -> source), e.g. the Kubernetes
 version a stand-in reports (`_build.py`, see build.py `_zipapp_build_modules`): same inputs,
@@ -39,8 +40,9 @@ _EPOCH = (1980, 1, 1, 0, 0, 0)  # the zip format's earliest date
 # The stand-in's Kubernetes tools report the version of their profile entry: an entry installed as
 # one of these (install_path's basename, else its name) at version `vX.Y.Z-standin` gets
 # `_build.py` with KUBERNETES_VERSION = "vX.Y.Z" (util.VERSION reads it; without it, the package's
-# own default). helm and crictl keep their own versions, and get no such module.
-KUBERNETES_TOOLS = frozenset({"kubeadm", "kubelet", "kubectl"})
+# own default). helm and crictl keep their own versions, and get no such module; the stand-in has
+# no kubectl (the lab's is Debian's real client, from_deb).
+KUBERNETES_TOOLS = frozenset({"kubeadm", "kubelet"})
 _STANDIN_VERSION = re.compile(r"(v\d+\.\d+\.\d+)-standin")
 
 

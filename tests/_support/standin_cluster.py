@@ -1,13 +1,13 @@
 """A stand-in API server on 127.0.0.1 (random port, real mutual TLS) with a bootstrap token and
-cluster-info, for tests that need a cluster to talk to (no tests here)."""
+cluster-info, for tests that need a cluster to talk to (no tests here); `Cluster.kubectl` runs the
+real kubectl against it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from tests._support.real_kubectl import run_kubectl
 from tests.standin.k8s_standin.apiserver import serve_api
 from tests.standin.k8s_standin.client import (
     ApiClient,
@@ -16,7 +16,6 @@ from tests.standin.k8s_standin.client import (
     kubeconfig,
     load_kubeconfig,
 )
-from tests.standin.k8s_standin.entry import main
 from tests.standin.k8s_standin.pki import make_ca, make_cert, token_secret_object
 from tests.standin.k8s_standin.util import b64, rfc3339
 
@@ -53,10 +52,10 @@ class Cluster:
     def admin(self) -> Any:
         return ApiClient(Credentials.from_kubeconfig(load_kubeconfig(str(self.kubeconfig))))
 
-    def kubectl(self, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-        rc = main(["/usr/bin/kubectl", f"--kubeconfig={self.kubeconfig}", *args])
-        cap = capsys.readouterr()
-        return rc, cap.out, cap.err
+    def kubectl(self, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
+        """Debian's real kubectl (the lab nodes' client, tests/_support/real_kubectl.py) as admin."""
+        p = run_kubectl(self.kubeconfig, *args, stdin=stdin)
+        return p.returncode, p.stdout, p.stderr
 
     def add_node(self, name: str, ready: bool = True) -> None:
         conds = [{"type": "Ready", "status": "True" if ready else "False", "reason": "KubeletReady",

@@ -1,7 +1,8 @@
-"""A role run by ansible-playbook against localhost, with the stand-in helm and kubectl on PATH
-talking to a stand-in API server (tests/_support/standin_cluster.py), and a loopback HTTP server
-standing for the master's bundle server. For integration tests of roles whose cluster side the
-lab's open stack never takes (the Run:ai paths)."""
+"""A role run by ansible-playbook against localhost, with the stand-in helm and Debian's real kubectl
+(the lab nodes' client, tests/_support/real_kubectl.py) on PATH talking to a stand-in API server
+(tests/_support/standin_cluster.py), and a loopback HTTP server standing for the master's bundle
+server. For integration tests of roles whose cluster side the lab's open stack never takes (the
+Run:ai paths)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests._support.real_kubectl import real_kubectl
 from tests._support.standin_cluster import Cluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,11 +35,15 @@ def env(tmp_path: Path) -> Iterator[dict]:
     cluster = Cluster(tmp_path / "cluster")
     tools = tmp_path / "bin"
     tools.mkdir()
+    (tools / "helm").write_text(
+        f"#!/bin/sh\nexec {sys.executable} -c 'import sys; from tests.standin.k8s_standin.entry import main; "
+        'sys.exit(main(sys.argv[1:]))\' helm "$@"\n'
+    )
+    # kubectl: Debian's real client, as on the lab's nodes, with a discovery cache of this cluster's own
+    (tools / "kubectl").write_text(
+        f'#!/bin/sh\nexec {real_kubectl()} --cache-dir={tmp_path / "kubectl-cache"} "$@"\n'
+    )
     for tool in ("helm", "kubectl"):
-        (tools / tool).write_text(
-            f"#!/bin/sh\nexec {sys.executable} -c 'import sys; from tests.standin.k8s_standin.entry import main; "
-            f'sys.exit(main(sys.argv[1:]))\' {tool} "$@"\n'
-        )
         (tools / tool).chmod(0o755)
     www = tmp_path / "www"
     www.mkdir()

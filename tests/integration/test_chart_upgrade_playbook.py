@@ -1,6 +1,6 @@
 """The chart_upgrade role run by Ansible against localhost, with the Run:ai backend path the lab's
-open stack never takes: helm and kubectl are the test stand-ins (tests/standin/k8s_standin) on PATH,
-talking to the stand-in API server; the new chart is served over loopback HTTP as the master's
+open stack never takes: helm the test stand-in (tests/standin/k8s_standin) and kubectl Debian's
+real client on PATH, talking to the stand-in API server; the new chart is served over loopback HTTP as the master's
 bundle server serves it. Shown: the guide's step (the backend's ingress controller deployment
 deleted) before `helm upgrade`; the values the release had, the operator's `--reuse-values --set`
 among them, carried over (saved 0600); the release at the new chart version; the state file

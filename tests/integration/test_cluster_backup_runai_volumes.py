@@ -1,5 +1,5 @@
 """The cluster_backup role's Run:ai step run by Ansible against localhost (the lab's open stack
-never takes it): kubectl and the API server are the test stand-ins. Shown: the backend
+never takes it): kubectl is Debian's real client, the API server the test stand-in. Shown: the backend
 namespace's claims, and only those, recorded with the volume behind each and where its data lives
 (runai-backend-volumes.json, 0600); --check writes nothing; a re-run changes nothing."""
 

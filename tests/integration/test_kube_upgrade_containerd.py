@@ -1,5 +1,5 @@
 """kube_upgrade's containerd decision (roles/kube_upgrade/tasks/versions.yml), run by Ansible
-against localhost with the stand-in kubectl and API server (tests/_support/standin_localhost.py)
+against localhost with the real kubectl and the stand-in API server (tests/_support/standin_localhost.py)
 and an `apt-cache` on PATH that answers as apt does once the node read the new bundle's
 repository: another Installed than Candidate makes the node behind (then upgraded in its
 window, which the lab e2e shows); equal, or no candidate, does not; a docker node never asks.

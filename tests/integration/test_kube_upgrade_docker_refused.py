@@ -1,7 +1,7 @@
 """kube_upgrade refuses a node whose kubelet reports docker (dockershim) when the target is 1.24
 or later (roles/kube_upgrade/tasks/versions.yml), whatever the site config says; a 1.23 target
 on docker, and a 1.24 target on containerd, go on. The site config says containerd throughout. Run by Ansible against localhost with the
-stand-in kubectl and API server (tests/_support/standin_localhost.py)."""
+real kubectl and the stand-in API server (tests/_support/standin_localhost.py)."""
 
 from __future__ import annotations
 

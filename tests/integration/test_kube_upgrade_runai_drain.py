@@ -1,5 +1,5 @@
 """kube_upgrade's Run:ai drain undone (roles/kube_upgrade/tasks/worker.yml), run by Ansible against
-localhost with the stand-in kubectl and API server (tests/_support/standin_localhost.py): a
+localhost with the real kubectl and the stand-in API server (tests/_support/standin_localhost.py): a
 worker an interrupted pass left cordoned and tainted runai=drain:NoExecute (the state names it
 draining) is untainted, uncordoned and recorded done; a second run finds no taint and
 does not fail. The drain side (cordon and taint) runs inside the per-node upgrade, which the lab

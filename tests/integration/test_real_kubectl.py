@@ -1,8 +1,8 @@
 """Debian's real kubectl client (kubernetes-client, v1.20) against the stand-in API server on
 127.0.0.1 with real mutual TLS: what the roles and the day-2 commands run on the lab's master.
 
-The binary comes from the Debian mirror: scripts/bootstrap.sh fetches the .deb into build/debs;
-without it the module fails, saying so."""
+The binary comes from the Debian mirror (tests/_support/real_kubectl.py: scripts/bootstrap.sh
+fetches the .deb into build/debs; without it the module fails, saying so)."""
 
 from __future__ import annotations
 
@@ -14,37 +14,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from debian.debfile import DebFile
 
+from tests._support.real_kubectl import real_kubectl, run_kubectl
 from tests._support.standin_cluster import Cluster
 from tests.standin.k8s_standin.util import rfc3339
-
-REPO = Path(__file__).resolve().parents[2]
-DEBS = REPO / "build" / "debs"  # scripts/bootstrap.sh fetches the .deb there
-CACHE = REPO / "build" / "kubernetes-client"
-
-
-def _real_kubectl() -> Path:
-    exe = CACHE / "kubectl"
-    if exe.is_file():
-        return exe
-    CACHE.mkdir(parents=True, exist_ok=True)
-    if not sorted(DEBS.glob("kubernetes-client_*.deb")):
-        pytest.fail(f"Debian's kubernetes-client .deb is not in {DEBS}: scripts/bootstrap.sh fetches it")
-    deb = sorted(DEBS.glob("kubernetes-client_*.deb"))[-1]
-    data = DebFile(str(deb)).data.tgz()
-    member = data.extractfile("./usr/bin/kubectl")
-    assert member is not None
-    part = exe.with_suffix(".part")
-    part.write_bytes(member.read())
-    part.chmod(0o755)
-    part.rename(exe)
-    return exe
 
 
 @pytest.fixture(scope="module")
 def kc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Path]]:
-    exe = _real_kubectl()
+    exe = real_kubectl()
     c = Cluster(tmp_path_factory.mktemp("realkubectl"))
     c.add_node("w1")
     c.add_node("w2")
@@ -53,9 +31,7 @@ def kc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Path
 
 
 def run(kc: tuple[Cluster, Path], *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    c, exe = kc
-    return subprocess.run([str(exe), f"--kubeconfig={c.kubeconfig}", *args], input=stdin,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    return run_kubectl(kc[0].kubeconfig, *args, stdin=stdin)
 
 
 def ok(kc: tuple[Cluster, Path], *args: str, stdin: str | None = None) -> str:

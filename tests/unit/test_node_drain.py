@@ -100,9 +100,10 @@ def test_uncordon_undoes_either_and_only_what_is_there():
     assert nodeops.plan_uncordon(site, "gpu1", {"spec": {}}) == []
 
 
-def test_drain_and_uncordon_through_the_standin_kubectl(tmp_path, capsys):
-    """The planned commands run as kubectl runs them against the stand-in API server: the node is
-    unschedulable with Run:ai's taint, then back; the evict method leaves daemonset pods."""
+def test_drain_and_uncordon_through_kubectl(tmp_path):
+    """The planned commands run by Debian's real kubectl (the lab's, tests/_support/real_kubectl.py)
+    against the stand-in API server: the node is unschedulable with Run:ai's taint, then back; the
+    evict method leaves daemonset pods."""
     from tests._support.standin_cluster import Cluster
 
     cluster = Cluster(tmp_path)
@@ -110,7 +111,7 @@ def test_drain_and_uncordon_through_the_standin_kubectl(tmp_path, capsys):
         cluster.add_node("gpu1")
 
         def kubectl(args: list[str]) -> str:
-            rc, out, err = cluster.kubectl(capsys, *args)
+            rc, out, err = cluster.kubectl(*args)
             assert rc == 0, (args, err)
             return out
 

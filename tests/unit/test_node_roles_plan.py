@@ -134,7 +134,7 @@ def test_one_call_per_verb_and_node_labels_first():
     assert f.node_roles_calls([]) == []
 
 
-def test_the_plan_converges_a_cluster_through_kubectl(tmp_path, capsys):
+def test_the_plan_converges_a_cluster_through_kubectl(tmp_path):
     """No made-up NodeList: nodes registered in the stand-in API server, read with kubectl as the
     role reads them, the planned calls run with kubectl as the role runs them (its argv, its
     --overwrite rule), read again: the cluster now holds what was wanted and the plan is empty."""
@@ -150,7 +150,7 @@ def test_the_plan_converges_a_cluster_through_kubectl(tmp_path, capsys):
         )  # fmt: skip
 
         def current() -> list[dict[str, Any]]:
-            rc, out, err = cluster.kubectl(capsys, "get", "nodes", "-o", "json")
+            rc, out, err = cluster.kubectl("get", "nodes", "-o", "json")
             assert rc == 0, err
             return json.loads(out)["items"]
 
@@ -160,9 +160,7 @@ def test_the_plan_converges_a_cluster_through_kubectl(tmp_path, capsys):
         ]
         for call in f.node_roles_calls(first):
             overwrite = ["--overwrite"] if [a for a in call["args"] if not a.endswith("-")] else []
-            rc, _, err = cluster.kubectl(
-                capsys, call["verb"], "node", call["node"], *call["args"], *overwrite
-            )
+            rc, _, err = cluster.kubectl(call["verb"], "node", call["node"], *call["args"], *overwrite)
             assert rc == 0, (call, err)
         after = current()
         assert plan(after) == []

@@ -1,4 +1,4 @@
-"""Unit tests for the pure parts of the kubeadm/kubelet/kubectl/crictl stand-in (tests/standin)."""
+"""Unit tests for the pure parts of the kubeadm/kubelet/crictl stand-in and its API server (tests/standin)."""
 
 from __future__ import annotations
 
@@ -17,14 +17,11 @@ import pytest
 from tests._support.standin_cluster import put
 from tests.standin.k8s_standin import preflight, util
 from tests.standin.k8s_standin.apiserver import ApiServer
-from tests.standin.k8s_standin.client import ApiClient, Unreachable
 from tests.standin.k8s_standin.config import control_plane_images, load_init_config
 from tests.standin.k8s_standin.containerd import cni_ready, containerd_config
 from tests.standin.k8s_standin.entry import main
 from tests.standin.k8s_standin.join import validate_pins
-from tests.standin.k8s_standin.jsonpath import jsonpath
 from tests.standin.k8s_standin.kubeadm_ops import version_policy
-from tests.standin.k8s_standin.kubectl import table_rows, three_way
 from tests.standin.k8s_standin.kubelet import check_node_labels
 from tests.standin.k8s_standin.pki import (
     TOKEN_RE,
@@ -37,6 +34,7 @@ from tests.standin.k8s_standin.pki import (
     token_secret_object,
 )
 from tests.standin.k8s_standin.preflight import Check, parse_ignore, run_checks
+from tests.standin.k8s_standin.serverside import table_rows
 from tests.standin.k8s_standin.util import (
     STACK_HINT,
     Fail,
@@ -482,7 +480,7 @@ def test_upgrade_version_skew_rules() -> None:
     assert version_policy("v1.22.17", "v1.23.17", force=False) == []
 
 
-# ---------------------------------------------------------------- kubectl output helpers
+# ---------------------------------------------------------------- the API server's tables, node lifecycle
 
 
 NODES = {
@@ -494,18 +492,6 @@ NODES = {
         {"metadata": {"name": "w1", "labels": {}}, "status": {"conditions": [{"type": "Ready", "status": "False"}]}},
     ],
 }  # fmt: skip
-
-
-def test_jsonpath_subset() -> None:
-    assert jsonpath("{.items[*].metadata.name}", NODES) == "master w1"
-    assert jsonpath("{.items[0].metadata.labels}", NODES) == '{"a":"b","node-role.kubernetes.io/master":""}'
-    assert (
-        jsonpath("{.metadata.labels}", NODES["items"][0]) == '{"a":"b","node-role.kubernetes.io/master":""}'
-    )
-    assert jsonpath(r"{.metadata.labels.node-role\.kubernetes\.io/master}x", NODES["items"][0]) == "x"
-    tmpl = '{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}'
-    assert jsonpath(tmpl, NODES) == "master=True\nw1=False\n"
-    assert jsonpath("{.missing.key}", NODES) == ""  # allow-missing-template-keys=true
 
 
 def test_node_table() -> None:
@@ -526,22 +512,6 @@ def test_lifecycle_marks_silent_node_unknown_and_taints() -> None:
     assert ("node.kubernetes.io/unschedulable", "NoSchedule") in keys
 
 
-def test_three_way_apply_merge_keeps_foreign_fields() -> None:
-    cur = {
-        "metadata": {"labels": {"mine": "1", "theirs": "x"}},
-        "data": {"a": "1", "b": "2"},
-        "status": {"s": 1},
-    }
-    last = {"metadata": {"labels": {"mine": "1"}}, "data": {"a": "1", "b": "2"}}
-    new = {"metadata": {"labels": {"mine": "2"}}, "data": {"a": "1"}}
-    out = three_way(cur, last, new)
-    assert out == {
-        "metadata": {"labels": {"mine": "2", "theirs": "x"}},
-        "data": {"a": "1"},
-        "status": {"s": 1},
-    }
-
-
 def test_kubelet_refuses_reserved_node_labels() -> None:
     assert check_node_labels({"node-role.kubernetes.io/worker": ""}) is not None
     assert check_node_labels({"node.kubernetes.io/worker": "", "nvidia.com/gpu": "1"}) is None
@@ -557,22 +527,6 @@ def test_kubelet_without_config_crash_loops(fake_root: Path, capsys: pytest.Capt
     )
     assert rc == 1
     assert "failed to load kubelet config file" in capsys.readouterr().err
-
-
-def test_kubectl_without_kubeconfig_falls_back_to_localhost(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.delenv("KUBECONFIG", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setattr(ApiClient, "raw", _refused)
-    assert main(["/usr/bin/kubectl", "get", "nodes"]) == 1
-    assert capsys.readouterr().err == (
-        "The connection to the server localhost:8080 was refused - did you specify the right host or port?\n"
-    )
-
-
-def _refused(self: object, *a: object, **k: object) -> None:
-    raise Unreachable("localhost:8080", "dial tcp localhost:8080: connect: connection refused", True)
 
 
 PLUGINS_OK = """TYPE                            ID       PLATFORMS      STATUS

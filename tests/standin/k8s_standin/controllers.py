@@ -17,7 +17,7 @@ NO_SCHEDULE = ("NoSchedule", "NoExecute")
 
 
 def pod_name(ds_name: str, node: str) -> str:
-    """The same name `kubectl drain` of the stand-in reports for a DaemonSet pod."""
+    """A DaemonSet pod's name: the DaemonSet's and five hex digits of the node's (stable per node)."""
     return f"{ds_name}-{hashlib.sha256((node + ds_name).encode()).hexdigest()[:5]}"
 
 

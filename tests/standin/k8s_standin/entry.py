@@ -1,4 +1,5 @@
-"""Dispatch on basename(argv[0]): kubeadm, kubelet, kubectl, crictl, helm or etcdutl."""
+"""Dispatch on basename(argv[0]): kubeadm, kubelet, crictl, helm or etcdutl. (No kubectl: the lab's
+is Debian's real client, tests/standin/README.md.)"""
 
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ from .util import VERSION, Fail
 # own binary (a node calls crictl and helm dozens of times per install).
 TOOLS = {
     "kubeadm": ("kubeadm_ops", "kubeadm_main"), "kubelet": ("kubelet", "kubelet_main"),
-    "kubectl": ("kubectl", "kubectl_main"), "crictl": ("crictl", "crictl_main"),
-    "helm": ("helm", "helm_main"), "etcdutl": ("etcdutl", "etcdutl_main"),
+    "crictl": ("crictl", "crictl_main"), "helm": ("helm", "helm_main"), "etcdutl": ("etcdutl", "etcdutl_main"),
 }  # fmt: skip
 
 
@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
         name, argv = (argv[1], argv[1:]) if len(argv) > 1 else ("", argv)
     if name not in TOOLS:
         sys.stderr.write(
-            "usage: python3 -m k8s_standin {kubeadm|kubelet|kubectl|crictl|helm|etcdutl} ...  (or install under those names)\n"
+            "usage: python3 -m k8s_standin {kubeadm|kubelet|crictl|helm|etcdutl} ...  (or install under those names)\n"
         )
         return 2
     if name == "kubelet" and "--version" in argv[1:]:

@@ -10,6 +10,7 @@ import json
 import select
 import ssl
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .client import ApiError
@@ -44,10 +45,58 @@ def _pod_cells(o: dict) -> tuple[list[str], list[str]]:
         st.get("podIP") or "<none>", spec.get("nodeName") or "<none>", "<none>", "<none>"]  # fmt: skip
 
 
+def table_rows(kind: str, objs: list[dict], wide: bool) -> tuple[list[str], list[list[str]]]:
+    """The header and cells of 1.23's printer for `kind` (all columns with `wide`; pods: `_pod_cells`):
+    nodes, namespaces, ConfigMaps, Secrets, ServiceAccounts, Services, Deployments, DaemonSets, else NAME AGE."""
+    rows = []
+    if kind == "Node":
+        header = ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+        if wide:
+            header += ["INTERNAL-IP", "EXTERNAL-IP", "OS-IMAGE", "KERNEL-VERSION", "CONTAINER-RUNTIME"]
+        for o in objs:
+            st = o.get("status") or {}
+            ready = next((c["status"] for c in st.get("conditions") or [] if c.get("type") == "Ready"), None)
+            status = "Unknown" if ready is None else "Ready" if ready == "True" else "NotReady"
+            if (o.get("spec") or {}).get("unschedulable"):
+                status += ",SchedulingDisabled"
+            labels = o["metadata"].get("labels") or {}
+            roles = sorted({k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/")}
+                           | ({labels["kubernetes.io/role"]} if labels.get("kubernetes.io/role") else set()))  # fmt: skip
+            row = [o["metadata"]["name"], status, ",".join(roles) or "<none>", _age(o),
+                   (st.get("nodeInfo") or {}).get("kubeletVersion", "")]  # fmt: skip
+            if wide:
+                addr = {a["type"]: a["address"] for a in st.get("addresses") or []}
+                ni = st.get("nodeInfo") or {}
+                row += [addr.get("InternalIP", "<none>"), addr.get("ExternalIP", "<none>"), ni.get("osImage", ""),
+                        ni.get("kernelVersion", ""), ni.get("containerRuntimeVersion", "")]  # fmt: skip
+            rows.append(row)
+        return header, rows
+    specs: dict[str, tuple[list[str], Callable[[dict], list[str]]]] = {
+        "Namespace": (["STATUS"], lambda o: [(o.get("status") or {}).get("phase", "Active")]),
+        "ConfigMap": (["DATA"], lambda o: [str(len(o.get("data") or {}) + len(o.get("binaryData") or {}))]),
+        "Secret": (["TYPE", "DATA"], lambda o: [o.get("type", "Opaque"), str(len(o.get("data") or {}))]),
+        "ServiceAccount": (["SECRETS"], lambda o: [str(len(o.get("secrets") or []))]),
+        "Service": (["TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)"], lambda o: [
+            (o.get("spec") or {}).get("type", "ClusterIP"), (o.get("spec") or {}).get("clusterIP", "<none>"), "<none>",
+            ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in (o.get("spec") or {}).get("ports") or []) or "<none>"]),
+        "Deployment": (["READY", "UP-TO-DATE", "AVAILABLE"], lambda o: [
+            f"{(o.get('status') or {}).get('readyReplicas', 0)}/{(o.get('spec') or {}).get('replicas', 1)}",
+            str((o.get("status") or {}).get("updatedReplicas", 0)), str((o.get("status") or {}).get("availableReplicas", 0))]),
+        "DaemonSet": (["DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "NODE SELECTOR"], lambda o: [
+            *(str((o.get("status") or {}).get(k, 0)) for k in ("desiredNumberScheduled", "currentNumberScheduled",
+                                                               "numberReady", "updatedNumberScheduled", "numberAvailable")),
+            ",".join(f"{k}={v}" for k, v in ((((o.get("spec") or {}).get("template") or {}).get("spec") or {}).get("nodeSelector") or {}).items()) or "<none>"]),
+    }  # fmt: skip
+    extra_h, fn = specs.get(kind, ([], lambda o: []))
+    header = ["NAME", *extra_h, "AGE"]
+    for o in objs:
+        rows.append([o["metadata"]["name"], *fn(o), _age(o)])
+    return header, rows
+
+
 def table(doc: dict, include: str) -> dict:
     """The meta.k8s.io/v1 Table the real server prints a list (or one object) as; the columns are
-    the stand-in kubectl's (tests/standin/k8s_standin/kubectl.py table_rows), wide ones priority 1."""
-    from .kubectl import table_rows  # the stand-in client's printer: one set of columns for both
+    `table_rows`' (pods: `_pod_cells`), the wide ones at priority 1."""
 
     objs = doc.get("items", [doc])
     kind = doc.get("kind", "")[: -len("List")] if "items" in doc else doc.get("kind", "")
