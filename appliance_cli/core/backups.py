@@ -10,14 +10,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from appliance_cli.core import restoreplan
+from appliance_cli.core.paths import PATHS
 from appliance_cli.core.remote import run_on
 from appliance_cli.core.siteconfig import SiteConfig
 from appliance_cli.errors import ApplianceError
 
-# The cluster_backup role's default root on the master.
-BACKUP_ROOT = "/var/lib/appliance/backups"
-# The etcd_restore role's defaults on the master.
-RESTORE_STATE_FILE = "/var/lib/appliance/restore/state.json"
+# The backups' root and the restore's state file on the master (roles/appliance_paths, the source
+# of the cluster_backup and etcd_restore roles' defaults).
+BACKUP_ROOT = PATHS.backups
+RESTORE_STATE_FILE = PATHS.restore_state
 RESTORE_DATA_DIR_PREFIX = "/var/lib/etcd-restore-"
 
 # A line of `sha256sum` output: digest, a space, ' ' or '*' (the mode), the name ('\' first when

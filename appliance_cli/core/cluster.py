@@ -6,11 +6,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from appliance_cli.core.paths import PATHS
 from appliance_cli.core.remote import RemoteFailed, run_on
 from appliance_cli.core.siteconfig import SiteConfig
 from appliance_cli.errors import ApplianceError, Unreachable
 
-ADMIN_CONF = "/etc/kubernetes/admin.conf"
+ADMIN_CONF = PATHS.admin_conf  # roles/appliance_paths
 KUBECTL = ("kubectl", "--kubeconfig", ADMIN_CONF)  # argv
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from appliance_cli.core.paths import PATHS
 from appliance_cli.core.remote import run_on
 from appliance_cli.core.siteconfig import Node, SiteConfig
 from appliance_cli.errors import ApplianceError, Unreachable, UsageError
@@ -156,11 +157,11 @@ def pods_doc(kubectl: Kubectl) -> dict[str, Any]:
 
 # What `kubeadm reset -f` removes on a worker (1.23): said before it runs.
 RESET_REMOVES = (
-    "stops the kubelet and deletes the node's cluster identity: /etc/kubernetes/kubelet.conf, "
+    f"stops the kubelet and deletes the node's cluster identity: {PATHS.kubelet_conf}, "
     "/etc/kubernetes/pki, /var/lib/kubelet (running containers of the node stop); containerd, its "
     "images, the CNI configuration and the packages stay"
 )
-KUBELET_CONF = "/etc/kubernetes/kubelet.conf"
+KUBELET_CONF = PATHS.kubelet_conf  # roles/appliance_paths
 
 
 # What follows the site's node list on the other nodes: every /etc/hosts (os_prereqs' hosts task)

@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from appliance_cli.core import k8snames, siteyaml
+from appliance_cli.core import k8snames, paths, siteyaml
 from appliance_cli.errors import ConfigError
 
 SITE_FILE = "appliance.yml"
@@ -531,15 +531,35 @@ def _network(value: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None
         return None
 
 
-def known_role_vars() -> set[str]:
-    """Every variable a role documents in its defaults/main.yml (the only ones role_vars may set)."""
+def _role_defaults() -> dict[str, Any]:
+    """Every role's defaults/main.yml, merged: variable -> its default."""
     from appliance_cli.content import roles_dir
 
-    names: set[str] = set()
+    out: dict[str, Any] = {}
     for f in sorted(roles_dir().glob("*/defaults/main.yml")):
-        data = yaml.safe_load(f.read_text()) or {}
-        names.update(data)
-    return names
+        out.update(yaml.safe_load(f.read_text()) or {})
+    return out
+
+
+def known_role_vars() -> set[str]:
+    """Every variable a role documents in its defaults/main.yml (the only ones role_vars may set)."""
+    return set(_role_defaults())
+
+
+def contract_role_vars(defaults: dict[str, Any] | None = None) -> dict[str, str]:
+    """Role variables that would move a path of the paths contract (roles/appliance_paths), each
+    -> the contract variable it is or takes its value from: the CLI reads the contract's path, so
+    a site that moved the role's copy would have the CLI read the old place."""
+    contract = paths.names()
+    out = {name: name for name in contract}
+    for name, value in (_role_defaults() if defaults is None else defaults).items():
+        used = sorted(set(_CONTRACT_NAME.findall(value)) & contract) if isinstance(value, str) else []
+        if used and name not in out:
+            out[name] = used[0]
+    return out
+
+
+_CONTRACT_NAME = re.compile(rf"\b{paths.PREFIX}[a-z0-9_]+\b")
 
 
 Net = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -561,9 +581,16 @@ PROTECTED_ROLE_VARS = {
 
 def _role_var_problems(cfg: SiteConfig) -> list[str]:
     known = known_role_vars() if cfg.role_vars else set()
+    moves = contract_role_vars() if cfg.role_vars else {}
     problems = []
     for name in sorted(cfg.role_vars):
-        if name in PROTECTED_ROLE_VARS:
+        if name in moves:
+            where = getattr(paths.PATHS, moves[name].removeprefix(paths.PREFIX))
+            problems.append(
+                f"role_vars.{name}: not settable by a site: it would move {where}, which the appliance "
+                f"CLI reads too (the one definition: roles/appliance_paths/defaults/main.yml)"
+            )
+        elif name in PROTECTED_ROLE_VARS:
             problems.append(
                 f"role_vars.{name}: not settable by a site: it keeps a control on ({PROTECTED_ROLE_VARS[name]})"
             )

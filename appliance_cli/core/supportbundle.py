@@ -27,6 +27,7 @@ import yaml
 
 from appliance_cli import __version__
 from appliance_cli.core.install import runs_dir
+from appliance_cli.core.paths import PATHS
 from appliance_cli.core.remote import run_on
 from appliance_cli.core.siteconfig import Node, SiteConfig
 from appliance_cli.errors import ApplianceError
@@ -126,15 +127,13 @@ def _node_commands(cfg: SiteConfig, node: Node, since: str) -> dict[str, list[st
         "disk.txt": _with_stderr(["df", "-h"]),
     }  # fmt: skip
     if node.name == cfg.master.name:
-        kubectl = ["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"]
+        kubectl = ["kubectl", "--kubeconfig", PATHS.admin_conf]
         cmds |= {
             "kubectl-nodes.txt": _with_stderr([*kubectl, "get", "nodes", "-o", "wide"]),
             "kubectl-pods.txt": _with_stderr([*kubectl, "get", "pods", "-A", "-o", "wide"]),
             "kubectl-events.txt": _with_stderr([*kubectl, "get", "events", "-A"]),
             "kubectl-nodes.json": _with_stderr([*kubectl, "get", "nodes", "-o", "json"]),
-            "helm-releases.txt": _with_stderr(
-                ["helm", "--kubeconfig", "/etc/kubernetes/admin.conf", "list", "-A"]
-            ),
+            "helm-releases.txt": _with_stderr(["helm", "--kubeconfig", PATHS.admin_conf, "list", "-A"]),
         }
     return cmds
 

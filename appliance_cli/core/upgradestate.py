@@ -12,14 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from appliance_cli.core import cluster, upgradeplan
+from appliance_cli.core.paths import PATHS
 from appliance_cli.core.remote import run_on
 from appliance_cli.core.siteconfig import SiteConfig
 from appliance_cli.errors import ApplianceError
 
-# Where the kube_upgrade role keeps the upgrade's state on the master (its default).
-STATE_FILE = "/var/lib/appliance/upgrade/state.json"
-# Where the chart_upgrade role saves each release's values before its upgrade (its default).
-CHART_VALUES_DIR = "/var/lib/appliance/upgrade/values"
+# Where the kube_upgrade role keeps the upgrade's state on the master, and where the chart_upgrade
+# role saves each release's values before its upgrade (roles/appliance_paths, their defaults' source).
+STATE_FILE = PATHS.upgrade_state
+CHART_VALUES_DIR = PATHS.upgrade_values
 
 
 @dataclass(frozen=True)

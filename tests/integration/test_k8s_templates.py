@@ -40,7 +40,6 @@ SITE = {
     "appliance_cri_socket": "unix:///run/containerd/containerd.sock",
     "appliance_token_ttl": "24h0m0s",
     "appliance_registry_address": REGISTRY,
-    "appliance_registry_ca_path": "/usr/local/share/ca-certificates/appliance-registry-ca.crt",
     "appliance_master_address": MASTER_IP,
     "appliance_files_url": f"http://{MASTER_IP}:8081/files",
     "appliance_bundle_files": {},
@@ -50,6 +49,7 @@ SITE = {
     "__kube_binaries_os": "{{ __kube_binaries_os_table.Debian }}",
 }
 DEFAULTS = [
+    "appliance_paths/defaults/main.yml",  # the paths contract: a meta dependency of these roles
     "container_runtime/defaults/main.yml",
     "kube_binaries/vars/main.yml",
     "kube_binaries/defaults/main.yml",
@@ -235,7 +235,8 @@ def test_hosts_toml(containerd: dict[str, str]) -> None:
     assert hosts["server"] == f"https://{REGISTRY}"
     entry = hosts["host"][f"https://{REGISTRY}"]
     assert entry["capabilities"] == ["pull", "resolve"]
-    assert entry["ca"] == SITE["appliance_registry_ca_path"]
+    contract = yaml.safe_load((ROLES / "appliance_paths" / "defaults" / "main.yml").read_text())
+    assert entry["ca"] == contract["appliance_paths_registry_ca"]
 
 
 def test_crictl_endpoint_follows_runtime(containerd: dict[str, str], docker: dict[str, str]) -> None:

@@ -41,7 +41,8 @@ def _playbook(tmp: Path) -> Path:
             "appliance_registry_address": "127.0.0.1:5000",
             "appliance_bundle_path": str(tmp / "bundle"),
             "registry_pki_dir": str(tmp / "pki"),
-            "registry_auth_dir": str(tmp / "auth"),
+            # the password's path comes from the paths contract; the auth directory is its parent
+            "appliance_paths_registry_password": str(tmp / "auth" / "appliance.password"),
         },
         "tasks": [
             {"name": f"Run {f}", "ansible.builtin.include_role": {"name": "registry", "tasks_from": f}}

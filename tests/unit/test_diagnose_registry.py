@@ -216,9 +216,13 @@ def test_measure_registry_sends_the_script_and_no_secret_on_the_command_line(cfg
 
 
 def test_credential_paths_are_the_container_runtime_roles_defaults() -> None:
+    """Both sides take them from the paths contract (tests/unit/test_paths_contract.py renders them)."""
     d = yaml.safe_load((ROOT / "roles" / "container_runtime" / "defaults" / "main.yml").read_text())
-    assert d["container_runtime_containerd_config_file"] == diagnose.CONTAINERD_CONFIG
-    assert d["container_runtime_docker_auth_file"] == diagnose.KUBELET_AUTH
+    assert d["container_runtime_containerd_config_file"] == "{{ appliance_paths_containerd_config }}"
+    assert d["container_runtime_docker_auth_file"] == "{{ appliance_paths_kubelet_auth }}"
+    contract = yaml.safe_load((ROOT / "roles" / "appliance_paths" / "defaults" / "main.yml").read_text())
+    assert contract["appliance_paths_containerd_config"] == diagnose.CONTAINERD_CONFIG
+    assert contract["appliance_paths_kubelet_auth"] == diagnose.KUBELET_AUTH
 
 
 @pytest.mark.parametrize(

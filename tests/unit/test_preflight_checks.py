@@ -229,14 +229,13 @@ def test_registry_paths_are_the_registry_roles_defaults() -> None:
     import yaml
 
     from appliance_cli.core.checks.preflight import REGISTRY_CA_TRUST, REGISTRY_PASSWORD_FILE
+    from appliance_cli.core.paths import PATHS
 
+    # both sides take them from the paths contract (tests/unit/test_paths_contract.py renders them)
     d = yaml.safe_load((Path(__file__).resolve().parents[2] / "roles/registry/defaults/main.yml").read_text())
-    assert d["registry_ca_trust_path"] == REGISTRY_CA_TRUST
-    password = d["registry_auth_password_file"].replace("{{ registry_auth_dir }}", d["registry_auth_dir"])
-    assert (
-        password.replace("{{ registry_auth_username }}", d["registry_auth_username"])
-        == REGISTRY_PASSWORD_FILE
-    )
+    assert d["registry_ca_trust_path"] == "{{ appliance_paths_registry_ca }}"
+    assert d["registry_auth_password_file"] == "{{ appliance_paths_registry_password }}"
+    assert (PATHS.registry_ca, PATHS.registry_password) == (REGISTRY_CA_TRUST, REGISTRY_PASSWORD_FILE)
 
 
 def test_a_stopped_registry_does_not_block_the_install_that_restarts_it(cfg: SiteConfig) -> None:

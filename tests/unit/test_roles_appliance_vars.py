@@ -14,8 +14,8 @@ REPO = Path(__file__).resolve().parents[2]
 ROLES = REPO / "roles"
 CONTRACT = yaml.safe_load((ROLES / "appliance_vars.yml").read_text())
 # a name, not part of a file name such as appliance_kube.fact, nor the package appliance_cli (the
-# filter plugins import its rules)
-NAME = re.compile(r"\bappliance_(?!cli\b)[a-z0-9_]+\b(?!\.fact)")
+# filter plugins import its rules), nor the role appliance_paths (a meta dependency of its readers)
+NAME = re.compile(r"\bappliance_(?!cli\b|paths\b)[a-z0-9_]+\b(?!\.fact)")
 
 
 def _role_files() -> list[Path]:
@@ -38,8 +38,10 @@ def readers(files: list[Path] | None = None, root: Path = ROLES) -> dict[str, di
     """appliance_* name -> {file: role} for every role file that names it."""
     out: dict[str, dict[Path, str]] = {}
     for p in files if files is not None else _role_files():
+        role = p.relative_to(root).parts[0]
         for name in set(NAME.findall(_code(p))):
-            out.setdefault(name, {})[p] = p.relative_to(root).parts[0]
+            if not name.startswith(f"{role}_"):  # a role's own variable (appliance_paths'), not a read
+                out.setdefault(name, {})[p] = role
     return out
 
 

@@ -19,6 +19,7 @@ from appliance_cli.core import cluster
 from appliance_cli.core.checks.model import NOISE_FLOOR, CheckResult, NodeFacts, Report, Status
 from appliance_cli.core.checks.preflight import REGISTRY_CA_TRUST, REGISTRY_PASSWORD_FILE
 from appliance_cli.core.checks.probe import parse
+from appliance_cli.core.paths import PATHS
 from appliance_cli.core.remote import SSH_CONNECTION_FAILED, ssh_argv
 from appliance_cli.core.siteconfig import Node, SiteConfig
 from appliance_cli.errors import ApplianceError
@@ -40,10 +41,10 @@ METRICS = {
 }
 # Where the install leaves a worker's pull credentials: containerd's config.toml (its registry
 # auth table) or, with docker, kubelet's config.json (container_runtime's defaults
-# container_runtime_containerd_config_file and container_runtime_docker_auth_file; a unit test
-# holds them equal). The master also has the password file.
-CONTAINERD_CONFIG = "/etc/containerd/config.toml"
-KUBELET_AUTH = "/var/lib/kubelet/config.json"
+# container_runtime_containerd_config_file and container_runtime_docker_auth_file take them from
+# roles/appliance_paths). The master also has the password file.
+CONTAINERD_CONFIG = PATHS.containerd_config
+KUBELET_AUTH = PATHS.kubelet_auth
 PULL_MIN_SECONDS = 1.0  # a pull runs for at least this long (twice the network test's time)
 # The NFS test moves a fixed size (the diagnose's MB) each way; a transfer slower than this rate
 # is stopped and is a failure, so a filer that stalls costs a bounded time per node.

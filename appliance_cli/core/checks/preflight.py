@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from appliance_cli.core.checks import probe
 from appliance_cli.core.checks.model import CheckResult, NodeFacts, Report, Status
 from appliance_cli.core.checks.tls import tls_results
+from appliance_cli.core.paths import PATHS
 from appliance_cli.core.siteconfig import HardwareClass, Node, SiteConfig
 
 SYSTEM_ROLES = {"master", "runai-system"}
@@ -38,9 +39,9 @@ KUBEADM_TOOLS = {
 }
 SKEW_WARN_S, SKEW_FAIL_S = 1.0, 60.0
 # Where the registry role puts the CA every node trusts and the pull password (the master only):
-# its defaults registry_ca_trust_path and registry_auth_password_file (a unit test holds them equal).
-REGISTRY_CA_TRUST = "/usr/local/share/ca-certificates/appliance-registry-ca.crt"
-REGISTRY_PASSWORD_FILE = "/etc/appliance/registry-auth/appliance.password"
+# its defaults registry_ca_trust_path and registry_auth_password_file take them from roles/appliance_paths.
+REGISTRY_CA_TRUST = PATHS.registry_ca
+REGISTRY_PASSWORD_FILE = PATHS.registry_password
 CONTAINER = "container node: "
 
 
@@ -553,6 +554,7 @@ def probe_args(cfg: SiteConfig, node: Node) -> list[str]:
     runai_domain = [cfg.site.domain] if cfg.site.domain and cfg.scheduler.stack == "runai" else []
     names = [n.name for n in cfg.nodes] + runai_domain
     args = [f"resolve={n}" for n in names]
+    args.append(f"kubelet_conf={PATHS.kubelet_conf}")
     args.append(f"registry={cfg.registry.address},{REGISTRY_CA_TRUST},{REGISTRY_PASSWORD_FILE}")
     if cfg.nfs is not None:
         args.append(f"nfs={cfg.nfs.server},.appliance-preflight-{node.name},{cfg.nfs.path}")

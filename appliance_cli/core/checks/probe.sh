@@ -1,7 +1,8 @@
 #!/bin/sh
 # The preflight probe: everything the checks read, gathered on one node in one round trip and
 # printed as key=value lines (a key may repeat). Read-only: it changes nothing on the node.
-# Arguments: resolve=NAME (look NAME up as the node's resolver does), path=PATH (does it exist).
+# Arguments: resolve=NAME (look NAME up as the node's resolver does), path=PATH (does it exist),
+# kubelet_conf=PATH (the kubelet's kubeconfig: does the node belong to a cluster).
 # POSIX sh and coreutils only: it runs before anything is installed.
 set -u
 kv() { printf '%s=%s\n' "$1" "$2"; }
@@ -61,7 +62,6 @@ done
 
 # runtime and kubernetes
 kv cri_socket "$( [ -S /run/containerd/containerd.sock ] && echo present || echo absent)"
-kv kubelet_conf "$( [ -e /etc/kubernetes/kubelet.conf ] && echo present || echo absent)"
 n=0
 for f in /etc/kubernetes/manifests/* /etc/kubernetes/manifests/.[!.]*; do [ -e "$f" ] && n=$((n + 1)); done
 kv manifests "$n"
@@ -148,6 +148,7 @@ for arg in "$@"; do
   case "$arg" in
     resolve=*) lookup "${arg#resolve=}" & ;;
     path=*) p=${arg#path=}; kv "path.$p" "$( [ -e "$p" ] && echo present || echo absent)" ;;
+    kubelet_conf=*) p=${arg#kubelet_conf=}; kv kubelet_conf "$( [ -e "$p" ] && echo present || echo absent)" ;;
     registry=*) spec=${arg#registry=}  # ADDRESS,CA,PASSWORD_FILE
       r_addr=${spec%%,*}; rest=${spec#*,}; r_ca=${rest%%,*}; r_auth=${rest#*,}
       registry_probe "$r_addr" "$r_ca" "$r_auth" & ;;
