@@ -42,7 +42,7 @@ def parse(data: object, where: str = "roles/appliance_paths/defaults/main.yml") 
     """The contract from its defaults file's data: exactly the fields of Paths, each absolute."""
     if not isinstance(data, dict):
         raise ApplianceError(f"{where}: not a mapping of {PREFIX}* paths")
-    want = {PREFIX + f.name for f in fields(Paths)}
+    want = names()
     if set(data) != want:
         odd = sorted(map(str, set(data) ^ want))
         raise ApplianceError(f"{where}: the paths contract names {', '.join(odd)} on one side only")
