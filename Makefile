@@ -56,7 +56,7 @@ test-reverse: bootstrap
 
 # Every role's molecule scenario on the rehearsal lab (root), one at a time, each timed.
 # MOLECULE_ROLES="os_prereqs container_runtime" runs a subset; the lab is APPLIANCE_LAB_NAME (default mol).
-MOLECULE_ROLES ?= bundle_repo os_prereqs registry container_runtime kube_binaries control_plane node_join node_roles cni_flannel helm gpu_operator storage_nfs scheduler_stack etcd_snapshot cluster_backup etcd_restore researcher_cli
+MOLECULE_ROLES ?= bundle_repo os_prereqs registry container_runtime kube_binaries control_plane node_join node_roles cni_flannel helm gpu_operator storage_nfs scheduler_stack etcd_snapshot cluster_backup etcd_restore researcher_cli kube_upgrade chart_upgrade
 molecule: bootstrap
 	@export APPLIANCE_LAB_NAME=$${APPLIANCE_LAB_NAME:-mol}; \
 	for r in $(MOLECULE_ROLES); do \

@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
 """Molecule's delegated driver on the rehearsal lab, shared by every role's `molecule/lab`.
 
-    lab.py up [--nodes N] [--installed]
+    lab.py up [--nodes N] [--installed] [--old VERSION]
                             create: build (incremental) + sign + verify the lab bundle, `appliance lab up`;
-                            --installed: then the whole install, from its snapshot when there is one
+                            --installed: then the whole install, from its snapshot when there is one;
+                            --old: the stick has the old lab bundle at VERSION instead (the e2e upgrade
+                            tests' bundle) and the site is at VERSION: the state an upgrade starts from
+    lab.py new-stick        prepare of an upgrade: the lab bundle on master1's second stick, verified
+                            as `appliance upgrade apply --bundle` verifies it; the inventory then carries
+                            what that command passes to upgrade.yml
     lab.py down             destroy: `appliance lab down --purge`
     lab.py --list           dynamic inventory: the lab's own site, rendered exactly as
                             `appliance install --site lab` renders it (hosts.yml + group_vars),
@@ -37,54 +42,112 @@ def appliance(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "appliance_cli", *args], check=True)
 
 
-def up(nodes: int) -> None:
-    from appliance_cli.core import bundlegate
-    from appliance_cli.core.siteconfig import load_site
+KEY = BUNDLES / "lab-signing"  # the lab bundles' signing key (KEY.key, KEY.pub)
+
+
+def _repository() -> None:
+    """tests._support importable (the e2e tests' bundles and snapshot keys are shared with them)."""
+    root = str(Path(__file__).resolve().parents[2])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+
+
+def _old_bundle(version: str) -> Path:
+    """The e2e upgrade tests' old lab bundle at `version` (tests/_support/upgrade_bundles.py),
+    built with the lab bundle's cache and signed with its key."""
+    _repository()
+    from tests._support.upgrade_bundles import build_old_lab_bundle
+
+    bundle = build_old_lab_bundle(BUNDLES / f"lab-{version}", BUNDLES / ".lab.cache", version)
+    appliance("bundle", "sign", str(bundle), "--key", f"{KEY}.key")
+    return bundle
+
+
+def up(nodes: int, old: str | None = None) -> None:
+    from appliance_cli.core import bundlegate, siteedit
+    from appliance_cli.core.siteconfig import SITE_FILE, load_site
     from appliance_cli.lab.layout import LabLayout
 
     # Under Mitogen the create task runs in a worker pinned to one CPU, and every lab node would
     # inherit that (kubeadm's NumCPU preflight then fails): give the lab the whole machine.
     os.sched_setaffinity(0, range(os.cpu_count() or 1))
-    bundle, key = BUNDLES / "lab", BUNDLES / "lab-signing"
+    bundle = BUNDLES / "lab"
     BUNDLES.mkdir(parents=True, exist_ok=True)
     appliance("bundle", "build", "--profile", "lab", "--out", str(bundle))
-    if not Path(f"{key}.key").exists():
-        appliance("bundle", "keygen", "--out", str(key))
-    appliance("bundle", "sign", str(bundle), "--key", f"{key}.key")
-    appliance("lab", "up", "--nodes", str(nodes), "--bundle", str(bundle), "--bundle-key", f"{key}.pub")
+    if not Path(f"{KEY}.key").exists():
+        appliance("bundle", "keygen", "--out", str(KEY))
+    appliance("bundle", "sign", str(bundle), "--key", f"{KEY}.key")
+    stick = _old_bundle(old) if old else bundle
+    appliance("lab", "up", "--nodes", str(nodes), "--bundle", str(stick), "--bundle-key", f"{KEY}.pub")
+    site_dir = LabLayout.default().site_dir
+    if old:
+        siteedit.set_kubernetes_version_in_file(site_dir / SITE_FILE, old)
     # The install gate, as `appliance install` runs it: the copy step on master1 then refuses
     # any manifest but the one verified here.
-    site_dir = LabLayout.default().site_dir
     gate = bundlegate.check(load_site(site_dir))
     print(gate.summary, flush=True)
     (site_dir / GATE_FILE).write_text(json.dumps(gate.extravars) + "\n")
 
 
-def installed(nodes: int) -> None:
+def installed(nodes: int, old: str | None = None) -> None:
     """The lab, up, as `appliance install --skip-diagnose` leaves it: restored from the snapshot
     of this configuration (tests/_support/labsnap.py names it) when there is one, else installed
-    and saved. For the roles that act on an installed cluster (backup, restore, upgrade)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: tests._support
+    and saved. For the roles that act on an installed cluster (backup, restore, upgrade). With
+    `old`, the old bundle's install has a snapshot name of its own, so that the two kinds of
+    scenario do not take each other's for stale."""
+    _repository()
     from appliance_cli.debian.rootfs import BASE_NAME
     from appliance_cli.lab import snapshot
     from appliance_cli.lab.layout import LabLayout
     from tests._support import labsnap
 
     layout = LabLayout.default()
-    bundle, pub = BUNDLES / "lab", Path(f"{BUNDLES / 'lab-signing'}.pub")
+    bundle, pub = (BUNDLES / f"lab-{old}" if old else BUNDLES / "lab"), Path(f"{KEY}.pub")
+    name = f"{layout.name}-{old}" if old else layout.name
     args = ("--skip-diagnose",)
     key = labsnap.key(
-        lab=layout.name, nodes=nodes, site_text=(layout.site_dir / "appliance.yml").read_text(), bundle=bundle,
+        lab=name, nodes=nodes, site_text=(layout.site_dir / "appliance.yml").read_text(), bundle=bundle,
         public_key=pub, args=args, base_image=layout.cache_dir / BASE_NAME,
     )  # fmt: skip
-    if snapshot.exists(layout, layout.name, key):
-        snapshot.restore(layout.name, key, bundle_key=pub, progress=print)
+    if snapshot.exists(layout, name, key):
+        snapshot.restore(name, key, bundle_key=pub, progress=print)
         return
-    for old in snapshot.others(layout, layout.name, key):
-        print(f"snapshot {old.name} is stale (its inputs changed): removed", flush=True)
-        snapshot.remove(old)
+    for stale in snapshot.others(layout, name, key):
+        print(f"snapshot {stale.name} is stale (its inputs changed): removed", flush=True)
+        snapshot.remove(stale)
     appliance("install", "--site", str(layout.site_dir), *args)
-    snapshot.save(layout.name, key, {}, bundle_key=pub, progress=print)
+    snapshot.save(name, key, {}, bundle_key=pub, progress=print)
+
+
+UPGRADE_VARS_FILE = "molecule-upgrade.json"  # in the lab's site directory: what new-stick verified
+
+
+def new_stick() -> None:
+    """The lab bundle (built at `up`) linked onto master1 at the second stick, verified as
+    `appliance upgrade apply --bundle` verifies it (signature, manifest, a version not older than
+    the site's), and the variables that command passes to upgrade.yml for its last pass: the
+    verified manifest, the target version (the plan's), the stick as the master sees it."""
+    _repository()
+    from appliance_cli.core import bundlegate, upgradestate
+    from appliance_cli.core.siteconfig import load_site
+    from appliance_cli.lab.layout import LabLayout
+    from tests._support.upgrade_lab import put_on_new_stick
+
+    layout = LabLayout.default()
+    bundle = BUNDLES / "lab"
+    stick = put_on_new_stick(layout, bundle)
+    cfg = load_site(layout.site_dir)
+    gate = bundlegate.check(cfg, bundle=str(bundle), key=f"{KEY}.pub", upgrade=True)
+    print(gate.summary, flush=True)
+    plan = upgradestate.plan(cfg, bundle)
+    if plan.empty:
+        raise SystemExit(f"error: {bundle}: nothing to upgrade to from the installed lab")
+    extravars = gate.extravars | {
+        "appliance_kubernetes_version": plan.passes[-1],
+        "appliance_bundle_source": stick,
+    }
+    print(f"upgrade.yml's variables: {extravars}", flush=True)
+    (layout.site_dir / UPGRADE_VARS_FILE).write_text(json.dumps(extravars) + "\n")
 
 
 def down() -> None:
@@ -117,9 +180,9 @@ def inventory() -> dict[str, Any]:
     rendered = render_inventory(load_site(site_dir))
     _walk("all", yaml.safe_load(rendered.hosts_file.read_text()).get("all"), out)
     out["all"]["vars"].update(yaml.safe_load(rendered.group_vars_file.read_text()) or {})
-    gate = site_dir / GATE_FILE
-    if gate.is_file():
-        out["all"]["vars"].update(json.loads(gate.read_text()))
+    for extra in (GATE_FILE, UPGRADE_VARS_FILE):  # the upgrade's, once new-stick wrote it, last
+        if (site_dir / extra).is_file():
+            out["all"]["vars"].update(json.loads((site_dir / extra).read_text()))
     return out
 
 
@@ -129,10 +192,13 @@ def main(argv: list[str]) -> int:
     elif argv[:1] == ["--host"]:
         json.dump({}, sys.stdout)  # every host's vars are in --list's _meta
     elif argv[:1] == ["up"]:
-        nodes = int(argv[2]) if argv[1:2] == ["--nodes"] else 2
-        up(nodes)
+        nodes = int(argv[argv.index("--nodes") + 1]) if "--nodes" in argv else 2
+        old = argv[argv.index("--old") + 1] if "--old" in argv else None
+        up(nodes, old)
         if "--installed" in argv:
-            installed(nodes)
+            installed(nodes, old)
+    elif argv[:1] == ["new-stick"]:
+        new_stick()
     elif argv[:1] == ["down"]:
         down()
     else:

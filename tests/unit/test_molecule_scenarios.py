@@ -22,3 +22,10 @@ def test_make_molecule_lists_exactly_the_roles_with_a_scenario():
 
 def test_ci_runs_roles_that_have_a_scenario():
     assert set(_make_list("CI_MOLECULE_ROLES")) <= set(_make_list("MOLECULE_ROLES"))
+
+
+def test_every_role_with_tasks_has_a_scenario():
+    """appliance_paths alone has none: defaults only, no tasks to converge."""
+    roles = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir())
+    have = {p.parents[2].name for p in (REPO / "roles").glob("*/molecule/lab/molecule.yml")}
+    assert len(roles) == 19 and [r for r in roles if r not in have] == []
