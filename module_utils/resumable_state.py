@@ -116,14 +116,15 @@ def dump(doc: dict[str, Any]) -> str:
 
 
 def merge(
-    path: str, key: str, change: dict[str, Any], check_mode: bool = False
+    path: str, key: str, change: dict[str, Any], check_mode: bool = False, replace: bool = False
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """CHANGE's fields set in KEY's state, every other key as the file has it (read under the lock):
-    (before, after) of KEY. Writes only when KEY's state changes, or the file is in the legacy
-    layout; nothing in check mode."""
+    """CHANGE's fields set in KEY's state (with REPLACE, CHANGE is KEY's whole state: an operation
+    starting afresh), every other key as the file has it (read under the lock): (before, after) of
+    KEY. Writes only when KEY's state changes, or the file is in the legacy layout; nothing in
+    check mode."""
     if check_mode:
         before = read(path, key)
-        return before, {**before, **change}
+        return before, dict(change) if replace else {**before, **change}
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, mode=0o700, exist_ok=True)
     lock_fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
@@ -132,7 +133,7 @@ def merge(
         text = read_text(path)
         doc = parse(text, path, key)
         before = dict(doc.get(key) or {})
-        after = {**before, **change}
+        after = dict(change) if replace else {**before, **change}
         doc[key] = after
         if after != before or (text.strip() and dump(doc) != text):
             atomic_write(path, dump(doc))

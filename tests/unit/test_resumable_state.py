@@ -65,6 +65,16 @@ def test_any_merge_leaves_the_other_keys_as_they_were(tmp_path_factory, other, c
     assert _doc(path) == {"schema": 1, "chart_upgrade": other, "kube_upgrade": after}
 
 
+def test_replace_starts_the_key_afresh_and_leaves_the_others(tmp_path):
+    path = tmp_path / "state.json"
+    rs.merge(str(path), "kube_upgrade", {"target": "v1", "done": ["m1"], "snapshot": "/s.db"})
+    rs.merge(str(path), "chart_upgrade", {"target": "v1", "charts": {}})
+    fresh = {"target": "v2", "done": [], "draining": ""}
+    assert rs.merge(str(path), "kube_upgrade", fresh, check_mode=True, replace=True)[1] == fresh
+    assert rs.merge(str(path), "kube_upgrade", fresh, replace=True)[1] == fresh
+    assert _doc(path) == {"schema": 1, "kube_upgrade": fresh, "chart_upgrade": {"target": "v1", "charts": {}}}
+
+
 def test_an_unchanged_merge_does_not_write(tmp_path):
     path = tmp_path / "state.json"
     rs.merge(str(path), "etcd_restore", {"phase": "stopping"})

@@ -24,8 +24,12 @@ description:
 options:
   path: {description: The state file., type: path, required: true}
   key: {description: The operation's key in it (lower case and underscores)., type: str, required: true}
-  state: {description: read, or merge C(value)'s fields into the key's object., type: str, choices: [read, merge], default: read}
-  value: {description: The fields to set (merge)., type: dict, default: {}}
+  state:
+    description: read; merge C(value)'s fields into the key's object; or replace it by C(value) (an operation starting afresh).
+    type: str
+    choices: [read, merge, replace]
+    default: read
+  value: {description: The fields to set (merge) or the whole object (replace)., type: dict, default: {}}
 """
 
 RETURN = r"""
@@ -43,7 +47,7 @@ def main() -> None:
         argument_spec={
             "path": {"type": "path", "required": True},
             "key": {"type": "str", "required": True},
-            "state": {"type": "str", "choices": ["read", "merge"], "default": "read"},
+            "state": {"type": "str", "choices": ["read", "merge", "replace"], "default": "read"},
             "value": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
@@ -55,7 +59,10 @@ def main() -> None:
         if module.params["state"] == "read":
             before = after = read(path, key)
         else:
-            before, after = merge(path, key, module.params["value"], check_mode=module.check_mode)
+            state = module.params["state"]
+            before, after = merge(
+                path, key, module.params["value"], check_mode=module.check_mode, replace=state == "replace"
+            )
     except (StateError, OSError) as e:
         module.fail_json(msg=str(e))
     result = {"changed": before != after, "value": after, "ansible_facts": {f"resumable_state_{key}": after}}
