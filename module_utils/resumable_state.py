@@ -45,6 +45,8 @@ def parse(text: str, path: str, key: str) -> dict[str, Any]:
         doc = json.loads(text)
     except ValueError as e:
         raise StateError(f"{path}: not JSON ({e})") from None
+    except RecursionError:  # json's decoder recurses once per nested array or object
+        raise StateError(f"{path}: not JSON (nested too deep)") from None
     if not isinstance(doc, dict):
         raise StateError(f"{path}: not a JSON object")
     if SCHEMA_FIELD not in doc:
@@ -56,9 +58,9 @@ def parse(text: str, path: str, key: str) -> dict[str, Any]:
         raise StateError(
             f"{path}: schema {schema} is newer than this toolkit's ({SCHEMA}); use the newer toolkit"
         )
-    for key, value in doc.items():
-        if key != SCHEMA_FIELD and not isinstance(value, dict):
-            raise StateError(f"{path}: {key} is not a JSON object")
+    for op, value in doc.items():
+        if op != SCHEMA_FIELD and not isinstance(value, dict):
+            raise StateError(f"{path}: {op!r} is not a JSON object")
     return doc
 
 
@@ -67,10 +69,10 @@ def migrate_legacy(doc: dict[str, Any], key: str) -> dict[str, Any]:
     gets its fields (an operation of no legacy file finds nothing)."""
     ops = next((group for group in LEGACY_FILES if key in group), ())
     out: dict[str, Any] = {SCHEMA_FIELD: SCHEMA}
-    for key in ops:
-        part = {f: doc[f] for f in LEGACY_FIELDS[key] if f in doc}
+    for op in ops:
+        part = {f: doc[f] for f in LEGACY_FIELDS[op] if f in doc}
         if any(f != "target" for f in part):  # a target alone is no state of that operation
-            out[key] = part
+            out[op] = part
     return out
 
 
@@ -117,26 +119,26 @@ def dump(doc: dict[str, Any]) -> str:
 
 def merge(
     path: str, key: str, change: dict[str, Any], check_mode: bool = False, replace: bool = False
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[dict[str, Any], dict[str, Any], bool]:
     """CHANGE's fields set in KEY's state (with REPLACE, CHANGE is KEY's whole state: an operation
-    starting afresh), every other key as the file has it (read under the lock): (before, after) of
-    KEY. Writes only when KEY's state changes, or the file is in the legacy layout; nothing in
-    check mode."""
-    if check_mode:
-        before = read(path, key)
-        return before, dict(change) if replace else {**before, **change}
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    lock_fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    starting afresh), every other key as the file has it, read under the lock: (before, after) of
+    KEY, and whether the file changed: KEY's state did, or the file was not as this writes it (the
+    legacy layout, rewritten). Nothing is written in check mode, not even the directory."""
+    if not check_mode:
+        os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+        lock_fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        if not check_mode:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
         text = read_text(path)
         doc = parse(text, path, key)
         before = dict(doc.get(key) or {})
         after = dict(change) if replace else {**before, **change}
         doc[key] = after
-        if after != before or (text.strip() and dump(doc) != text):
+        changed = after != before or (bool(text.strip()) and dump(doc) != text)
+        if changed and not check_mode:
             atomic_write(path, dump(doc))
-        return before, after
+        return before, after, changed
     finally:
-        os.close(lock_fd)  # releases the lock
+        if not check_mode:
+            os.close(lock_fd)  # releases the lock

@@ -30,8 +30,12 @@ def _doc(path: Path) -> dict[str, Any]:
 
 def test_merge_creates_the_file_0600_in_a_0700_dir_and_reads_back(tmp_path):
     path = tmp_path / "upgrade" / "state.json"
-    before, after = rs.merge(str(path), "kube_upgrade", {"target": "v1.23.17", "done": []})
-    assert (before, after) == ({}, {"target": "v1.23.17", "done": []})
+    assert rs.merge(str(path), "kube_upgrade", {"target": "v1.23.17", "done": []}) == (
+        {},
+        {"target": "v1.23.17", "done": []},
+        True,
+    )
+    after = {"target": "v1.23.17", "done": []}
     assert _doc(path) == {"schema": rs.SCHEMA, "kube_upgrade": {"target": "v1.23.17", "done": []}}
     assert oct(path.stat().st_mode & 0o777) == "0o600" and oct(path.parent.stat().st_mode & 0o777) == "0o700"
     assert rs.read(str(path), "kube_upgrade") == after and rs.read(str(path), "chart_upgrade") == {}
@@ -59,9 +63,9 @@ def test_merge_touches_only_its_own_key(tmp_path):
 )
 def test_any_merge_leaves_the_other_keys_as_they_were(tmp_path_factory, other, change):
     path = tmp_path_factory.mktemp("s") / "state.json"
-    path.write_text(json.dumps({"schema": 1, "chart_upgrade": other, "kube_upgrade": {"target": "v1"}}))
-    before, after = rs.merge(str(path), "kube_upgrade", change)
-    assert before == {"target": "v1"} and after == {"target": "v1", **change}
+    path.write_text(rs.dump({"schema": 1, "chart_upgrade": other, "kube_upgrade": {"target": "v1"}}))
+    before, after, changed = rs.merge(str(path), "kube_upgrade", change)
+    assert before == {"target": "v1"} and after == {"target": "v1", **change} and changed == (after != before)
     assert _doc(path) == {"schema": 1, "chart_upgrade": other, "kube_upgrade": after}
 
 
@@ -79,8 +83,8 @@ def test_an_unchanged_merge_does_not_write(tmp_path):
     path = tmp_path / "state.json"
     rs.merge(str(path), "etcd_restore", {"phase": "stopping"})
     stamp = path.stat().st_mtime_ns, path.stat().st_ino
-    before, after = rs.merge(str(path), "etcd_restore", {"phase": "stopping"})
-    assert before == after and (path.stat().st_mtime_ns, path.stat().st_ino) == stamp
+    assert rs.merge(str(path), "etcd_restore", {"phase": "stopping"})[2] is False
+    assert (path.stat().st_mtime_ns, path.stat().st_ino) == stamp
 
 
 def test_check_mode_writes_nothing_not_even_the_directory(tmp_path):
@@ -88,6 +92,7 @@ def test_check_mode_writes_nothing_not_even_the_directory(tmp_path):
     assert rs.merge(str(path), "etcd_restore", {"phase": "stopping"}, check_mode=True) == (
         {},
         {"phase": "stopping"},
+        True,
     )
     assert not path.parent.exists()
     path.parent.mkdir()
@@ -135,7 +140,8 @@ def test_a_merge_waits_for_the_lock(tmp_path):
         ("[1]", "not a JSON object"),
         ('{"schema": 2, "kube_upgrade": {}}', "schema 2 is newer than this toolkit's (1)"),
         ('{"schema": "1"}', "schema '1' is not a version"),
-        ('{"schema": 1, "kube_upgrade": []}', "kube_upgrade is not a JSON object"),
+        ('{"schema": 1, "kube_upgrade": []}', "'kube_upgrade' is not a JSON object"),
+        ("[" * 100000, "not JSON (nested too deep)"),
     ],
 )
 def test_a_corrupt_or_newer_file_is_refused_naming_it_and_left_alone(tmp_path, text, message):
@@ -163,6 +169,10 @@ def test_the_legacy_flat_upgrade_file_is_split_by_operation_and_rewritten_at_the
         "charts": {"a/b": "c 1 -> 2"},
         "charts_upgrading": "",
     }
+    assert rs.merge(str(path), "kube_upgrade", {"draining": "worker1"}, check_mode=True)[2]  # a rewrite
+    assert json.loads(path.read_text()) == legacy
+    assert rs.merge(str(path), "kube_upgrade", {"draining": "worker1"})[2]  # unchanged, yet rewritten
+    assert _doc(path)["schema"] == 1 and not rs.merge(str(path), "kube_upgrade", {"draining": "worker1"})[2]
     rs.merge(str(path), "kube_upgrade", {"draining": ""})
     assert _doc(path) == {
         "schema": 1,

@@ -58,14 +58,15 @@ def main() -> None:
     try:
         if module.params["state"] == "read":
             before = after = read(path, key)
+            changed = False
         else:
             state = module.params["state"]
-            before, after = merge(
+            before, after, changed = merge(
                 path, key, module.params["value"], check_mode=module.check_mode, replace=state == "replace"
             )
     except (StateError, OSError) as e:
         module.fail_json(msg=str(e))
-    result = {"changed": before != after, "value": after, "ansible_facts": {f"resumable_state_{key}": after}}
+    result = {"changed": changed, "value": after, "ansible_facts": {f"resumable_state_{key}": after}}
     if module._diff and before != after:
         result["diff"] = {
             "before": before,
