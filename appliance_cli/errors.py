@@ -52,6 +52,10 @@ class RunFailed(ApplianceError):
     exit_code = 5
 
 
+class StateFileError(ApplianceError):
+    """A resumable state file on a node (an upgrade's, a restore's) is corrupt or of a newer schema."""
+
+
 class LabError(ApplianceError):
     """The rehearsal lab could not be brought up, inspected or torn down."""
 

@@ -606,7 +606,15 @@ def _wheel_key(project: Path | None, args: list[str]) -> str:
         for rel in ("pyproject.toml", "ansible.cfg"):
             if (project / rel).is_file():
                 h.update(rel.encode() + b"\0" + (project / rel).read_bytes())
-        for top in ("appliance_cli", "playbooks", "roles", "templates", "inventories", "bundles"):
+        for top in (
+            "appliance_cli",
+            "playbooks",
+            "roles",
+            "module_utils",
+            "templates",
+            "inventories",
+            "bundles",
+        ):
             for p in sorted((project / top).rglob("*")):
                 if p.is_file() and "__pycache__" not in p.parts:
                     h.update(p.relative_to(project).as_posix().encode() + b"\0" + p.read_bytes())

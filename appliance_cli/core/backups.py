@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from appliance_cli.core import restoreplan
+from appliance_cli.core import opstate, restoreplan
 from appliance_cli.core.paths import PATHS
 from appliance_cli.core.remote import run_on
 from appliance_cli.core.siteconfig import SiteConfig
@@ -46,12 +46,12 @@ class RestoreStart:
 class Restored:
     """What the restore's state file says once it is done."""
 
-    backup: Any
-    revision: Any
+    backup: str
+    revision: Any  # etcdutl's snapshot status, as it gave them
     total_keys: Any
     nodes: list[str]
-    data_dir: Any
-    old_data_dir: Any
+    data_dir: str
+    old_data_dir: str
 
 
 def read_backup(cfg: SiteConfig, name: str) -> Backup:
@@ -110,27 +110,23 @@ def start_restore(cfg: SiteConfig, wanted: str) -> RestoreStart:
     return RestoreStart(name, where, unfinished)
 
 
-def restore_state(cfg: SiteConfig) -> dict[str, Any]:
-    """The restore state on the master ({} when there is none)."""
+def restore_state(cfg: SiteConfig) -> opstate.EtcdRestore:
+    """The restore's state on the master (empty when there is none; StateFileError when unusable)."""
     text = run_on(
         cfg, cfg.master, ["sh", "-c", 'cat -- "$1" 2>/dev/null || true', "sh", RESTORE_STATE_FILE], timeout=60
     )
-    state = _json(text or "{}", RESTORE_STATE_FILE, cfg.master.name)
-    return state if isinstance(state, dict) else {}
+    return opstate.parse_restore(text, RESTORE_STATE_FILE, cfg.master.name).etcd_restore
 
 
 def restored(cfg: SiteConfig) -> Restored:
     state = restore_state(cfg)
-    snap, nodes = state.get("snapshot") or {}, state.get("nodes") or []
-    if not isinstance(snap, dict) or not (isinstance(nodes, list) and all(isinstance(n, str) for n in nodes)):
-        raise ApplianceError(f"{RESTORE_STATE_FILE} on {cfg.master.name}: snapshot or nodes malformed")
     return Restored(
-        state.get("backup"),
-        snap.get("revision"),
-        snap.get("totalKey"),
-        nodes,
-        state.get("data_dir"),
-        state.get("old_data_dir"),
+        state.backup,
+        state.snapshot.get("revision"),
+        state.snapshot.get("totalKey"),
+        list(state.nodes),
+        state.data_dir,
+        state.old_data_dir,
     )
 
 

@@ -4,8 +4,8 @@ their sums, and the lines that say what the restore will do."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from appliance_cli.core.opstate import EtcdRestore
 from appliance_cli.errors import ApplianceError, UsageError
 
 # `appliance backup` names each backup by the UTC time it started (cluster_backup_name).
@@ -40,17 +40,17 @@ def failed_sums(output: str) -> list[str]:
     return [m.group(1) for m in re.finditer(r"^(.+?): FAILED\b", output, re.M)]
 
 
-def unfinished(state: dict[str, Any], name: str) -> str | None:
+def unfinished(state: EtcdRestore, name: str) -> str | None:
     """The new data dir of an unfinished restore of backup `name` (a killed run's), else None; an
     unfinished restore of another backup is refused: it must be finished first."""
-    if state.get("phase") not in ("stopping", "restored"):
+    if state.phase not in ("stopping", "restored"):
         return None
-    if state.get("backup") != name:
+    if state.backup != name:
         raise ApplianceError(
-            f"an unfinished restore from backup {state.get('backup')} is on the master (phase {state['phase']})",
-            hint=f"finish it first: appliance restore --backup {state.get('backup')} --yes",
+            f"an unfinished restore from backup {state.backup} is on the master (phase {state.phase})",
+            hint=f"finish it first: appliance restore --backup {state.backup} --yes",
         )
-    return str(state.get("data_dir") or "") or None
+    return state.data_dir or None
 
 
 def what_happens(name: str, where: str, master: str, new_data_dir: str) -> list[str]:

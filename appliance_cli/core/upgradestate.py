@@ -11,14 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from appliance_cli.core import cluster, upgradeplan
+from appliance_cli.core import cluster, opstate, upgradeplan
 from appliance_cli.core.paths import PATHS
 from appliance_cli.core.remote import run_on
 from appliance_cli.core.siteconfig import SiteConfig
 from appliance_cli.errors import ApplianceError
 
-# Where the kube_upgrade role keeps the upgrade's state on the master, and where the chart_upgrade
-# role saves each release's values before its upgrade (roles/appliance_paths, their defaults' source).
+# Where the kube_upgrade and chart_upgrade roles keep the upgrade's state on the master (each its
+# own key, core/opstate.py), and where chart_upgrade saves each release's values before its
+# upgrade (roles/appliance_paths, their defaults' source).
 STATE_FILE = PATHS.upgrade_state
 CHART_VALUES_DIR = PATHS.upgrade_values
 
@@ -63,16 +64,19 @@ def runtimes(cfg: SiteConfig) -> dict[str, tuple[str, str]]:
         return upgradeplan.runtimes_from(dict(zip([n.name for n in cfg.nodes], answers, strict=True)))
 
 
+def read_state(cfg: SiteConfig) -> opstate.UpgradeState:
+    """The upgrade's state on the master (empty when there is none; StateFileError when unusable)."""
+    text = run_on(
+        cfg, cfg.master, ["sh", "-c", 'cat -- "$1" 2>/dev/null || true', "sh", STATE_FILE], timeout=60
+    )
+    return opstate.parse_upgrade(text, STATE_FILE, cfg.master.name)
+
+
 def applied(cfg: SiteConfig) -> Applied:
-    state = _json(run_on(cfg, cfg.master, ["cat", "--", STATE_FILE], timeout=60), STATE_FILE)
-    if not isinstance(state, dict):
-        raise ApplianceError(f"{STATE_FILE} on {cfg.master.name}: not a JSON object")
-    snapshot, charts = state.get("snapshot") or "", state.get("charts") or {}
-    if not isinstance(snapshot, str) or not (
-        isinstance(charts, dict) and all(isinstance(v, str) for v in charts.values())
-    ):
-        raise ApplianceError(f"{STATE_FILE} on {cfg.master.name}: snapshot or charts malformed")
-    return Applied(snapshot, charts)
+    state = read_state(cfg)
+    kube, charts = state.kube_upgrade, state.chart_upgrade
+    # charts recorded for another target are an earlier upgrade's (this one moved none)
+    return Applied(kube.snapshot, dict(charts.charts) if charts.target == kube.target else {})
 
 
 def _json(text: str, what: str) -> Any:

@@ -101,12 +101,15 @@ def drill(installed_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
         old_manifest = _ok(site_dir, "cat /etc/kubernetes/manifests/etcd.yaml")
         args = ["restore", *site, "--backup", name, "--yes"]
         killed = kill_when_printed(args, RESTORED_STEP)
-        interrupted = json.loads(_ssh(site_dir, f"cat {STATE}").stdout or "{}")
+        # module resumable_state's layout: {"schema": 1, "etcd_restore": {...}}
+        interrupted_doc = json.loads(_ssh(site_dir, f"cat {STATE}").stdout or "{}")
+        interrupted = interrupted_doc.get("etcd_restore", {})
         restore = cli(*args, timeout=1200)
         after = _cluster(site_dir)
         manifest = _ok(site_dir, "cat /etc/kubernetes/manifests/etcd.yaml")
         dirs = _ok(site_dir, "ls -d /var/lib/etcd /var/lib/etcd-restore-* 2>/dev/null; true").split()
-        state = json.loads(_ok(site_dir, f"cat {STATE}"))
+        state_doc = json.loads(_ok(site_dir, f"cat {STATE}"))
+        state = state_doc.get("etcd_restore", {})
         again = cli("install", *site, "--skip-diagnose", timeout=1800)
         backup2 = cli("backup", *site, timeout=600)
         # one byte of the (first) backup's snapshot flipped: refused before anything stops
@@ -137,6 +140,7 @@ def drill(installed_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
             "pre_corrupt": pre_corrupt, "post_corrupt": post_corrupt,
             "manifest_after_corrupt": manifest_after_corrupt, "unreadable": unreadable,
             "post_unreadable": post_unreadable,
+            "schemas": (interrupted_doc.get("schema"), state_doc.get("schema")),
         }  # fmt: skip
 
 
@@ -153,6 +157,7 @@ def test_the_drill_changed_the_cluster_after_the_backup(drill):
 
 def test_a_restore_killed_after_etcd_was_restored_is_finished_not_redone(drill):
     assert drill["killed"], f"the first restore ended before '{RESTORED_STEP}'"
+    assert drill["schemas"] == (1, 1)
     mid = drill["interrupted"]
     assert mid["backup"] == drill["name"] and mid["phase"] in ("stopping", "restored"), mid
     restore = drill["restore"]

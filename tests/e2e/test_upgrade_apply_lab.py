@@ -245,7 +245,9 @@ def test_an_apply_killed_after_the_master_left_the_workers_untouched(upgraded):
         "master1": NEW, "worker1": OLD, "worker2": OLD,
     }  # fmt: skip
     assert not any(d["spec"].get("unschedulable") for d in mid.values())
-    state = upgraded["state"]
+    doc = upgraded["state"]  # module resumable_state's layout: {"schema": 1, "kube_upgrade": {...}}
+    assert doc.get("schema") == 1, doc
+    state = doc["kube_upgrade"]
     assert state["target"] == NEW and state["done"] == ["master1"] and state["snapshot"], state
 
 
@@ -273,7 +275,8 @@ def test_an_etcd_snapshot_was_taken_first_and_kept_on_the_master(upgraded):
     )
     path = line.split("master1:", 1)[1].strip()
     assert path.startswith(f"/var/lib/appliance/etcd-snapshots/etcd-before-{NEW}-"), line
-    assert path == upgraded["state"]["snapshot"]  # the one the killed run took: not taken again
+    # the one the killed run took: not taken again
+    assert path == upgraded["state"]["kube_upgrade"]["snapshot"]
     assert upgraded["snapshots"] == [Path(path).name]
     stat = ssh(site_dir, "master1", f"stat -c '%a %s' {path}").stdout.split()
     assert stat[0] == "600" and int(stat[1]) > 1000, stat

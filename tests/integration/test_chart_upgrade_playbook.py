@@ -4,7 +4,8 @@ real client on PATH, talking to the stand-in API server; the new chart is served
 bundle server serves it. Shown: the guide's step (the backend's ingress controller deployment
 deleted) before `helm upgrade`; the values the release had, the operator's `--reuse-values --set`
 among them, carried over (saved 0600); the release at the new chart version; the state file
-records it; a re-run changes nothing."""
+records it in its own key (kube_upgrade's left as it was); --check writes nothing; a re-run
+changes nothing."""
 
 from __future__ import annotations
 
@@ -67,6 +68,11 @@ def test_the_runai_backend_is_upgraded_the_guides_way_keeping_the_operators_valu
     (env["tmp"] / "charts").mkdir()  # the install made it (helm's chart.yml: a dry run needs it there)
     dry = _run(env, _chart("2.13.5"), "--check")  # changes nothing on the cluster
     assert dry.returncode == 0, dry.stdout[-4000:]
+    assert not (env["tmp"] / "upgrade").exists()  # no state, no values dir: check mode writes nothing
+    # kube_upgrade's key, written before the charts move: chart_upgrade changes only its own
+    kube = {"target": "v1.23.17", "done": ["localhost"], "draining": "", "snapshot": "/s.db"}
+    (env["tmp"] / "upgrade").mkdir(mode=0o700)
+    (env["tmp"] / "upgrade" / "state.json").write_text(json.dumps({"schema": 1, "kube_upgrade": kube}))
     assert sh(env, "kubectl", "-n", NS, "get", "deployment", INGRESS).returncode == 0
     assert "runai-backend-2.13.0" in sh(env, "helm", "list", "-A").stdout
 
@@ -88,8 +94,15 @@ def test_the_runai_backend_is_upgraded_the_guides_way_keeping_the_operators_valu
     assert oct(saved.stat().st_mode & 0o777) == "0o600" and yaml.safe_load(saved.read_text()) == values
     assert "runai.lab.internal" not in out  # the values are never shown
     state = json.loads((env["tmp"] / "upgrade" / "state.json").read_text())
-    assert state["charts"] == {f"{NS}/runai-backend": "runai-backend 2.13.0 -> 2.13.5"}
-    assert state["charts_upgrading"] == ""
+    assert state == {
+        "schema": 1,
+        "kube_upgrade": kube,
+        "chart_upgrade": {
+            "target": "v1.23.17",
+            "charts": {f"{NS}/runai-backend": "runai-backend 2.13.0 -> 2.13.5"},
+            "charts_upgrading": "",
+        },
+    }
 
     again = _run(env, _chart("2.13.5"))
     assert again.returncode == 0 and localhost_changed(again.stdout) == 0, again.stdout[-3000:]

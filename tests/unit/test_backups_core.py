@@ -10,7 +10,7 @@ import pytest
 
 from appliance_cli.core import backups
 from appliance_cli.core.siteconfig import SiteConfig, load_site
-from appliance_cli.errors import ApplianceError
+from appliance_cli.errors import ApplianceError, StateFileError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "inventories" / "example" / "appliance.yml"
 NAME = "20261125T010203Z"
@@ -76,8 +76,14 @@ def test_the_restored_state_is_read_and_a_malformed_one_refused(cfg, monkeypatch
         "nodes": ["master1"],
         "data_dir": "/d",
     }
-    _master(monkeypatch, {backups.RESTORE_STATE_FILE: json.dumps(state)})
-    assert backups.restored(cfg) == backups.Restored(NAME, 3, 9, ["master1"], "/d", None)
-    _master(monkeypatch, {backups.RESTORE_STATE_FILE: json.dumps({**state, "nodes": "master1"})})
-    with pytest.raises(ApplianceError, match=r"state\.json on master1: snapshot or nodes malformed"):
+    # module resumable_state's layout, and the flat one of the toolkit before the schema
+    for doc in ({"schema": 1, "etcd_restore": state}, state):
+        _master(monkeypatch, {backups.RESTORE_STATE_FILE: json.dumps(doc)})
+        assert backups.restored(cfg) == backups.Restored(NAME, 3, 9, ["master1"], "/d", "")
+    bad = {"schema": 1, "etcd_restore": {**state, "nodes": "master1"}}
+    _master(monkeypatch, {backups.RESTORE_STATE_FILE: json.dumps(bad)})
+    with pytest.raises(StateFileError) as e:
         backups.restored(cfg)
+    assert e.value.message == (
+        f"{backups.RESTORE_STATE_FILE} on master1: etcd_restore.nodes: Input should be a valid list"
+    )

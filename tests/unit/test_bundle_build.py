@@ -249,3 +249,26 @@ def test_a_package_the_index_lacks_blames_the_index() -> None:
     )
     cause, hint = pip_failure_cause(stderr)
     assert cause == "ERROR: No matching distribution found for nosuch" and "reachable" in hint
+
+
+def test_the_toolkit_wheel_is_rebuilt_when_anything_it_carries_changes(tmp_path: Path) -> None:
+    """Every tree pyproject.toml force-includes in the wheel is in its cache key (module_utils too:
+    a stale wheel would ship roles whose modules miss their shared code)."""
+    import tomllib
+
+    from appliance_cli.bundle.build import _wheel_key
+
+    carried = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    tops = [*carried["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"], "appliance_cli"]
+    for top in tops:
+        (tmp_path / top).parent.mkdir(parents=True, exist_ok=True)
+        if "." in top:
+            (tmp_path / top).write_text("a")
+        else:
+            (tmp_path / top).mkdir(exist_ok=True)
+            (tmp_path / top / "f").write_text("a")
+    for top in tops:
+        before = _wheel_key(tmp_path, [])
+        target = tmp_path / top if "." in top else tmp_path / top / "f"
+        target.write_text(target.read_text() + "b")
+        assert _wheel_key(tmp_path, []) != before, top

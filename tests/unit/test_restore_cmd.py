@@ -14,6 +14,7 @@ import pytest
 from appliance_cli.cli import restore_cmd
 from appliance_cli.cli.main import main
 from appliance_cli.core import backups, restoreplan
+from appliance_cli.core.opstate import EtcdRestore
 from appliance_cli.errors import ApplianceError, Unreachable, UsageError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "inventories" / "example" / "appliance.yml"
@@ -40,8 +41,8 @@ class FakeMaster:
             return f"{OLD}\n{NEW}\nnotes.txt\n"
         if "sha256sum" in script:
             return self.sums
-        if script.startswith("cat ") and arg == restore_cmd.STATE_FILE:
-            return json.dumps(self.state)
+        if script.startswith("cat ") and arg == restore_cmd.STATE_FILE:  # module resumable_state's layout
+            return json.dumps({"schema": 1, "etcd_restore": self.state}) if self.state else ""
         raise AssertionError(command)
 
 
@@ -151,9 +152,9 @@ def test_the_playbook_gets_the_backup_and_the_result_is_printed(site, capsys, mo
 
 
 def test_an_unfinished_restore_is_finished_and_one_of_another_backup_refused() -> None:
-    assert restoreplan.unfinished({}, OLD) is None
-    assert restoreplan.unfinished({"backup": NEW, "phase": "done", "data_dir": "/x"}, OLD) is None
-    mid = {"backup": OLD, "phase": "restored", "data_dir": "/var/lib/etcd-restore-1"}
+    assert restoreplan.unfinished(EtcdRestore(), OLD) is None
+    assert restoreplan.unfinished(EtcdRestore(backup=NEW, phase="done", data_dir="/x"), OLD) is None
+    mid = EtcdRestore(backup=OLD, phase="restored", data_dir="/var/lib/etcd-restore-1")
     assert restoreplan.unfinished(mid, OLD) == "/var/lib/etcd-restore-1"
     with pytest.raises(ApplianceError) as e:
         restoreplan.unfinished(mid, NEW)

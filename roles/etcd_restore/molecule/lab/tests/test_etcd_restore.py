@@ -7,7 +7,11 @@ KUBECTL = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
 
 
 def test_the_restore_finished_and_recorded_where_etcd_now_runs(host):
-    state = json.loads(host.check_output("cat /var/lib/appliance/restore/state.json"))
+    doc = json.loads(host.check_output("cat /var/lib/appliance/restore/state.json"))
+    assert doc["schema"] == 1 and set(doc) == {"schema", "etcd_restore"}, (
+        doc
+    )  # module resumable_state's layout
+    state = doc["etcd_restore"]
     assert state["phase"] == "done" and state["backup"] == "molecule", state
     assert state["data_dir"] == NEW and state["old_data_dir"] == "/var/lib/etcd", state
 
