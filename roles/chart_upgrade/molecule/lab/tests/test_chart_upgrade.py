@@ -40,6 +40,8 @@ def test_the_values_it_had_were_saved_0600_and_given_to_the_upgrade(host):
 
 
 def test_the_state_records_the_chart_and_nothing_half_way(host):
-    state = json.loads(host.check_output(f"cat {STATE}"))
+    doc = json.loads(host.check_output(f"cat {STATE}"))
+    state = doc["chart_upgrade"]  # its own key; kube_upgrade's beside it (module_utils/resumable_state.py)
+    assert doc["schema"] == 1 and doc["kube_upgrade"]["target"] == state["target"] == "v1.23.17", doc
     assert state["charts"] == {f"{NAMESPACE}/{RELEASE}": f"{CHART} {OLD_CHART} -> {NEW_CHART}"}, state
     assert state.get("charts_upgrading", "") == "", state
