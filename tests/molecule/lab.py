@@ -45,6 +45,11 @@ def appliance(*args: str) -> None:
 KEY = BUNDLES / "lab-signing"  # the lab bundles' signing key (KEY.key, KEY.pub)
 
 
+def bundle_dir(old: str | None = None) -> Path:
+    """Where the lab bundle is built, or the old lab bundle at version `old`."""
+    return BUNDLES / (f"lab-{old}" if old else "lab")
+
+
 def _repository() -> None:
     """tests._support importable (the e2e tests' bundles and snapshot keys are shared with them)."""
     root = str(Path(__file__).resolve().parents[2])
@@ -58,7 +63,7 @@ def _old_bundle(version: str) -> Path:
     _repository()
     from tests._support.upgrade_bundles import build_old_lab_bundle
 
-    bundle = build_old_lab_bundle(BUNDLES / f"lab-{version}", BUNDLES / ".lab.cache", version)
+    bundle = build_old_lab_bundle(bundle_dir(version), BUNDLES / ".lab.cache", version)
     appliance("bundle", "sign", str(bundle), "--key", f"{KEY}.key")
     return bundle
 
@@ -71,7 +76,7 @@ def up(nodes: int, old: str | None = None) -> None:
     # Under Mitogen the create task runs in a worker pinned to one CPU, and every lab node would
     # inherit that (kubeadm's NumCPU preflight then fails): give the lab the whole machine.
     os.sched_setaffinity(0, range(os.cpu_count() or 1))
-    bundle = BUNDLES / "lab"
+    bundle = bundle_dir()
     BUNDLES.mkdir(parents=True, exist_ok=True)
     appliance("bundle", "build", "--profile", "lab", "--out", str(bundle))
     if not Path(f"{KEY}.key").exists():
@@ -102,7 +107,7 @@ def installed(nodes: int, old: str | None = None) -> None:
     from tests._support import labsnap
 
     layout = LabLayout.default()
-    bundle, pub = (BUNDLES / f"lab-{old}" if old else BUNDLES / "lab"), Path(f"{KEY}.pub")
+    bundle, pub = bundle_dir(old), Path(f"{KEY}.pub")
     name = f"{layout.name}-{old}" if old else layout.name
     args = ("--skip-diagnose",)
     key = labsnap.key(
@@ -134,7 +139,7 @@ def new_stick() -> None:
     from tests._support.upgrade_lab import put_on_new_stick
 
     layout = LabLayout.default()
-    bundle = BUNDLES / "lab"
+    bundle = bundle_dir()
     stick = put_on_new_stick(layout, bundle)
     cfg = load_site(layout.site_dir)
     gate = bundlegate.check(cfg, bundle=str(bundle), key=f"{KEY}.pub", upgrade=True)
