@@ -598,3 +598,81 @@ def test_crictl_images_json_groups_ctrs_refs_by_target_as_a_list_images_response
         "spec": None,
     }
     assert (pause["repoTags"], pause["size"]) == (["master1:5000/pause:3.6"], str(int(1.5 * 2**20)))
+
+
+def _fake_node_tools(tmp_path: Path, current: str, starts: dict[str, list[str]]) -> Path:
+    """ctr, systemctl and journalctl as a node with the stand-in API server unit answers them:
+    STARTS maps each InvocationID (oldest first) to the lines its process wrote."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    records = "".join(
+        json.dumps({"_SYSTEMD_INVOCATION_ID": inv}) + "\n" for inv, lines in starts.items() for _ in lines
+    )
+    cases = "".join(f"  *_SYSTEMD_INVOCATION_ID={inv}*) printf '%s' '{''.join(ln + chr(10) for ln in lines)}' ;;\n"
+                    for inv, lines in starts.items())  # fmt: skip
+    tools = {
+        "ctr": "#!/bin/sh\nprintf 'Client:\\n  Version:  1.6.20\\n\\nServer:\\n  Version:  1.6.20\\n'\n",
+        "systemctl": f'#!/bin/sh\ncase "$*" in\n  *is-active*) exit 3 ;;\n  *InvocationID*) echo {current} ;;\nesac\n',
+        "journalctl": f"#!/bin/sh\ncase \"$*\" in\n  *\"-o json\"*) printf '%s' '{records}' ;;\n{cases}esac\n",
+    }
+    for name, text in tools.items():
+        (bindir / name).write_text(text)
+        (bindir / name).chmod(0o755)
+    unit = tmp_path / "etc/systemd/system" / util.APISERVER_UNIT
+    unit.parent.mkdir(parents=True)
+    unit.write_text("[Service]\n")
+    return bindir
+
+
+def test_crictl_lists_the_api_servers_last_two_starts_newest_first_with_their_own_logs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A restarted API server is a new container: `ps -a` lists the current start and the one
+    before it (the kubelet keeps one dead container), newest first; `logs ID` is that start's."""
+    from tests.standin.k8s_standin.crictl import crictl_main
+
+    old, prev, cur = "a" * 32, "b" * 32, "c" * 32
+    refusal = 'E1127 19:00:00.000000  4242 run.go:74] "command failed" err="half a pair"'
+    bindir = _fake_node_tools(tmp_path, cur, {old: ["old start"], prev: [refusal]})
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setattr(util, "ROOT", str(tmp_path))
+    ep = ["-r", "unix:///run/containerd/containerd.sock"]
+    assert crictl_main([*ep, "ps", "-a", "--name", "^kube-apiserver$", "-q"]) == 0
+    assert capsys.readouterr().out.split() == [cur, prev]  # the current start has written nothing yet
+    assert crictl_main([*ep, "logs", "--tail", "20", prev]) == 0
+    assert capsys.readouterr().err == refusal + "\n"
+    assert crictl_main([*ep, "logs", "--tail", "20", cur]) == 0
+    assert capsys.readouterr().err == ""
+    assert crictl_main([*ep, "logs", old]) == 1  # older than the one dead container kept
+    assert "not supported" in capsys.readouterr().err
+    assert crictl_main([*ep, "ps", "--name", "^kube-apiserver$", "-q"]) == 0  # not running: only with -a
+    assert capsys.readouterr().out == ""
+
+
+def test_control_plane_names_the_last_line_of_the_newest_api_server_container_that_logged(
+    tmp_path: Path,
+) -> None:
+    """The role's own script (roles/control_plane/tasks/0020-init.yml), run against a crictl whose
+    newest kube-apiserver container was just started and has logged nothing: the refusal comes from
+    the one before it, not "(none)"."""
+    import yaml
+
+    tasks = yaml.safe_load(
+        (Path(__file__).parents[2] / "roles/control_plane/tasks/0020-init.yml").read_text()
+    )
+    script = next(t for t in tasks if t["name"] == "Control plane | Read why the API server does not answer")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "crictl").write_text(
+        '#!/bin/sh\ncase "$1" in\n  ps) printf "new\\nold\\n" ;;\n'
+        '  logs) [ "$4" = old ] && printf "I0 started\\nE1 refused: half a pair\\n\\n" >&2 ;;\nesac\nexit 0\n'
+    )
+    (bindir / "crictl").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+    out = subprocess.run(["bash", "-c", script["ansible.builtin.shell"]["cmd"]], env=env, capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    assert out.stdout == "E1 refused: half a pair\n"
+    (bindir / "crictl").write_text("#!/bin/sh\nexit 0\n")  # no container at all
+    out = subprocess.run(["bash", "-c", script["ansible.builtin.shell"]["cmd"]], env=env, capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    assert out.stdout.startswith("the kubelet started no kube-apiserver container")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -61,14 +62,34 @@ def _image_records(ctr_ls: str) -> list[dict[str, Any]]:
     return sorted(by_target.values(), key=lambda r: (r["repoTags"] or [""])[0])
 
 
-# The stand-in API server is a systemd unit, not a container: crictl shows it as the static pod's
-# container (its ID is fixed) and `crictl logs` reads the unit's journal.
-APISERVER_CONTAINER = "5a7e11a9e5e7c0de"
-
+# The stand-in API server is a systemd unit, not a container: each start of the unit is one
+# container, its ID the start's InvocationID, and `crictl logs ID` reads what that start's process
+# wrote to the journal. As the kubelet keeps the last dead container of a pod's container
+# (MaxPerPodContainer 1, pkg/kubelet/kuberuntime/kuberuntime_gc.go, v1.23.17), `ps -a` lists the
+# current start and the one before it, newest first as crictl sorts them (containerByCreated,
+# cmd/crictl/container.go, v1.23.0).
 
 # etcd is the API server's store (state.json): its container is there while the API server is,
 # and `crictl exec ETCD etcdctl ...` runs the stand-in etcdctl (etcdctl.py) on it.
 ETCD_CONTAINER = "e7cd5a7e11a9c0de"
+
+
+def _apiserver_starts(earlier_too: bool = True) -> tuple[str, str]:
+    """The unit's current InvocationID and the last earlier one whose process wrote to the journal
+    (either "" when there is none)."""
+    _, current = systemctl("show", "-p", "InvocationID", "--value", APISERVER_UNIT)
+    current = current.strip()
+    if not earlier_too:
+        return current, ""
+    rc, out = run(["journalctl", "--no-pager", "-o", "json", "--output-fields=_SYSTEMD_INVOCATION_ID",
+                   "-n", "500", f"_SYSTEMD_UNIT={APISERVER_UNIT}"], timeout=30)  # fmt: skip
+    earlier = ""
+    for line in out.splitlines() if rc == 0 else []:
+        with contextlib.suppress(ValueError, AttributeError):
+            inv = json.loads(line).get("_SYSTEMD_INVOCATION_ID", "")
+            if re.fullmatch(r"[0-9a-f]{32}", inv) and inv != current:
+                earlier = inv
+    return current, earlier
 
 
 def _apiserver_rows(all_states: bool) -> list[list[str]]:
@@ -78,8 +99,11 @@ def _apiserver_rows(all_states: bool) -> list[list[str]]:
     if not (running or all_states):
         return []
     state = "Running" if running else "Exited"
-    return [[APISERVER_CONTAINER, "", "", state, "kube-apiserver", "0", ""],
-            [ETCD_CONTAINER, "", "", state, "etcd", "0", ""]]  # fmt: skip
+    current, earlier = _apiserver_starts(earlier_too=all_states)
+    rows = [[current, "", "", state, "kube-apiserver", "1" if earlier else "0", ""]] if current else []
+    if all_states and earlier:
+        rows.append([earlier, "", "", "Exited", "kube-apiserver", "0", ""])
+    return [*rows, [ETCD_CONTAINER, "", "", state, "etcd", "0", ""]]
 
 
 def _crictl_exec(args: list[str]) -> int:
@@ -139,15 +163,15 @@ def _crictl_ps(ep: str, flags: dict[str, Any]) -> None:
 
 
 def _crictl_logs(container: str, flags: dict[str, Any]) -> int:
-    if container != APISERVER_CONTAINER:
+    starts = [c for c in _apiserver_starts() if c] if len(container) >= 4 else []
+    match = [c for c in starts if c.startswith(container)]
+    if not match:
         sys.stderr.write(
             crictl_fatal(f"standin: crictl logs of {container} is not supported (only the API server's)")
         )
         return 1
     tail = str(flags.get("tail") or "-1")
-    # one container = one start of the unit: what its process wrote that time, not systemd's lines
-    _, invocation = systemctl("show", "-p", "InvocationID", "--value", APISERVER_UNIT)
-    argv = ["journalctl", "--no-pager", "-o", "cat", f"_SYSTEMD_INVOCATION_ID={invocation.strip()}"]
+    argv = ["journalctl", "--no-pager", "-o", "cat", f"_SYSTEMD_INVOCATION_ID={match[0]}"]
     _, text = run(argv + ([] if tail == "-1" else ["-n", tail]), timeout=30)
     sys.stderr.write(text)  # klog writes to stderr; crictl logs passes the streams through
     return 0
