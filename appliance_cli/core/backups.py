@@ -11,7 +11,7 @@ from typing import Any
 
 from appliance_cli.core import opstate, restoreplan
 from appliance_cli.core.paths import PATHS
-from appliance_cli.core.remote import run_on
+from appliance_cli.core.remote import read_if_there, run_on
 from appliance_cli.core.siteconfig import SiteConfig
 from appliance_cli.errors import ApplianceError
 
@@ -112,9 +112,7 @@ def start_restore(cfg: SiteConfig, wanted: str) -> RestoreStart:
 
 def restore_state(cfg: SiteConfig) -> opstate.EtcdRestore:
     """The restore's state on the master (empty when there is none; StateFileError when unusable)."""
-    text = run_on(
-        cfg, cfg.master, ["sh", "-c", 'cat -- "$1" 2>/dev/null || true', "sh", RESTORE_STATE_FILE], timeout=60
-    )
+    text = run_on(cfg, cfg.master, read_if_there(RESTORE_STATE_FILE), timeout=60)
     return opstate.parse_restore(text, RESTORE_STATE_FILE, cfg.master.name).etcd_restore
 
 

@@ -65,6 +65,12 @@ class RemoteFailed(ApplianceError):
 SSH_CONNECTION_FAILED = 255  # ssh's own exit code when it could not connect or authenticate
 
 
+def read_if_there(path: str) -> list[str]:
+    """argv that prints the file at `path` on a node, and nothing (rc 0) when it is absent: for the
+    state files an operation may not have written yet. The path is an argument, never shell text."""
+    return ["sh", "-c", 'cat -- "$1" 2>/dev/null || true', "sh", path]
+
+
 def run_on(
     cfg: SiteConfig, node: Node, command: Sequence[str], timeout: int = 60, stdin: str | None = None
 ) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from appliance_cli.core import cluster, opstate, upgradeplan
 from appliance_cli.core.paths import PATHS
-from appliance_cli.core.remote import run_on
+from appliance_cli.core.remote import read_if_there, run_on
 from appliance_cli.core.siteconfig import SiteConfig
 from appliance_cli.errors import ApplianceError
 
@@ -66,9 +66,7 @@ def runtimes(cfg: SiteConfig) -> dict[str, tuple[str, str]]:
 
 def read_state(cfg: SiteConfig) -> opstate.UpgradeState:
     """The upgrade's state on the master (empty when there is none; StateFileError when unusable)."""
-    text = run_on(
-        cfg, cfg.master, ["sh", "-c", 'cat -- "$1" 2>/dev/null || true', "sh", STATE_FILE], timeout=60
-    )
+    text = run_on(cfg, cfg.master, read_if_there(STATE_FILE), timeout=60)
     return opstate.parse_upgrade(text, STATE_FILE, cfg.master.name)
 
 

@@ -99,6 +99,20 @@ def test_sudo_covers_the_whole_command(cfg, node_shell):
     assert ran[0][:3] == ["sudo", "-n", "--"] and ran[-1] == ["cat", "--", "a b; touch pwned"]
 
 
+def test_read_if_there_prints_the_file_or_nothing_and_never_runs_its_path(tmp_path, cfg, node_shell):
+    """The state files' reader (upgrade, restore): an absent file is an empty answer, not a failure;
+    a path with shell characters is one argument on the node, and reading it runs nothing."""
+    hostile = str(tmp_path / "a b; touch pwned")
+    ran = node_shell(remote.ssh_argv(cfg, cfg.master, remote.read_if_there(hostile))[-1])
+    assert ran[-1] == ["cat", "--", hostile]
+    absent = subprocess.run(remote.read_if_there(hostile), capture_output=True, text=True, check=False)
+    assert (absent.returncode, absent.stdout) == (0, "")
+    assert not (tmp_path / "pwned").exists() and not Path("pwned").exists()
+    Path(hostile).write_text('{"schema": 1}\n')
+    there = subprocess.run(remote.read_if_there(hostile), capture_output=True, text=True, check=False)
+    assert (there.returncode, there.stdout) == (0, '{"schema": 1}\n')
+
+
 def test_a_string_command_is_refused_before_anything_runs(cfg, monkeypatch):
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("ran"))
     for bad in ("cat /etc/hosts", [], ["kubectl", 3], ["a\0b"]):
