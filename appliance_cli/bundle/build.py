@@ -91,6 +91,11 @@ class BuildResult:
     notes: list[str] = field(default_factory=list)
 
 
+def default_cache(out: Path) -> Path:
+    """Where a bundle built at `out` keeps its download cache unless told otherwise."""
+    return out.parent / f".{out.name}.cache"
+
+
 def build_bundle(opts: BuildOptions) -> BuildResult:
     started = time.perf_counter()
     prof = load_profile(opts.profile)
@@ -102,7 +107,7 @@ def build_bundle(opts: BuildOptions) -> BuildResult:
     _check_sources(prof, repo_root)
     out = opts.out
     _prepare_out(out)
-    cache = opts.cache or out.parent / f".{out.name}.cache"
+    cache = opts.cache or default_cache(out)
     try:
         cache.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

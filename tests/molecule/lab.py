@@ -61,9 +61,11 @@ def _old_bundle(version: str) -> Path:
     """The e2e upgrade tests' old lab bundle at `version` (tests/_support/upgrade_bundles.py),
     built with the lab bundle's cache and signed with its key."""
     _repository()
+    from appliance_cli.bundle.build import default_cache
     from tests._support.upgrade_bundles import build_old_lab_bundle
 
-    bundle = build_old_lab_bundle(bundle_dir(version), BUNDLES / ".lab.cache", version)
+    # the lab bundle's own cache: the old bundle shares its downloads
+    bundle = build_old_lab_bundle(bundle_dir(version), default_cache(bundle_dir()), version)
     appliance("bundle", "sign", str(bundle), "--key", f"{KEY}.key")
     return bundle
 
