@@ -165,6 +165,7 @@ def test_reverse_order_reverses_modules_and_keeps_each_modules_order(monkeypatch
 
     ids = ["a.py::1", "a.py::2", "b.py::1", "c.py::1", "c.py::2"]
     items = [Item(i) for i in ids]
+    monkeypatch.delenv("APPLIANCE_TEST_ORDER", raising=False)  # `make test-reverse` sets it
     pytest_collection_modifyitems(None, items)  # type: ignore[arg-type]
     assert [i.nodeid for i in items] == ids
     monkeypatch.setenv("APPLIANCE_TEST_ORDER", "reverse")
