@@ -65,9 +65,9 @@ def _image_records(ctr_ls: str) -> list[dict[str, Any]]:
 # The stand-in API server is a systemd unit, not a container: each start of the unit is one
 # container, its ID the start's InvocationID, and `crictl logs ID` reads what that start's process
 # wrote to the journal. As the kubelet keeps the last dead container of a pod's container
-# (MaxPerPodContainer 1, pkg/kubelet/kuberuntime/kuberuntime_gc.go, v1.23.17), `ps -a` lists the
-# current start and the one before it, newest first as crictl sorts them (containerByCreated,
-# cmd/crictl/container.go, v1.23.0).
+# (--maximum-dead-containers-per-container, default 1: cmd/kubelet/app/options/options.go; the GC in
+# pkg/kubelet/kuberuntime/kuberuntime_gc.go), `ps -a` lists the current start and the one before
+# it, newest first as crictl sorts them (containerByCreated, cmd/crictl/container.go).
 
 # etcd is the API server's store (state.json): its container is there while the API server is,
 # and `crictl exec ETCD etcdctl ...` runs the stand-in etcdctl (etcdctl.py) on it.
