@@ -101,7 +101,7 @@ def _apiserver_rows(all_states: bool) -> list[list[str]]:
     state = "Running" if running else "Exited"
     current, earlier = _apiserver_starts(earlier_too=all_states)
     rows = [[current, "", "", state, "kube-apiserver", "1" if earlier else "0", ""]] if current else []
-    if all_states and earlier:
+    if earlier:  # asked for with -a only
         rows.append([earlier, "", "", "Exited", "kube-apiserver", "0", ""])
     return [*rows, [ETCD_CONTAINER, "", "", state, "etcd", "0", ""]]
 
