@@ -300,6 +300,8 @@ def _ranked(cfg: SiteConfig, node: Node, key: str, value: float, peers: list[flo
         if len(paired) == 3:  # the second look's verdict replaces the first's
             share = float(paired[0])
             expected += f"; side by side with {paired[2]}, {paired[1]} times: {share:.2f}x"
+            if first := facts.get(f"{key}_first"):
+                expected += f" (first look {float(first):.{3 if unit == 'ms' else 1}f} {unit})"
     promised = expected_for(cfg, node, key, facts)
     if promised:
         share = min(share, value / promised)
@@ -365,7 +367,10 @@ def second_look(cfg: SiteConfig, nodes: list[Node], facts: dict[str, NodeFacts],
     """A value below its threshold is not reported on one measurement: the node is measured again
     side by side with a peer (the one nearest the median), PAIRS times, and its share is the
     median of those ratios (KEY_paired=RATIO N PEER). On a shared or busy machine the first value
-    may have met a busy moment that its peers did not; side by side, both meet the same."""
+    may have met a busy moment that its peers did not; side by side, both meet the same.
+    The node's own value becomes the best of all its looks, as diag.sh reports the best of its runs
+    (the first stays as KEY_first): `report compare` reads that value, and a busy moment that the
+    second look cleared is then no regression there either."""
     by_check = {check: key for key, (_, check, _, _, _) in METRICS.items()}
     todo: dict[tuple[str, str], list[str]] = {}
     for name, check in sorted(low):
@@ -377,6 +382,7 @@ def second_look(cfg: SiteConfig, nodes: list[Node], facts: dict[str, NodeFacts],
         if ref is None or (group == "network" and cfg.master.name in (name, ref.name)):
             continue
         ratios: dict[str, list[float]] = {key: [] for key in keys}
+        own: dict[str, list[float]] = {key: [] for key in keys}
         for _ in range(PAIRS):
             got = _side_by_side(cfg, group, (named[name], ref), t, mb, seconds)
             mine, theirs = got.get(name), got.get(ref.name)
@@ -389,11 +395,14 @@ def second_look(cfg: SiteConfig, nodes: list[Node], facts: dict[str, NodeFacts],
                     continue
                 if a > 0 and b > 0:
                     ratios[key].append(a / b if METRICS[key][3] == "higher" else b / a)
+                    own[key].append(a)
         for key, found in ratios.items():
             if found:
-                facts[name].values[f"{key}_paired"] = (
-                    f"{statistics.median(found):.3f} {len(found)} {ref.name}"
-                )
+                values = facts[name].values
+                values[f"{key}_paired"] = f"{statistics.median(found):.3f} {len(found)} {ref.name}"
+                first = float(values[key])
+                pick = max if METRICS[key][3] == "higher" else min
+                values[f"{key}_first"], values[key] = values[key], f"{pick([first, *own[key]])}"
 
 
 def gpu_results(node: Node, facts: NodeFacts) -> list[CheckResult]:
