@@ -118,12 +118,19 @@ def dump(doc: dict[str, Any]) -> str:
 
 
 def merge(
-    path: str, key: str, change: dict[str, Any], check_mode: bool = False, replace: bool = False
+    path: str,
+    key: str,
+    change: dict[str, Any],
+    check_mode: bool = False,
+    replace: bool = False,
+    add: dict[str, list[Any]] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any], bool]:
     """CHANGE's fields set in KEY's state (with REPLACE, CHANGE is KEY's whole state: an operation
-    starting afresh), every other key as the file has it, read under the lock: (before, after) of
-    KEY, and whether the file changed: KEY's state did, or the file was not as this writes it (the
-    legacy layout, rewritten). Nothing is written in check mode, not even the directory."""
+    starting afresh), and ADD's items appended to its list fields, each once, every other key as the
+    file has it, read under the lock: (before, after) of KEY, and whether the file changed: KEY's
+    state did, or the file was not as this writes it (the legacy layout, rewritten). ADD appends to
+    the list as the file holds it, not as the caller last read it. Nothing is written in check
+    mode, not even the directory."""
     if not check_mode:
         os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
         lock_fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
@@ -134,6 +141,11 @@ def merge(
         doc = parse(text, path, key)
         before = dict(doc.get(key) or {})
         after = dict(change) if replace else {**before, **change}
+        for field, items in (add or {}).items():
+            listed = after.get(field, [])
+            if not isinstance(listed, list):
+                raise StateError(f"{path}: {key}.{field} is not a list")
+            after[field] = listed + [i for n, i in enumerate(items) if i not in listed and i not in items[:n]]
         doc[key] = after
         changed = after != before or (bool(text.strip()) and dump(doc) != text)
         if changed and not check_mode:

@@ -233,3 +233,25 @@ def test_the_module_fails_on_a_newer_schema_in_one_line(tmp_path):
         and got["msg"] == f"{path}: schema 9 is newer than this toolkit's (1); use the newer toolkit"
     )
     assert _run_module({"path": str(path), "key": "Kube-Upgrade"})["msg"].startswith("key 'Kube-Upgrade'")
+
+
+def test_add_appends_to_the_list_the_file_holds_not_the_one_the_task_read(tmp_path):
+    # Two nodes' passes that each read the state before the other recorded itself: with `add`, both
+    # are in `done` (a whole `done` list computed from a stale read would drop the other node).
+    path = str(tmp_path / "state.json")
+    rs.merge(path, "kube_upgrade", {"target": "v1.23.17", "done": []})
+    stale = rs.read(path, "kube_upgrade")
+    rs.merge(path, "kube_upgrade", {"draining": ""}, add={"done": ["worker1"]})
+    _, after, changed = rs.merge(path, "kube_upgrade", {"draining": ""}, add={"done": ["worker2", "worker2"]})
+    assert stale["done"] == [] and changed and after["done"] == ["worker1", "worker2"]
+    assert rs.merge(path, "kube_upgrade", {}, add={"done": ["worker1"]})[2] is False  # each item once
+    with pytest.raises(rs.StateError, match=r"state.json: kube_upgrade.target is not a list"):
+        rs.merge(path, "kube_upgrade", {}, add={"target": ["x"]})
+
+
+def test_the_module_adds_and_refuses_add_where_it_means_nothing(tmp_path):
+    path = str(tmp_path / "state.json")
+    args = {"path": path, "key": "kube_upgrade", "state": "merge", "add": {"done": ["master1"]}}
+    assert _run_module(args)["value"] == {"done": ["master1"]} and not _run_module(args)["changed"]
+    assert _run_module({**args, "add": {"done": "master1"}})["msg"] == "add.done: a list of items to append"
+    assert _run_module({**args, "state": "read"})["msg"] == "add: only with state merge or replace"

@@ -30,6 +30,13 @@ options:
     choices: [read, merge, replace]
     default: read
   value: {description: The fields to set (merge) or the whole object (replace)., type: dict, default: {}}
+  add:
+    description:
+      - "With merge or replace: list fields and the items to append to each, each item once, to the
+        list as the file holds it under the lock (not as the task last read it). A field absent
+        starts empty; a field that is not a list fails the task."
+    type: dict
+    default: {}
 """
 
 RETURN = r"""
@@ -49,12 +56,19 @@ def main() -> None:
             "key": {"type": "str", "required": True},
             "state": {"type": "str", "choices": ["read", "merge", "replace"], "default": "read"},
             "value": {"type": "dict", "default": {}},
+            "add": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
     path, key = module.params["path"], module.params["key"]
     if not KEY.fullmatch(key):
         module.fail_json(msg=f"key {key!r}: lower case letters, digits and underscores only")
+    add = module.params["add"]
+    for field, items in add.items():
+        if not isinstance(items, list):
+            module.fail_json(msg=f"add.{field}: a list of items to append")
+    if add and module.params["state"] == "read":
+        module.fail_json(msg="add: only with state merge or replace")
     try:
         if module.params["state"] == "read":
             before = after = read(path, key)
@@ -62,7 +76,12 @@ def main() -> None:
         else:
             state = module.params["state"]
             before, after, changed = merge(
-                path, key, module.params["value"], check_mode=module.check_mode, replace=state == "replace"
+                path,
+                key,
+                module.params["value"],
+                check_mode=module.check_mode,
+                replace=state == "replace",
+                add=add,
             )
     except (StateError, OSError) as e:
         module.fail_json(msg=str(e))
