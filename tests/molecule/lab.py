@@ -6,6 +6,8 @@
                             --installed: then the whole install, from its snapshot when there is one;
                             --old: the stick has the old lab bundle at VERSION instead (the e2e upgrade
                             tests' bundle) and the site is at VERSION: the state an upgrade starts from
+    lab.py prepare          prepare: the roles MOLECULE_LAB_PREPARE names, or the snapshot of their
+                            state (from the snapshot of a shorter run of them, when there is one)
     lab.py new-stick        prepare of an upgrade: the lab bundle on master1's second stick, verified
                             as `appliance upgrade apply --bundle` verifies it; the inventory then carries
                             what that command passes to upgrade.yml
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +41,7 @@ GATE_FILE = "molecule-gate.json"  # in the lab's site directory: what `up` verif
 
 def appliance(*args: str) -> None:
     """The real `appliance` command, as a user runs it; its output goes to molecule's log."""
-    print("+ appliance " + " ".join(args), flush=True)
+    print("+ " + shlex.join(["appliance", *args]), flush=True)
     subprocess.run([sys.executable, "-m", "appliance_cli", *args], check=True)
 
 
@@ -126,6 +129,85 @@ def installed(nodes: int, old: str | None = None) -> None:
     snapshot.save(name, key, {}, bundle_key=pub, progress=print)
 
 
+def _prepared_key(layout: Any, tags: list[str], nodes: int, product: str) -> tuple[str, str]:
+    """(snapshot name, key) of the lab after the roles `tags` (molecule's prepare): the name holds
+    a digest of the tag list, so that each role's starting state has a snapshot of its own and the
+    scenarios do not take each other's for stale; the key holds everything else it depends on."""
+    import hashlib
+
+    from appliance_cli.debian.rootfs import BASE_NAME
+    from tests._support import labsnap
+
+    name = f"{layout.name}-prep-{hashlib.sha256(','.join(tags).encode()).hexdigest()[:8]}"
+    key = labsnap.key(
+        lab=name, nodes=nodes, site_text=(layout.site_dir / "appliance.yml").read_text(), bundle=bundle_dir(),
+        public_key=Path(f"{KEY}.pub"), args=("prepare", *tags), base_image=layout.cache_dir / BASE_NAME,
+        product=product,
+    )  # fmt: skip
+    return name, key
+
+
+def _run_roles(tags: list[str], registry_installed: bool) -> None:
+    """The roles `tags` on the lab: `appliance install --tags` once the registry is there (or comes
+    with them); before it, converge_early.yml (`install --tags bundle_repo` fails on a fresh site:
+    the always-run registry trust needs a registry)."""
+    if registry_installed or "registry" in tags:
+        # set-up only: no quick diagnose at its end
+        appliance("install", "--site", "lab", "--tags", ",".join(tags), "--skip-diagnose")
+        return
+    playbook = Path(sys.executable).parent / "ansible-playbook"
+    here = Path(__file__).resolve().parent
+    argv = [
+        str(playbook),
+        f"--inventory={here / 'lab.py'}",
+        f"--tags={','.join(tags)}",
+        str(here / "converge_early.yml"),
+    ]
+    print("+ " + shlex.join(argv), flush=True)
+    subprocess.run(argv, check=True)
+
+
+def prepare(tags: list[str]) -> None:
+    """Molecule's prepare: the lab as the roles `tags` (in site.yml's order) leave it, the state the
+    scenario's role starts from. Restored from its snapshot when there is one. Else from the
+    snapshot of the longest run of the same roles that has one (the scenario before it, when
+    `make molecule` runs them in order), with the roles after that run; else every role from
+    scratch. Then saved, for the next run and the next scenario."""
+    if not tags:
+        return
+    _repository()
+    from appliance_cli.lab import snapshot
+    from appliance_cli.lab.layout import LabLayout
+    from appliance_cli.lab.state import LabState
+    from tests._support import labsnap
+
+    # as in up(): the lab's nodes must not inherit a Mitogen worker's single CPU when they boot
+    os.sched_setaffinity(0, range(os.cpu_count() or 1))
+    layout = LabLayout.default()
+    pub = Path(f"{KEY}.pub")
+    state = LabState.load(layout.state_file)
+    if state is None:
+        raise SystemExit(f"error: lab '{layout.name}' is not up: molecule's create brings it up")
+    nodes = state.count
+    product = labsnap.tree_digest()
+    name, key = _prepared_key(layout, tags, nodes, product)
+    if snapshot.exists(layout, name, key):
+        snapshot.restore(name, key, bundle_key=pub, progress=print)
+        return
+    for stale in snapshot.others(layout, name, key):
+        print(f"snapshot {stale.name} is stale (its inputs changed): removed", flush=True)
+        snapshot.remove(stale)
+    done: list[str] = []
+    for n in range(len(tags) - 1, 0, -1):
+        base, base_key = _prepared_key(layout, tags[:n], nodes, product)
+        if snapshot.exists(layout, base, base_key):
+            snapshot.restore(base, base_key, bundle_key=pub, progress=print)
+            done = tags[:n]
+            break
+    _run_roles(tags[len(done) :], registry_installed="registry" in done)
+    snapshot.save(name, key, {"roles": tags}, bundle_key=pub, progress=print)
+
+
 UPGRADE_VARS_FILE = "molecule-upgrade.json"  # in the lab's site directory: what new-stick verified
 
 
@@ -204,6 +286,8 @@ def main(argv: list[str]) -> int:
         up(nodes, old)
         if "--installed" in argv:
             installed(nodes, old)
+    elif argv[:1] == ["prepare"]:
+        prepare([t for t in os.environ.get("MOLECULE_LAB_PREPARE", "").split(",") if t])
     elif argv[:1] == ["new-stick"]:
         new_stick()
     elif argv[:1] == ["down"]:

@@ -1,0 +1,100 @@
+"""tests/molecule/lab.py prepare: a scenario starts from the snapshot of the state before its role.
+Which snapshot it restores and which roles it then runs, with the lab's snapshot store, the runs
+and the lab itself replaced by recorders (the lab drill is `make molecule`)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ORDER = ["bundle_repo", "os_prereqs", "registry", "container_runtime", "kube_binaries", "control_plane"]
+
+
+@pytest.fixture
+def lab(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location("molecule_lab", REPO / "tests/molecule/lab.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    from appliance_cli.lab import snapshot
+    from appliance_cli.lab.layout import LabLayout
+    from appliance_cli.lab.state import LabState
+    from tests._support import labsnap
+
+    saved: set[tuple[str, str]] = set()
+    log: list[Any] = []
+    layout = SimpleNamespace(
+        name="mol", site_dir=tmp_path, state_file=tmp_path / "state.json", cache_dir=tmp_path
+    )
+    (tmp_path / "appliance.yml").write_text("site: {name: mol}\n")
+    monkeypatch.setattr(LabLayout, "default", staticmethod(lambda: layout))
+    monkeypatch.setattr(LabState, "load", staticmethod(lambda path: SimpleNamespace(count=2)))
+    monkeypatch.setattr(labsnap, "tree_digest", lambda: "product")
+    # a key names the tag list: what the snapshot holds (the real key hashes the bundle and base too)
+    monkeypatch.setattr(labsnap, "key", lambda **kw: f"{kw['lab']}|{kw['args']}|{kw['product']}")
+    monkeypatch.setattr(snapshot, "exists", lambda layout, name, key: (name, key) in saved)
+    monkeypatch.setattr(snapshot, "others", lambda layout, name, key: [])
+    monkeypatch.setattr(
+        snapshot, "restore", lambda name, key, **kw: log.append(("restore", key.split("|")[1]))
+    )
+
+    def save(name: str, key: str, extra: dict[str, Any], **kw: Any) -> None:
+        saved.add((name, key))
+        log.append(("save", extra["roles"]))
+
+    monkeypatch.setattr(snapshot, "save", save)
+    monkeypatch.setattr(
+        mod, "_run_roles", lambda tags, registry_installed: log.append(("run", tags, registry_installed))
+    )
+    monkeypatch.setattr(mod.os, "sched_setaffinity", lambda pid, cpus: None)
+    return SimpleNamespace(prepare=mod.prepare, log=log)
+
+
+def test_a_first_scenario_runs_every_role_before_it_and_saves_the_state(lab: Any) -> None:
+    lab.prepare(ORDER[:3])
+    assert lab.log == [("run", ORDER[:3], False), ("save", ORDER[:3])]
+
+
+def test_the_next_scenario_starts_from_the_one_before_and_runs_only_the_role_between(lab: Any) -> None:
+    lab.prepare(ORDER[:3])
+    lab.log.clear()
+    lab.prepare(ORDER[:5])  # kube_binaries' start: container_runtime and kube_binaries' own roles before it
+    assert lab.log == [
+        ("restore", repr(("prepare", *ORDER[:3]))),
+        ("run", ORDER[3:5], True),
+        ("save", ORDER[:5]),
+    ]
+
+
+def test_an_unchanged_state_is_restored_and_nothing_runs(lab: Any) -> None:
+    lab.prepare(ORDER[:2])
+    lab.log.clear()
+    lab.prepare(ORDER[:2])
+    assert lab.log == [("restore", repr(("prepare", *ORDER[:2])))]
+
+
+def test_a_longer_run_is_never_a_start_and_the_roles_before_the_registry_run_early(lab: Any) -> None:
+    lab.prepare(ORDER[:4])
+    lab.log.clear()
+    lab.prepare(ORDER[:2])  # a state before the longer one: from scratch, without the registry
+    assert lab.log == [("run", ORDER[:2], False), ("save", ORDER[:2])]
+
+
+def test_nothing_to_prepare_touches_nothing(lab: Any) -> None:
+    lab.prepare([])
+    assert lab.log == []
+
+
+def test_a_changed_product_finds_no_snapshot(lab: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests._support import labsnap
+
+    lab.prepare(ORDER[:3])
+    monkeypatch.setattr(labsnap, "tree_digest", lambda: "a role changed")
+    lab.log.clear()
+    lab.prepare(ORDER[:4])
+    assert lab.log == [("run", ORDER[:4], False), ("save", ORDER[:4])]
