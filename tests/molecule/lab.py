@@ -121,12 +121,14 @@ def installed(nodes: int, old: str | None = None) -> None:
     )  # fmt: skip
     if snapshot.exists(layout, name, key):
         snapshot.restore(name, key, bundle_key=pub, progress=print)
+        _wait_ready()
         return
     for stale in snapshot.others(layout, name, key):
         print(f"snapshot {stale.name} is stale (its inputs changed): removed", flush=True)
         snapshot.remove(stale)
     appliance("install", "--site", str(layout.site_dir), *args)
     snapshot.save(name, key, {}, bundle_key=pub, progress=print)
+    _wait_ready()  # saving stopped the nodes and booted them again
 
 
 def _prepared_key(layout: Any, tags: list[str], nodes: int, product: str) -> tuple[str, str]:
@@ -167,6 +169,31 @@ def _run_roles(tags: list[str], registry_installed: bool) -> None:
     subprocess.run(argv, check=True)
 
 
+def _wait_ready(timeout: float = 240.0) -> None:
+    """A lab booted from its disks (restored or saved) with Kubernetes on it: the API server answers
+    soon, but each kubelet reports Ready only once it posted its status again (as after a reboot).
+    The role under test would otherwise meet NotReady nodes that no site shows it."""
+    import time
+
+    from appliance_cli.lab.lifecycle import ssh_argv
+
+    query = ["sudo", "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "get", "nodes", "-o",
+             'jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status} {end}']  # fmt: skip
+    end, seen = time.monotonic() + timeout, ""
+    while time.monotonic() < end:
+        # ssh hands the node's shell one string: the query quoted for it
+        r = subprocess.run(ssh_argv("master1", [shlex.join(query)]), capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL)  # fmt: skip
+        seen = r.stdout.strip() or r.stderr.strip()
+        if r.returncode == 0 and seen and all(x.endswith("=True") for x in seen.split()):
+            print(f"every node Ready: {seen}", flush=True)
+            return
+        time.sleep(2)
+    raise SystemExit(
+        f"error: the lab booted from its disks, but not every node is Ready after {timeout:.0f} s: {seen}"
+    )
+
+
 def prepare(tags: list[str]) -> None:
     """Molecule's prepare: the lab as the roles `tags` (in site.yml's order) leave it, the state the
     scenario's role starts from. Restored from its snapshot when there is one. Else from the
@@ -193,6 +220,8 @@ def prepare(tags: list[str]) -> None:
     name, key = _prepared_key(layout, tags, nodes, product)
     if snapshot.exists(layout, name, key):
         snapshot.restore(name, key, bundle_key=pub, progress=print)
+        if "control_plane" in tags:
+            _wait_ready()
         return
     for stale in snapshot.others(layout, name, key):
         print(f"snapshot {stale.name} is stale (its inputs changed): removed", flush=True)
@@ -203,9 +232,13 @@ def prepare(tags: list[str]) -> None:
         if snapshot.exists(layout, base, base_key):
             snapshot.restore(base, base_key, bundle_key=pub, progress=print)
             done = tags[:n]
+            if "control_plane" in done:
+                _wait_ready()
             break
     _run_roles(tags[len(done) :], registry_installed="registry" in done)
     snapshot.save(name, key, {"roles": tags}, bundle_key=pub, progress=print)
+    if "control_plane" in tags:  # saving stopped the nodes and booted them again
+        _wait_ready()
 
 
 UPGRADE_VARS_FILE = "molecule-upgrade.json"  # in the lab's site directory: what new-stick verified

@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-ORDER = ["bundle_repo", "os_prereqs", "registry", "container_runtime", "kube_binaries", "control_plane"]
+ORDER = [
+    "bundle_repo",
+    "os_prereqs",
+    "registry",
+    "container_runtime",
+    "kube_binaries",
+    "control_plane",
+    "node_join",
+]
 
 
 @pytest.fixture
@@ -52,6 +60,7 @@ def lab(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
         mod, "_run_roles", lambda tags, registry_installed: log.append(("run", tags, registry_installed))
     )
     monkeypatch.setattr(mod.os, "sched_setaffinity", lambda pid, cpus: None)
+    monkeypatch.setattr(mod, "_wait_ready", lambda: log.append(("ready",)))
     return SimpleNamespace(prepare=mod.prepare, log=log)
 
 
@@ -98,3 +107,17 @@ def test_a_changed_product_finds_no_snapshot(lab: Any, monkeypatch: pytest.Monke
     lab.log.clear()
     lab.prepare(ORDER[:4])
     assert lab.log == [("run", ORDER[:4], False), ("save", ORDER[:4])]
+
+
+def test_a_state_with_kubernetes_is_used_once_every_node_is_ready_again(lab: Any) -> None:
+    # restored or saved, the nodes booted from their disks: each kubelet posts Ready again first
+    lab.prepare(ORDER[:6])
+    assert lab.log == [("run", ORDER[:6], False), ("save", ORDER[:6]), ("ready",)]
+    lab.log.clear()
+    lab.prepare(ORDER[:7])
+    assert lab.log == [
+        ("restore", repr(("prepare", *ORDER[:6]))), ("ready",), ("run", ORDER[6:7], True), ("save", ORDER[:7]), ("ready",)
+    ]  # fmt: skip
+    lab.log.clear()
+    lab.prepare(ORDER[:7])
+    assert lab.log == [("restore", repr(("prepare", *ORDER[:7]))), ("ready",)]
