@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What one Ansible task costs on a lab's nodes, whatever it does: the floor under a no-op install.
 
-    python bench/bench_task_floor.py [--site DIR] [--tasks N] [--rounds R] [--run RUN_DIR]
+    python bench/bench_task_floor.py [--site DIR | --nodes N] [--tasks N] [--rounds R] [--run RUN_DIR]
 
 Runs playbooks of N trivial tasks on every node of the site (the project's ansible.cfg and
 Mitogen, as `appliance install` runs them): `command: true` on the node, a `set_fact` that runs on
@@ -13,8 +13,9 @@ its workers), medians over R rounds, alternating.
 
 With --run (a run directory of a no-op install: runs/<id>), it also counts that run's tasks by
 kind from its job events and prints the time those counts take at these prices: how much of the
-no-op is the per-task floor, whatever the tasks do. Prints figures; asserts nothing. Needs root
-and a lab that is up (`appliance lab up`); installs nothing, changes nothing on the nodes."""
+no-op is the per-task floor, whatever the tasks do. Prints figures; asserts nothing. Needs root.
+With --site, the nodes of that lab's site (changed in nothing); else a lab of its own
+(`benchfloor`, N nodes, default 4: no bundle, nothing installed), brought up and purged after."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import argparse
 import json
 import os
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -93,8 +95,26 @@ def main() -> None:
     ap.add_argument(
         "--run", type=Path, default=None, help="a no-op install's run directory, to count its tasks"
     )
+    ap.add_argument("--nodes", type=int, default=4, help="without --site: the size of its own lab")
     a = ap.parse_args()
-    site = a.site or LabLayout.default().site_dir
+    if a.site is None:
+        os.environ["APPLIANCE_LAB_NAME"] = "benchfloor"
+        lab(["up", "--nodes", str(a.nodes)])
+        try:
+            measure(a, LabLayout.default().site_dir)
+        finally:
+            lab(["down", "--purge"])
+    else:
+        measure(a, a.site)
+
+
+def lab(args: list[str]) -> None:
+    r = subprocess.run([sys.executable, "-m", "appliance_cli", "lab", *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"error: appliance lab {shlex.join(args)} failed: {r.stderr.strip()[-1000:]}")
+
+
+def measure(a: argparse.Namespace, site: Path) -> None:
     cfg = load_site(site)
     hosts = len(cfg.nodes)
     env = os.environ | {
