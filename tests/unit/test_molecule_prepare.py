@@ -60,7 +60,7 @@ def lab(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
         mod, "_run_roles", lambda tags, registry_installed: log.append(("run", tags, registry_installed))
     )
     monkeypatch.setattr(mod.os, "sched_setaffinity", lambda pid, cpus: None)
-    monkeypatch.setattr(mod, "_wait_ready", lambda: log.append(("ready",)))
+    monkeypatch.setattr(mod, "_wait_ready", lambda ready=True: log.append(("ready" if ready else "api",)))
     return SimpleNamespace(prepare=mod.prepare, log=log)
 
 
@@ -109,15 +109,24 @@ def test_a_changed_product_finds_no_snapshot(lab: Any, monkeypatch: pytest.Monke
     assert lab.log == [("run", ORDER[:4], False), ("save", ORDER[:4])]
 
 
-def test_a_state_with_kubernetes_is_used_once_every_node_is_ready_again(lab: Any) -> None:
-    # restored or saved, the nodes booted from their disks: each kubelet posts Ready again first
+def test_a_state_with_kubernetes_is_used_once_its_api_answers_and_with_the_pod_network_every_node_ready(
+    lab: Any,
+) -> None:
+    # restored or saved, the nodes booted from their disks: the API server answers again first and,
+    # with flannel, each kubelet posts Ready again (before it, every node is NotReady by design)
     lab.prepare(ORDER[:6])
-    assert lab.log == [("run", ORDER[:6], False), ("save", ORDER[:6]), ("ready",)]
+    assert lab.log == [("run", ORDER[:6], False), ("save", ORDER[:6]), ("api",)]
     lab.log.clear()
     lab.prepare(ORDER[:7])
     assert lab.log == [
-        ("restore", repr(("prepare", *ORDER[:6]))), ("ready",), ("run", ORDER[6:7], True), ("save", ORDER[:7]), ("ready",)
+        ("restore", repr(("prepare", *ORDER[:6]))), ("api",), ("run", ORDER[6:7], True), ("save", ORDER[:7]), ("api",)
+    ]  # fmt: skip
+    flannel = [*ORDER, "node_roles", "cni_flannel"]
+    lab.log.clear()
+    lab.prepare(flannel)
+    assert lab.log == [
+        ("restore", repr(("prepare", *ORDER))), ("api",), ("run", flannel[7:], True), ("save", flannel), ("ready",)
     ]  # fmt: skip
     lab.log.clear()
-    lab.prepare(ORDER[:7])
-    assert lab.log == [("restore", repr(("prepare", *ORDER[:7]))), ("ready",)]
+    lab.prepare(flannel)
+    assert lab.log == [("restore", repr(("prepare", *flannel))), ("ready",)]
