@@ -8,7 +8,6 @@ import contextlib
 import fcntl
 import os
 import re
-import shlex
 import subprocess
 import sys
 import time
@@ -211,24 +210,14 @@ def _decode_runs(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def wait_ready(layout: LabLayout, timeout: float = 240.0) -> None:
-    """A lab booted from its installed rootfs: the API server answers at once, but each kubelet
-    reports Ready only once it posted its status again; wait for that, as after a reboot."""
-    from appliance_cli.lab.lifecycle import ssh_argv
+    """A lab booted from its installed rootfs: every node Ready again (tests/_support/lab_nodes.py)."""
+    from tests._support.lab_nodes import wait_booted
 
-    query = ["sudo", "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "get", "nodes", "-o",
-             'jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status} {end}']  # fmt: skip
-    end, seen = time.monotonic() + timeout, ""
-    while time.monotonic() < end:
-        # ssh hands the node's shell one string: the query quoted for it
-        argv = ssh_argv("master1", [shlex.join(query)])
-        r = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        seen = r.stdout.strip() or r.stderr.strip()
-        if r.returncode == 0 and seen and all(x.endswith("=True") for x in seen.split()):
-            return
-        time.sleep(2)
-    pytest.fail(
-        f"lab '{layout.name}' booted from its snapshot, but not every node is Ready after {timeout:.0f}s: {seen}"
-    )
+    ready, seen = wait_booted(timeout=timeout)
+    if not ready:
+        pytest.fail(
+            f"lab '{layout.name}' booted from its snapshot, but not every node is Ready after {timeout:.0f}s: {seen}"
+        )
 
 
 def _master_has(layout: LabLayout, path: str) -> bool:

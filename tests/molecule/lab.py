@@ -170,28 +170,24 @@ def _run_roles(tags: list[str], registry_installed: bool) -> None:
 
 
 def _wait_ready(ready: bool = True, timeout: float = 240.0) -> None:
-    """A lab booted from its disks (restored or saved) with Kubernetes on it: the API server answers
-    soon, but each kubelet reports Ready only once it posted its status again (as after a reboot).
-    The role under test would otherwise meet NotReady nodes that no site shows it. Before the pod
-    network (`ready` false) every node is NotReady by design: then the API server's answer is enough."""
-    import time
+    """A lab booted from its disks (restored or saved) with Kubernetes on it, waited for as the e2e
+    restore waits (tests/_support/lab_nodes.py): the role under test would otherwise meet NotReady
+    nodes that no site shows it. Before the pod network, the API server's answer is enough."""
+    _repository()
+    from tests._support.lab_nodes import wait_booted
 
-    from appliance_cli.lab.lifecycle import ssh_argv
+    reached, seen = wait_booted(ready, timeout)
+    if not reached:
+        what = "not every node is Ready" if ready else "the API server does not answer"
+        raise SystemExit(f"error: the lab booted from its disks, but {what} after {timeout:.0f} s: {seen}")
+    print(f"{'every node Ready' if ready else 'the API server answers'}: {seen}", flush=True)
 
-    query = ["sudo", "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "get", "nodes", "-o",
-             'jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status} {end}']  # fmt: skip
-    end, seen = time.monotonic() + timeout, ""
-    while time.monotonic() < end:
-        # ssh hands the node's shell one string: the query quoted for it
-        r = subprocess.run(ssh_argv("master1", [shlex.join(query)]), capture_output=True, text=True,
-                           stdin=subprocess.DEVNULL)  # fmt: skip
-        seen = r.stdout.strip() or r.stderr.strip()
-        if r.returncode == 0 and seen and (not ready or all(x.endswith("=True") for x in seen.split())):
-            print(f"{'every node Ready' if ready else 'the API server answers'}: {seen}", flush=True)
-            return
-        time.sleep(2)
-    what = "not every node is Ready" if ready else "the API server does not answer"
-    raise SystemExit(f"error: the lab booted from its disks, but {what} after {timeout:.0f} s: {seen}")
+
+def _booted(roles: list[str]) -> None:
+    """After a restore or a save of the lab as `roles` leave it: Kubernetes answers again, if they
+    installed it, and every node is Ready, if the pod network is among them."""
+    if "control_plane" in roles:
+        _wait_ready("cni_flannel" in roles)
 
 
 def prepare(tags: list[str]) -> None:
@@ -220,8 +216,7 @@ def prepare(tags: list[str]) -> None:
     name, key = _prepared_key(layout, tags, nodes, product)
     if snapshot.exists(layout, name, key):
         snapshot.restore(name, key, bundle_key=pub, progress=print)
-        if "control_plane" in tags:
-            _wait_ready("cni_flannel" in tags)
+        _booted(tags)
         return
     for stale in snapshot.others(layout, name, key):
         print(f"snapshot {stale.name} is stale (its inputs changed): removed", flush=True)
@@ -232,13 +227,11 @@ def prepare(tags: list[str]) -> None:
         if snapshot.exists(layout, base, base_key):
             snapshot.restore(base, base_key, bundle_key=pub, progress=print)
             done = tags[:n]
-            if "control_plane" in done:
-                _wait_ready("cni_flannel" in done)
+            _booted(done)
             break
     _run_roles(tags[len(done) :], registry_installed="registry" in done)
     snapshot.save(name, key, {"roles": tags}, bundle_key=pub, progress=print)
-    if "control_plane" in tags:  # saving stopped the nodes and booted them again
-        _wait_ready("cni_flannel" in tags)
+    _booted(tags)  # saving stopped the nodes and booted them again
 
 
 UPGRADE_VARS_FILE = "molecule-upgrade.json"  # in the lab's site directory: what new-stick verified
