@@ -1,0 +1,156 @@
+#!/usr/bin/python3
+"""One helm release brought to its values in one round trip: the values kept on the master
+(0600), the deployed release read (`helm list`, `helm get values`), and `helm upgrade --install`
+only when the release differs. Before this module the same took four tasks (copy, two reads, the
+command), each a task start on the controller; a no-op run now pays one.
+Stdlib and PyYAML only (the master has python3-yaml: Ansible's own modules need it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from typing import Any
+
+DOCUMENTATION = r"""
+module: helm_release
+short_description: helm upgrade --install, only when the deployed release differs
+description:
+  - Writes C(values) as YAML to C(values_file) (root:root 0600, atomically) when its text differs.
+  - Reads the deployed release with C(helm list -o json) and C(helm get values -o json), and runs
+    C(helm upgrade --install NAME CHART --create-namespace -f VALUES_FILE --timeout Ns) only when the
+    release is not deployed, is not in status C(deployed), deploys another chart version (the
+    archive's name without C(.tgz) against C(helm list)'s C(chart)), or has other values.
+  - In check mode it reads, writes nothing and runs no upgrade; C(changed) says what a run would do.
+options:
+  name: {type: str, required: true, description: The release (a DNS-1123 label of at most 53 characters).}
+  namespace: {type: str, required: true, description: Its namespace (a DNS-1123 label).}
+  chart_path: {type: path, required: true, description: The chart archive on the master (C(NAME-VERSION.tgz)).}
+  values: {type: dict, required: true, description: The release's values.}
+  values_file: {type: path, required: true, description: Where the values are kept.}
+  kubeconfig: {type: path, required: true, description: The admin kubeconfig helm uses.}
+  timeout: {type: int, required: true, description: Seconds helm may take (its --timeout).}
+"""
+
+RETURN = r"""
+reason: {description: Why the release was (or would be) upgraded; empty when it was not., type: str}
+values_changed: {description: Whether the kept values file was (or would be) rewritten., type: bool}
+"""
+
+# helm's own limit for release names (53: the names it derives must stay within 63).
+RELEASE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?")
+NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def render_values(values: dict[str, Any]) -> str:
+    """The values file's text: what ansible's to_nice_yaml(indent=2) wrote before this module, so
+    a file written by the older task is not rewritten."""
+    import yaml
+
+    return yaml.safe_dump(values, indent=2, allow_unicode=True, default_flow_style=False)
+
+
+def upgrade_reason(
+    deployed: dict[str, Any] | None, chart: str, deployed_values: Any, values: dict[str, Any]
+) -> str:
+    """Why the release must be installed or upgraded ('' when it is as wanted). `deployed` is the
+    release's entry in `helm list -o json`, `chart` the archive's NAME-VERSION."""
+    if deployed is None:
+        return "not deployed"
+    if deployed.get("status") != "deployed":
+        return f"status {deployed.get('status')}"
+    if deployed.get("chart") != chart:
+        return f"chart {deployed.get('chart')} deployed, {chart} wanted"
+    if (deployed_values or {}) != values:
+        return "other values deployed"
+    return ""
+
+
+def write_atomically(path: str, text: str) -> None:
+    """root:root 0600, through a temporary file in the same directory, fsync'd, then renamed."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".helm-values.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), 0o600)
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chown(tmp, 0, 0)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _helm(module: Any, *argv: str) -> str:
+    p = module.params
+    cmd = ["helm", "--kubeconfig", p["kubeconfig"], "-n", p["namespace"], *argv]
+    rc, out, err = module.run_command(cmd)
+    if rc != 0:
+        module.fail_json(
+            msg=f"helm {argv[0]} failed (rc {rc}): {err.strip() or out.strip()}", rc=rc, stderr=err
+        )
+    return out
+
+
+def converge(module: Any) -> dict[str, Any]:
+    p = module.params
+    for field, pattern in (("name", RELEASE_NAME), ("namespace", NAMESPACE)):
+        if not pattern.fullmatch(p[field]):
+            module.fail_json(msg=f"helm release {field} {p[field]!r} is not a DNS-1123 label helm accepts")
+    values = p["values"] or {}
+    text = render_values(values)
+    path = p["values_file"]
+    before = ""
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            before = f.read()
+        st = os.stat(path)
+        values_changed = before != text or (st.st_mode & 0o7777, st.st_uid, st.st_gid) != (0o600, 0, 0)
+    else:
+        values_changed = True
+    if values_changed and not module.check_mode:
+        write_atomically(path, text)
+
+    listed = json.loads(_helm(module, "list", "-o", "json") or "[]")
+    deployed = next((r for r in listed if r.get("name") == p["name"]), None)
+    deployed_values = None
+    if deployed is not None:
+        deployed_values = json.loads(_helm(module, "get", "values", p["name"], "-o", "json") or "null")
+    chart = re.sub(r"\.tgz$", "", os.path.basename(p["chart_path"]))
+    reason = upgrade_reason(deployed, chart, deployed_values, values)
+    if reason and not module.check_mode:
+        _helm(module, "upgrade", "--install", p["name"], p["chart_path"], "--create-namespace",
+              "-f", path, "--timeout", f"{p['timeout']}s")  # fmt: skip
+    result: dict[str, Any] = {"changed": bool(reason) or values_changed, "reason": reason,
+                              "values_changed": values_changed}  # fmt: skip
+    if module._diff and values_changed:
+        result["diff"] = {"before": before, "after": text, "before_header": path, "after_header": path}
+    return result
+
+
+def main() -> None:
+    from ansible.module_utils.basic import AnsibleModule
+
+    module = AnsibleModule(
+        argument_spec={
+            "name": {"type": "str", "required": True},
+            "namespace": {"type": "str", "required": True},
+            "chart_path": {"type": "path", "required": True},
+            "values": {"type": "dict", "required": True},
+            "values_file": {"type": "path", "required": True},
+            "kubeconfig": {"type": "path", "required": True},
+            "timeout": {"type": "int", "required": True},
+        },
+        supports_check_mode=True,
+    )
+    try:
+        module.exit_json(**converge(module))
+    except (OSError, ValueError) as exc:
+        module.fail_json(msg=f"helm release {module.params['name']}: {exc}")
+
+
+if __name__ == "__main__":
+    main()

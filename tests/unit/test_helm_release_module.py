@@ -1,0 +1,157 @@
+"""The helm role's helm_release module (roles/helm/library/helm_release.py): one task that keeps a
+release's values on the master, reads the deployed release and runs `helm upgrade --install` only
+when it differs. Driven through its converge() with helm answered by a recorded script."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible.plugins.filter.core import to_nice_yaml
+
+from tests._support.modules import load_role_module
+
+hr = load_role_module("helm", "helm_release")
+
+VALUES = {
+    "driver": {"enabled": False, "version": "550.90.07"},
+    "toolkit": {"env": [{"name": "A", "value": "1"}]},
+}
+
+
+class Failed(Exception):
+    pass
+
+
+class FakeModule:
+    """What converge() uses of AnsibleModule; helm answers from `deployed` (None: not installed)."""
+
+    def __init__(
+        self,
+        tmp: Path,
+        *,
+        values=VALUES,
+        deployed=None,
+        deployed_values=None,
+        check=False,
+        name="gpu-operator",
+    ):
+        self.params: dict[str, Any] = {
+            "name": name, "namespace": "gpu-operator", "chart_path": "/var/lib/appliance/charts/gpu-operator-v23.9.1.tgz",
+            "values": values, "values_file": str(tmp / f"{name}.values.yaml"), "kubeconfig": "/etc/kubernetes/admin.conf",
+            "timeout": 600,
+        }  # fmt: skip
+        self.check_mode, self._diff = check, True
+        self.deployed, self.deployed_values, self.calls = deployed, deployed_values, []
+
+    def run_command(self, argv):
+        self.calls.append(argv)
+        verb = argv[5]
+        if verb == "list":
+            return 0, json.dumps([self.deployed] if self.deployed else []), ""
+        if verb == "get":
+            return 0, json.dumps(self.deployed_values), ""
+        if verb == "upgrade":
+            return 0, "Release has been upgraded.", ""
+        raise AssertionError(argv)
+
+    def fail_json(self, msg, **_):
+        raise Failed(msg)
+
+
+def _upgrades(m: FakeModule) -> list[list[str]]:
+    return [c for c in m.calls if c[5] == "upgrade"]
+
+
+def test_first_install_keeps_the_values_0600_and_installs(tmp_path):
+    m = FakeModule(tmp_path)
+    result = hr.converge(m)
+    assert result["changed"] and result["reason"] == "not deployed" and result["values_changed"]
+    kept = Path(m.params["values_file"])
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600 and kept.stat().st_uid == 0
+    # the text the replaced `copy: content: "{{ values | to_nice_yaml(indent=2) }}"` task wrote
+    assert kept.read_text() == to_nice_yaml(VALUES, indent=2)
+    assert _upgrades(m) == [[
+        "helm", "--kubeconfig", "/etc/kubernetes/admin.conf", "-n", "gpu-operator", "upgrade", "--install",
+        "gpu-operator", "/var/lib/appliance/charts/gpu-operator-v23.9.1.tgz", "--create-namespace",
+        "-f", str(kept), "--timeout", "600s",
+    ]]  # fmt: skip
+    assert not list(tmp_path.glob(".helm-values.*")), "a temporary file was left"
+
+
+def test_a_release_as_wanted_is_left_alone(tmp_path):
+    deployed = {"name": "gpu-operator", "status": "deployed", "chart": "gpu-operator-v23.9.1"}
+    m = FakeModule(tmp_path, deployed=deployed, deployed_values=VALUES)
+    hr.converge(m)  # writes the values file
+    m = FakeModule(tmp_path, deployed=deployed, deployed_values=VALUES)
+    result = hr.converge(m)
+    assert result == {"changed": False, "reason": "", "values_changed": False}
+    assert _upgrades(m) == []
+
+
+@pytest.mark.parametrize(
+    ("deployed", "deployed_values", "reason"),
+    [
+        (
+            {"name": "gpu-operator", "status": "failed", "chart": "gpu-operator-v23.9.1"},
+            VALUES,
+            "status failed",
+        ),
+        (
+            {"name": "gpu-operator", "status": "deployed", "chart": "gpu-operator-v23.3.2"},
+            VALUES,
+            "chart gpu-operator-v23.3.2 deployed, gpu-operator-v23.9.1 wanted",
+        ),
+        (
+            {"name": "gpu-operator", "status": "deployed", "chart": "gpu-operator-v23.9.1"},
+            {"driver": {}},
+            "other values deployed",
+        ),
+        (
+            {"name": "gpu-operator", "status": "deployed", "chart": "gpu-operator-v23.9.1"},
+            None,
+            "other values deployed",
+        ),
+    ],
+)
+def test_each_difference_upgrades_and_says_why(tmp_path, deployed, deployed_values, reason):
+    m = FakeModule(tmp_path, deployed=deployed, deployed_values=deployed_values)
+    result = hr.converge(m)
+    assert result["changed"] and result["reason"] == reason
+    assert len(_upgrades(m)) == 1
+
+
+def test_check_mode_reads_but_writes_and_upgrades_nothing(tmp_path):
+    m = FakeModule(tmp_path, check=True)
+    result = hr.converge(m)
+    assert result["changed"] and result["reason"] == "not deployed"
+    assert result["diff"]["after"] == to_nice_yaml(VALUES, indent=2) and result["diff"]["before"] == ""
+    assert not os.path.exists(m.params["values_file"])
+    assert _upgrades(m) == [] and [c[5] for c in m.calls] == ["list"]
+
+
+def test_a_kept_file_with_loose_permissions_is_rewritten(tmp_path):
+    deployed = {"name": "gpu-operator", "status": "deployed", "chart": "gpu-operator-v23.9.1"}
+    hr.converge(FakeModule(tmp_path, deployed=deployed, deployed_values=VALUES))
+    kept = Path(tmp_path / "gpu-operator.values.yaml")
+    kept.chmod(0o644)
+    result = hr.converge(FakeModule(tmp_path, deployed=deployed, deployed_values=VALUES))
+    assert result["values_changed"] and not result["reason"]
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("name", ["GPU-operator", "a" * 54, "x;reboot", "-x"])
+def test_a_release_name_helm_would_refuse_fails_naming_it(tmp_path, name):
+    with pytest.raises(Failed, match=r"helm release name .* is not a DNS-1123 label"):
+        hr.converge(FakeModule(tmp_path, name=name))
+
+
+def test_a_helm_failure_is_one_line_with_helms_words(tmp_path):
+    m = FakeModule(tmp_path)
+    m.run_command = lambda argv: (1, "", "Error: Kubernetes cluster unreachable: connection refused\n")
+    with pytest.raises(Failed, match=r"^helm list failed \(rc 1\): Error: Kubernetes cluster unreachable"):
+        hr.converge(m)
