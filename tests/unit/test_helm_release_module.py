@@ -42,7 +42,7 @@ class FakeModule:
     ):
         self.params: dict[str, Any] = {
             "name": name, "namespace": "gpu-operator", "chart_path": "/var/lib/appliance/charts/gpu-operator-v23.9.1.tgz",
-            "values": values, "values_file": str(tmp / f"{name}.values.yaml"), "kubeconfig": "/etc/kubernetes/admin.conf",
+            "values": values, "values_text": to_nice_yaml(values, indent=2), "values_file": str(tmp / f"{name}.values.yaml"), "kubeconfig": "/etc/kubernetes/admin.conf",
             "timeout": 600,
         }  # fmt: skip
         self.check_mode, self._diff = check, True
@@ -73,7 +73,6 @@ def test_first_install_keeps_the_values_0600_and_installs(tmp_path):
     assert result["changed"] and result["reason"] == "not deployed" and result["values_changed"]
     kept = Path(m.params["values_file"])
     assert stat.S_IMODE(kept.stat().st_mode) == 0o600 and kept.stat().st_uid == 0
-    # the text the replaced `copy: content: "{{ values | to_nice_yaml(indent=2) }}"` task wrote
     assert kept.read_text() == to_nice_yaml(VALUES, indent=2)
     assert _upgrades(m) == [[
         "helm", "--kubeconfig", "/etc/kubernetes/admin.conf", "-n", "gpu-operator", "upgrade", "--install",

@@ -652,13 +652,13 @@ def test_crictl_lists_the_api_servers_last_two_starts_newest_first_with_their_ow
 def test_control_plane_names_the_last_line_of_the_newest_api_server_container_that_logged(
     tmp_path: Path,
 ) -> None:
-    """The role's own script (roles/control_plane/tasks/0020-init.yml), run against a crictl whose
+    """The role's own script (roles/control_plane/tasks/apiserver-down.yml), run against a crictl whose
     newest kube-apiserver container was just started and has logged nothing: the refusal comes from
     the one before it, not "(none)"."""
     import yaml
 
     tasks = yaml.safe_load(
-        (Path(__file__).parents[2] / "roles/control_plane/tasks/0020-init.yml").read_text()
+        (Path(__file__).parents[2] / "roles/control_plane/tasks/apiserver-down.yml").read_text()
     )
     script = next(t for t in tasks if t["name"] == "Control plane | Read why the API server does not answer")
     bindir = tmp_path / "bin"

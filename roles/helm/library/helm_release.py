@@ -3,7 +3,8 @@
 (0600), the deployed release read (`helm list`, `helm get values`), and `helm upgrade --install`
 only when the release differs. Before this module the same took four tasks (copy, two reads, the
 command), each a task start on the controller; a no-op run now pays one.
-Stdlib and PyYAML only (the master has python3-yaml: Ansible's own modules need it)."""
+Stdlib only: the values file's YAML text is rendered on the controller (to_nice_yaml, as the
+copy task before this module rendered it), the dict beside it is what is compared."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ DOCUMENTATION = r"""
 module: helm_release
 short_description: helm upgrade --install, only when the deployed release differs
 description:
-  - Writes C(values) as YAML to C(values_file) (root:root 0600, atomically) when its text differs.
+  - Writes C(values_text) to C(values_file) (root:root 0600, atomically) when the file differs.
   - Reads the deployed release with C(helm list -o json) and C(helm get values -o json), and runs
     C(helm upgrade --install NAME CHART --create-namespace -f VALUES_FILE --timeout Ns) only when the
     release is not deployed, is not in status C(deployed), deploys another chart version (the
@@ -27,7 +28,8 @@ options:
   name: {type: str, required: true, description: The release (a DNS-1123 label of at most 53 characters).}
   namespace: {type: str, required: true, description: Its namespace (a DNS-1123 label).}
   chart_path: {type: path, required: true, description: The chart archive on the master (C(NAME-VERSION.tgz)).}
-  values: {type: dict, required: true, description: The release's values.}
+  values: {type: dict, required: true, description: The release's values, compared with the deployed ones.}
+  values_text: {type: str, required: true, description: The same values as YAML (to_nice_yaml), the file's text.}
   values_file: {type: path, required: true, description: Where the values are kept.}
   kubeconfig: {type: path, required: true, description: The admin kubeconfig helm uses.}
   timeout: {type: int, required: true, description: Seconds helm may take (its --timeout).}
@@ -41,14 +43,6 @@ values_changed: {description: Whether the kept values file was (or would be) rew
 # helm's own limit for release names (53: the names it derives must stay within 63).
 RELEASE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?")
 NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-
-
-def render_values(values: dict[str, Any]) -> str:
-    """The values file's text: what ansible's to_nice_yaml(indent=2) wrote before this module, so
-    a file written by the older task is not rewritten."""
-    import yaml
-
-    return yaml.safe_dump(values, indent=2, allow_unicode=True, default_flow_style=False)
 
 
 def upgrade_reason(
@@ -101,7 +95,7 @@ def converge(module: Any) -> dict[str, Any]:
         if not pattern.fullmatch(p[field]):
             module.fail_json(msg=f"helm release {field} {p[field]!r} is not a DNS-1123 label helm accepts")
     values = p["values"] or {}
-    text = render_values(values)
+    text = p["values_text"]
     path = p["values_file"]
     before = ""
     if os.path.exists(path):
@@ -140,6 +134,7 @@ def main() -> None:
             "namespace": {"type": "str", "required": True},
             "chart_path": {"type": "path", "required": True},
             "values": {"type": "dict", "required": True},
+            "values_text": {"type": "str", "required": True},
             "values_file": {"type": "path", "required": True},
             "kubeconfig": {"type": "path", "required": True},
             "timeout": {"type": "int", "required": True},
