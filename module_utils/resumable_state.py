@@ -4,8 +4,9 @@ one key per operation, each operation reading and changing only its own key.
     {"schema": 1, "kube_upgrade": {...}, "chart_upgrade": {...}}
 
 Written under an exclusive flock on PATH.lock beside it (two roles share the upgrade's file),
-through mkstemp + fsync + os.replace + fsync of the directory, 0600. The CLI reads the same files
-(appliance_cli/core/opstate.py, which holds its SCHEMA and LEGACY_FIELDS to these).
+through node_files.write_atomically (mkstemp, fsync, os.replace, fsync of the directory), 0600.
+The CLI reads the same files (appliance_cli/core/opstate.py, which holds its SCHEMA and
+LEGACY_FIELDS to these).
 Stdlib only, Python >= 3.8 on the node."""
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import tempfile
 from typing import Any
+
+from ansible.module_utils.node_files import write_atomically
 
 SCHEMA = 1
 SCHEMA_FIELD = "schema"
@@ -89,30 +91,6 @@ def read(path: str, key: str) -> dict[str, Any]:
     return dict(parse(read_text(path), path, key).get(key) or {})
 
 
-def atomic_write(path: str, text: str) -> None:
-    """PATH holds TEXT, or what it held before: never half of it, never a temporary file left."""
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fchmod(f.fileno(), 0o600)
-            if os.geteuid() == 0:
-                os.fchown(f.fileno(), 0, 0)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        raise
-    dfd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dfd)  # the rename itself survives a power cut
-    finally:
-        os.close(dfd)
-
-
 def dump(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
@@ -149,7 +127,7 @@ def merge(
         doc[key] = after
         changed = after != before or (bool(text.strip()) and dump(doc) != text)
         if changed and not check_mode:
-            atomic_write(path, dump(doc))
+            write_atomically(path, dump(doc).encode("utf-8"), 0o600)
         return before, after, changed
     finally:
         if not check_mode:

@@ -1,12 +1,17 @@
 """Loading code that is not an importable package — the roles' node-side modules and filter
-plugins, the project's module_utils — as the tests need it, in one place."""
+plugins, the project's module_utils — as the tests need it, and the AnsibleModule double that
+drives those modules, in one place."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,3 +45,49 @@ def load_role_module(role: str, name: str) -> ModuleType:
 
 def load_filter_plugin(role: str, name: str) -> ModuleType:
     return load_file(f"appliance_test_{role}_{name}", ROOT / "roles" / role / "filter_plugins" / f"{name}.py")
+
+
+class ModuleFailed(Exception):
+    """A role module's fail_json, raised with its message."""
+
+
+Answer = Callable[[list[str], Any], tuple[int, str, str]]
+
+
+class FakeModule:
+    """What the roles' modules use of AnsibleModule, to drive their converge() in a test: params,
+    check_mode and _diff; run_command records each argv in `ran` and answers through `answer`
+    (argv, stdin data -> rc, stdout, stderr; by default rc 0 and no output); fail_json raises
+    ModuleFailed with its message. One double for every module test (no copy per file)."""
+
+    def __init__(
+        self,
+        params: dict[str, Any],
+        check_mode: bool = False,
+        diff: bool = True,
+        answer: Answer | None = None,
+    ) -> None:
+        self.params, self.check_mode, self._diff = params, check_mode, diff
+        self.ran: list[list[str]] = []
+        self._answer = answer
+
+    def run_command(self, argv, data=None, binary_data=False, umask=None, **_: Any) -> tuple[int, str, str]:
+        self.ran.append(list(argv))
+        if self._answer is None:
+            return 0, "", ""
+        if umask is None:
+            return self._answer(list(argv), data)
+        old = os.umask(umask)  # as AnsibleModule.run_command applies it to the child
+        try:
+            return self._answer(list(argv), data)
+        finally:
+            os.umask(old)
+
+    def fail_json(self, msg: str, **_: Any) -> None:
+        raise ModuleFailed(msg)
+
+
+def run_for_real(argv: list[str], data: Any = None) -> tuple[int, str, str]:
+    """An `answer` for FakeModule that runs the real tool (integration tests)."""
+    p = subprocess.run(argv, input=data, capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests._support.modules import load_role_module
+from tests._support.modules import FakeModule, load_role_module, run_for_real
 
 GROUP = "docker-registry"
 pytestmark = pytest.mark.skipif(
@@ -28,28 +28,9 @@ auth = load_role_module("registry", "registry_auth")
 SAN = "subjectAltName = IP:10.77.0.11, DNS:master1\n"
 
 
-class Failed(Exception):
-    pass
-
-
-class RealModule:
-    """AnsibleModule's run_command/fail_json, running the real tools."""
-
-    def __init__(self, params: dict[str, Any], check_mode: bool = False):
-        self.params, self.check_mode, self.ran = params, check_mode, []
-
-    def run_command(self, argv, data=None, binary_data=False, umask=None):
-        self.ran.append(argv[:2])
-        old = os.umask(umask) if umask is not None else None
-        try:
-            p = subprocess.run(argv, input=data, capture_output=True, text=True)
-        finally:
-            if old is not None:
-                os.umask(old)
-        return p.returncode, p.stdout, p.stderr
-
-    def fail_json(self, **kw):
-        raise Failed(kw["msg"])
+def real_module(params: dict[str, Any], check_mode: bool = False) -> FakeModule:
+    """The module double running the real tools."""
+    return FakeModule(params, check_mode=check_mode, answer=run_for_real)
 
 
 def pki_params(d: Path, san: str = SAN) -> dict[str, Any]:
@@ -80,7 +61,7 @@ def serial(cert: Path) -> str:
 
 def test_pki_creates_ca_and_server_cert_with_private_modes_then_changes_nothing(tmp_path):
     d = tmp_path / "pki"
-    r = pki.converge(RealModule(pki_params(d)))
+    r = pki.converge(real_module(pki_params(d)))
     assert r["changed"] and r["issued"] == [
         "directory",
         "CA key",
@@ -104,20 +85,20 @@ def test_pki_creates_ca_and_server_cert_with_private_modes_then_changes_nothing(
     )
     assert "IP Address:10.77.0.11" in text and "DNS:master1" in text
     assert r["ca_cert_b64"] and "PRIVATE" not in str(r)  # the CA cert (public) comes back, no key
-    again = RealModule(pki_params(d))
+    again = real_module(pki_params(d))
     assert pki.converge(again) == {**r, "changed": False, "issued": [], "cert_issued": False, "diff": []}
     assert again.ran == []
 
 
 def test_pki_reissues_on_a_san_change_and_repairs_a_loose_key_mode(tmp_path):
     d = tmp_path / "pki"
-    pki.converge(RealModule(pki_params(d)))
+    pki.converge(real_module(pki_params(d)))
     before, ca_before = serial(d / "registry.crt"), (d / "ca.crt").read_bytes()
     os.chmod(d / "registry.key", 0o644)
-    check = pki.converge(RealModule(pki_params(d, SAN.replace("master1", "registry.site")), check_mode=True))
+    check = pki.converge(real_module(pki_params(d, SAN.replace("master1", "registry.site")), check_mode=True))
     assert check["changed"] and check["cert_issued"] and serial(d / "registry.crt") == before
     assert oct(stat.S_IMODE((d / "registry.key").stat().st_mode)) == "0o644"  # check mode touched nothing
-    r = pki.converge(RealModule(pki_params(d, SAN.replace("master1", "registry.site"))))
+    r = pki.converge(real_module(pki_params(d, SAN.replace("master1", "registry.site"))))
     assert r["issued"] == ["server certificate"] and serial(d / "registry.crt") != before
     assert (d / "ca.crt").read_bytes() == ca_before  # same CA, same key
     assert mode_owner(d / "registry.key") == ("0o640", GROUP)
@@ -146,25 +127,25 @@ def htpasswd_accepts(d: Path, password: str) -> bool:
 
 def test_auth_generates_a_private_password_and_a_bcrypt_entry_once(tmp_path):
     d = tmp_path / "auth"
-    check = auth.converge(RealModule(auth_params(d), check_mode=True))
+    check = auth.converge(real_module(auth_params(d), check_mode=True))
     assert check == {"changed": True, "password": "", "htpasswd_written": True} and not d.exists()
-    r = auth.converge(RealModule(auth_params(d)))
+    r = auth.converge(real_module(auth_params(d)))
     assert r["changed"] and r["htpasswd_written"] and len(r["password"]) == 48
     assert mode_owner(d) == ("0o750", GROUP)
     assert mode_owner(d / "appliance.password") == ("0o600", "root")
     assert mode_owner(d / "htpasswd") == ("0o640", GROUP)
     assert (d / "htpasswd").read_text().startswith("appliance:$2y$")
     assert htpasswd_accepts(d, r["password"])
-    again = auth.converge(RealModule(auth_params(d)))
+    again = auth.converge(real_module(auth_params(d)))
     assert again == {"changed": False, "password": r["password"], "htpasswd_written": False}
 
 
 def test_auth_rewrites_a_damaged_or_stale_entry_and_keeps_the_password(tmp_path):
     d = tmp_path / "auth"
-    first = auth.converge(RealModule(auth_params(d)))
+    first = auth.converge(real_module(auth_params(d)))
     (d / "htpasswd").write_text("appliance:$2y$05$bogus\n")  # htpasswd -v cannot even read it (rc 9)
-    check = auth.converge(RealModule(auth_params(d), check_mode=True))
+    check = auth.converge(real_module(auth_params(d), check_mode=True))
     assert check["changed"] and check["htpasswd_written"] and not htpasswd_accepts(d, first["password"])
-    r = auth.converge(RealModule(auth_params(d)))
+    r = auth.converge(real_module(auth_params(d)))
     assert r["changed"] and r["htpasswd_written"] and r["password"] == first["password"]
     assert htpasswd_accepts(d, first["password"])

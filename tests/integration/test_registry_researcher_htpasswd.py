@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests._support.modules import load_role_module
+from tests._support.modules import FakeModule, ModuleFailed, load_role_module, run_for_real
 
 GROUP = "docker-registry"
 pytestmark = pytest.mark.skipif(
@@ -24,21 +24,9 @@ pytestmark = pytest.mark.skipif(
 ht = load_role_module("registry", "registry_htpasswd")
 
 
-class Failed(Exception):
-    pass
-
-
-class RealModule:
-    def __init__(self, params: dict[str, Any], check_mode: bool = False):
-        self.params, self.check_mode, self.ran = params, check_mode, []
-
-    def run_command(self, argv, data=None, binary_data=False):
-        self.ran.append(argv)
-        p = subprocess.run(argv, input=data, capture_output=True, text=True)
-        return p.returncode, p.stdout, p.stderr
-
-    def fail_json(self, **kw):
-        raise Failed(kw["msg"])
+def real_module(params: dict[str, Any], check_mode: bool = False) -> FakeModule:
+    """The module double running the real tools."""
+    return FakeModule(params, check_mode=check_mode, answer=run_for_real)
 
 
 def accepts(path: Path, user: str, password: str) -> bool:
@@ -51,9 +39,9 @@ def accepts(path: Path, user: str, password: str) -> bool:
 def test_exact_users_bcrypt_and_idempotent(tmp_path):
     f = tmp_path / "htpasswd-push"
     users = {"alice": "pa55-alice", "bob": "pa55-bob"}
-    check = ht.converge(RealModule({"path": str(f), "group": GROUP, "users": users}, check_mode=True))
+    check = ht.converge(real_module({"path": str(f), "group": GROUP, "users": users}, check_mode=True))
     assert check["changed"] and check["added"] == ["alice", "bob"] and not f.exists()
-    m = RealModule({"path": str(f), "group": GROUP, "users": users})
+    m = real_module({"path": str(f), "group": GROUP, "users": users})
     r = ht.converge(m)
     assert r["changed"] and r["added"] == ["alice", "bob"]
     assert all(accepts(f, u, p) for u, p in users.items())
@@ -64,21 +52,21 @@ def test_exact_users_bcrypt_and_idempotent(tmp_path):
     # no password on any command line
     assert not any(p in " ".join(argv) for argv in m.ran for p in users.values())
     before = f.read_text()
-    again = ht.converge(RealModule({"path": str(f), "group": GROUP, "users": users}))
+    again = ht.converge(real_module({"path": str(f), "group": GROUP, "users": users}))
     assert again == {"changed": False, "added": [], "updated": [], "removed": []}
     assert f.read_text() == before
 
 
 def test_changed_password_and_removed_user(tmp_path):
     f = tmp_path / "htpasswd-push"
-    ht.converge(RealModule({"path": str(f), "group": GROUP, "users": {"alice": "old", "bob": "b"}}))
+    ht.converge(real_module({"path": str(f), "group": GROUP, "users": {"alice": "old", "bob": "b"}}))
     bob_line = next(line for line in f.read_text().splitlines() if line.startswith("bob:"))
-    r = ht.converge(RealModule({"path": str(f), "group": GROUP, "users": {"alice": "new", "carol": "c"}}))
+    r = ht.converge(real_module({"path": str(f), "group": GROUP, "users": {"alice": "new", "carol": "c"}}))
     assert (r["added"], r["updated"], r["removed"]) == (["carol"], ["alice"], ["bob"])
     assert accepts(f, "alice", "new") and not accepts(f, "alice", "old") and accepts(f, "carol", "c")
     assert bob_line not in f.read_text() and not accepts(f, "bob", "b")
 
 
 def test_an_empty_password_is_refused_naming_the_user_only(tmp_path):
-    with pytest.raises(Failed, match="user alice: empty password"):
-        ht.converge(RealModule({"path": str(tmp_path / "h"), "group": GROUP, "users": {"alice": ""}}))
+    with pytest.raises(ModuleFailed, match="user alice: empty password"):
+        ht.converge(real_module({"path": str(tmp_path / "h"), "group": GROUP, "users": {"alice": ""}}))

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from ansible.plugins.filter.core import to_nice_yaml
 
-from tests._support.modules import load_role_module
+from tests._support import modules
+from tests._support.modules import ModuleFailed, load_role_module
 
 hr = load_role_module("helm", "helm_release")
 
@@ -23,12 +24,8 @@ VALUES = {
 }
 
 
-class Failed(Exception):
-    pass
-
-
-class FakeModule:
-    """What converge() uses of AnsibleModule; helm answers from `deployed` (None: not installed)."""
+class FakeModule(modules.FakeModule):
+    """helm answers from `deployed` (None: not installed) and `deployed_values`."""
 
     def __init__(
         self,
@@ -40,16 +37,15 @@ class FakeModule:
         check=False,
         name="gpu-operator",
     ):
-        self.params: dict[str, Any] = {
+        params: dict[str, Any] = {
             "name": name, "namespace": "gpu-operator", "chart_path": "/var/lib/appliance/charts/gpu-operator-v23.9.1.tgz",
             "values": values, "values_text": to_nice_yaml(values, indent=2), "values_file": str(tmp / f"{name}.values.yaml"), "kubeconfig": "/etc/kubernetes/admin.conf",
             "timeout": 600,
         }  # fmt: skip
-        self.check_mode, self._diff = check, True
-        self.deployed, self.deployed_values, self.calls = deployed, deployed_values, []
+        super().__init__(params, check_mode=check, answer=self._helm)
+        self.deployed, self.deployed_values = deployed, deployed_values
 
-    def run_command(self, argv):
-        self.calls.append(argv)
+    def _helm(self, argv, _data):
         verb = argv[5]
         if verb == "list":
             return 0, json.dumps([self.deployed] if self.deployed else []), ""
@@ -59,12 +55,9 @@ class FakeModule:
             return 0, "Release has been upgraded.", ""
         raise AssertionError(argv)
 
-    def fail_json(self, msg, **_):
-        raise Failed(msg)
-
 
 def _upgrades(m: FakeModule) -> list[list[str]]:
-    return [c for c in m.calls if c[5] == "upgrade"]
+    return [c for c in m.ran if c[5] == "upgrade"]
 
 
 def test_first_install_keeps_the_values_0600_and_installs(tmp_path):
@@ -130,7 +123,7 @@ def test_check_mode_reads_but_writes_and_upgrades_nothing(tmp_path):
     assert result["changed"] and result["reason"] == "not deployed"
     assert result["diff"]["after"] == to_nice_yaml(VALUES, indent=2) and result["diff"]["before"] == ""
     assert not os.path.exists(m.params["values_file"])
-    assert _upgrades(m) == [] and [c[5] for c in m.calls] == ["list"]
+    assert _upgrades(m) == [] and [c[5] for c in m.ran] == ["list"]
 
 
 def test_a_kept_file_with_loose_permissions_is_rewritten(tmp_path):
@@ -145,12 +138,14 @@ def test_a_kept_file_with_loose_permissions_is_rewritten(tmp_path):
 
 @pytest.mark.parametrize("name", ["GPU-operator", "a" * 54, "x;reboot", "-x"])
 def test_a_release_name_helm_would_refuse_fails_naming_it(tmp_path, name):
-    with pytest.raises(Failed, match=r"helm release name .* is not a DNS-1123 label"):
+    with pytest.raises(ModuleFailed, match=r"helm release name .* is not a DNS-1123 label"):
         hr.converge(FakeModule(tmp_path, name=name))
 
 
 def test_a_helm_failure_is_one_line_with_helms_words(tmp_path):
     m = FakeModule(tmp_path)
     m.run_command = lambda argv: (1, "", "Error: Kubernetes cluster unreachable: connection refused\n")
-    with pytest.raises(Failed, match=r"^helm list failed \(rc 1\): Error: Kubernetes cluster unreachable"):
+    with pytest.raises(
+        ModuleFailed, match=r"^helm list failed \(rc 1\): Error: Kubernetes cluster unreachable"
+    ):
         hr.converge(m)

@@ -13,7 +13,8 @@ import yaml
 
 from appliance_cli.runner.events import HostWarning
 from appliance_cli.runner.translate import translate
-from tests._support.modules import load_role_module
+from tests._support import modules
+from tests._support.modules import ModuleFailed, load_role_module
 
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "os_prereqs"
 
@@ -23,25 +24,15 @@ node_files = sys.modules["ansible.module_utils.node_files"]  # the project's, lo
 apt_sources = load_role_module("os_prereqs", "apt_offline_sources")
 
 
-class Failed(Exception):
-    pass
+def fake_module(params: dict[str, Any], check_mode: bool = False, answers=None) -> modules.FakeModule:
+    """Commands answer from `answers` (the argv joined -> rc, stderr), by default rc 0."""
+    answers = answers or {}
 
-
-class FakeModule:
-    """What the modules use of AnsibleModule; commands answer from `answers` (argv -> rc, err)."""
-
-    def __init__(self, params: dict[str, Any], check_mode: bool = False, answers=None):
-        self.params, self.check_mode = params, check_mode
-        self.answers = answers or {}
-        self.ran: list[list[str]] = []
-
-    def run_command(self, argv: list[str]):
-        self.ran.append(argv)
-        rc, err = self.answers.get(" ".join(argv), (0, ""))
+    def answer(argv, _data):
+        rc, err = answers.get(" ".join(argv), (0, ""))
         return rc, "", err
 
-    def fail_json(self, **kw):
-        raise Failed(kw["msg"])
+    return modules.FakeModule(params, check_mode=check_mode, answer=answer)
 
 
 @pytest.fixture
@@ -98,7 +89,7 @@ def test_swap_active_reads_proc_swaps_lines():
 
 
 def test_first_run_writes_files_sets_what_differs_and_second_run_changes_nothing(kernel_tree):
-    m = FakeModule(kernel_params(kernel_tree))
+    m = fake_module(kernel_params(kernel_tree))
     r = kernel.converge(m)
     assert r["changed"] and r["appliance_warnings"] == []
     # both modules active (loaded / built in): no modprobe; swap off already: no swapoff
@@ -115,14 +106,14 @@ def test_first_run_writes_files_sets_what_differs_and_second_run_changes_nothing
     # what `sysctl -w` would have done
     (kernel_tree / "proc/sys/net/ipv4/ip_forward").write_text("1\n")
     (kernel_tree / "proc/sys/fs/inotify/max_user_watches").write_text("524288\n")
-    again = FakeModule(kernel_params(kernel_tree))
+    again = fake_module(kernel_params(kernel_tree))
     r2 = kernel.converge(again)
     assert not r2["changed"] and r2["diff"] == [] and again.ran == []
 
 
 def test_active_swap_is_turned_off_and_missing_module_loaded(kernel_tree):
     (kernel_tree / "proc/swaps").write_text("Filename\tType\n/swap.img file 1024 0 -2\n")
-    m = FakeModule(kernel_params(kernel_tree, modules=["overlay", "nf_conntrack"]))
+    m = fake_module(kernel_params(kernel_tree, modules=["overlay", "nf_conntrack"]))
     r = kernel.converge(m)
     assert ["swapoff", "-a"] in m.ran and r["swap_disabled"]
     assert ["modprobe", "nf_conntrack"] in m.ran and r["modules_loaded"] == ["nf_conntrack"]
@@ -130,9 +121,9 @@ def test_active_swap_is_turned_off_and_missing_module_loaded(kernel_tree):
 
 def test_a_parameter_that_cannot_be_set_fails_on_a_real_host_naming_it(kernel_tree):
     refused = {"sysctl -w fs.inotify.max_user_watches=524288": (255, "sysctl: permission denied on key")}
-    m = FakeModule(kernel_params(kernel_tree), answers=refused)
+    m = fake_module(kernel_params(kernel_tree), answers=refused)
     with pytest.raises(
-        Failed, match=r"sysctl fs\.inotify\.max_user_watches=524288 could not be set: .*denied"
+        ModuleFailed, match=r"sysctl fs\.inotify\.max_user_watches=524288 could not be set: .*denied"
     ):
         kernel.converge(m)
 
@@ -142,7 +133,7 @@ def test_a_container_node_reports_what_the_host_owns_as_limits(kernel_tree):
         "sysctl -w fs.inotify.max_user_watches=524288": (255, "sysctl: permission denied on key"),
         "modprobe nf_conntrack": (1, "modprobe: FATAL: Module nf_conntrack not found"),
     }
-    m = FakeModule(kernel_params(kernel_tree, host_owned=True, modules=["nf_conntrack"]), answers=refused)
+    m = fake_module(kernel_params(kernel_tree, host_owned=True, modules=["nf_conntrack"]), answers=refused)
     r = kernel.converge(m)
     assert r["appliance_warnings"] == [
         "kernel module nf_conntrack could not be loaded in this systemd-nspawn node: modprobe: FATAL: Module "
@@ -166,7 +157,7 @@ def test_check_mode_writes_and_runs_nothing_and_predicts_read_only_parameters(ke
     before = {p: p.read_text() for p in kernel_tree.rglob("*") if p.is_file()}
     # a container's /proc/sys is mounted read-only except net.* (root cannot fake that in a tmp tree)
     monkeypatch.setattr(kernel, "sysctl_writable", lambda key: key.startswith("net."))
-    m = FakeModule(kernel_params(kernel_tree, host_owned=True), check_mode=True)
+    m = fake_module(kernel_params(kernel_tree, host_owned=True), check_mode=True)
     r = kernel.converge(m)
     assert m.ran == [] and {p: p.read_text() for p in kernel_tree.rglob("*") if p.is_file()} == before
     assert r["changed"] and r["sysctls_set"] == ["net.ipv4.ip_forward=1"]

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests._support.modules import load_role_module
+from tests._support import modules
+from tests._support.modules import ModuleFailed, load_role_module
 
 tu = load_role_module("kube_binaries", "tar_unpacked")
 
@@ -39,18 +40,10 @@ def _tarball(path: Path, files: dict[str, bytes], extra: list[tarfile.TarInfo] =
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-class Failed(Exception):
-    pass
-
-
-class FakeModule:
-    def __init__(self, tmp: Path, digest: str, check: bool = False):
-        self.params: dict[str, Any] = {"src": str(tmp / "cni.tgz"), "src_sha256": digest, "dest": str(tmp / "bin"),
-                                       "record": str(tmp / "cni.tgz.unpacked.json")}  # fmt: skip
-        self.check_mode = check
-
-    def fail_json(self, msg, **_):
-        raise Failed(msg)
+def fake_module(tmp: Path, digest: str, check: bool = False) -> modules.FakeModule:
+    params: dict[str, Any] = {"src": str(tmp / "cni.tgz"), "src_sha256": digest, "dest": str(tmp / "bin"),
+                              "record": str(tmp / "cni.tgz.unpacked.json")}  # fmt: skip
+    return modules.FakeModule(params, check_mode=check)
 
 
 PLUGINS = {
@@ -70,7 +63,7 @@ def lab(tmp_path):
 
 def test_first_run_unpacks_root_owned_with_the_members_modes_and_keeps_a_record(lab):
     tmp, digest = lab
-    result = tu.converge(FakeModule(tmp, digest))
+    result = tu.converge(fake_module(tmp, digest))
     assert result["changed"] and result["unpacked"] == sorted(PLUGINS)
     assert result["reason"] == "no record of this tarball unpacked here"
     for name, data in PLUGINS.items():
@@ -88,8 +81,8 @@ def test_first_run_unpacks_root_owned_with_the_members_modes_and_keeps_a_record(
 
 def test_a_re_run_changes_nothing(lab):
     tmp, digest = lab
-    tu.converge(FakeModule(tmp, digest))
-    assert tu.converge(FakeModule(tmp, digest)) == {"changed": False, "unpacked": [], "reason": ""}
+    tu.converge(fake_module(tmp, digest))
+    assert tu.converge(fake_module(tmp, digest)) == {"changed": False, "unpacked": [], "reason": ""}
 
 
 @pytest.mark.parametrize(
@@ -101,26 +94,26 @@ def test_a_re_run_changes_nothing(lab):
 )
 def test_drift_is_repaired(lab, damage, reason):
     tmp, digest = lab
-    tu.converge(FakeModule(tmp, digest))
+    tu.converge(fake_module(tmp, digest))
     damage(tmp / "bin")
-    result = tu.converge(FakeModule(tmp, digest))
+    result = tu.converge(fake_module(tmp, digest))
     assert result["changed"] and result["reason"] == reason
     assert (tmp / "bin" / "bridge").read_bytes() == PLUGINS["bridge"]
     assert (tmp / "bin" / "host-local").read_bytes() == PLUGINS["host-local"]
-    assert not tu.converge(FakeModule(tmp, digest))["changed"]
+    assert not tu.converge(fake_module(tmp, digest))["changed"]
 
 
 def test_another_tarball_unpacks_again(lab):
     tmp, digest = lab
-    tu.converge(FakeModule(tmp, digest))
+    tu.converge(fake_module(tmp, digest))
     new = _tarball(tmp / "cni.tgz", {**PLUGINS, "bridge": b"\x7fELF bridge v2"})
-    result = tu.converge(FakeModule(tmp, new))
+    result = tu.converge(fake_module(tmp, new))
     assert result["changed"] and (tmp / "bin" / "bridge").read_bytes() == b"\x7fELF bridge v2"
 
 
 def test_check_mode_writes_nothing_and_names_what_it_would_unpack(lab):
     tmp, digest = lab
-    result = tu.converge(FakeModule(tmp, digest, check=True))
+    result = tu.converge(fake_module(tmp, digest, check=True))
     assert result["changed"] and result["unpacked"] == list(PLUGINS)
     assert sorted(p.name for p in (tmp / "bin").iterdir()) == ["flannel"]
     assert not (tmp / "cni.tgz.unpacked.json").exists()
@@ -146,11 +139,11 @@ def test_an_archive_with_anything_but_plain_files_is_refused_before_a_write(tmp_
     (tmp_path / "bin").mkdir()
     digest = _tarball(tmp_path / "cni.tgz", PLUGINS, [member])
     with pytest.raises(tu.ArchiveError, match=words):
-        tu.converge(FakeModule(tmp_path, digest))
+        tu.converge(fake_module(tmp_path, digest))
     assert list((tmp_path / "bin").iterdir()) == [] and not (tmp_path / "evil").exists()
 
 
 def test_a_digest_that_is_not_sha256_fails_naming_it(lab):
     tmp, _ = lab
-    with pytest.raises(Failed, match="src_sha256 'abc' is not a sha256 digest"):
-        tu.converge(FakeModule(tmp, "abc"))
+    with pytest.raises(ModuleFailed, match="src_sha256 'abc' is not a sha256 digest"):
+        tu.converge(fake_module(tmp, "abc"))

@@ -16,6 +16,7 @@ from typing import Any, BinaryIO
 from ansible.module_utils.bundle_manifest import free_bytes, mib, open_regular, sha256_of
 from ansible.module_utils.bundle_manifest import hex_of as _hex_of
 from ansible.module_utils.bundle_manifest import read_manifest as _read_manifest
+from ansible.module_utils.node_files import write_atomically
 
 DOCUMENTATION = r"""
 module: bundle_sync
@@ -300,10 +301,7 @@ def write_verified(dest: str, hexes: list[str]) -> None:
     """Record the stamps of blobs just hashed, atomically (a torn record only costs a re-hash)."""
     blob_dir = os.path.join(dest, BLOB_DIR)
     stamps = {h: s for h in sorted(hexes) if (s := _stamp(os.path.join(blob_dir, h))) is not None}
-    tmp = os.path.join(dest, STAGING, VERIFIED.lstrip("."))
-    with open(tmp, "w") as f:
-        json.dump(stamps, f, separators=(",", ":"))
-    os.replace(tmp, os.path.join(dest, VERIFIED))
+    write_atomically(os.path.join(dest, VERIFIED), json.dumps(stamps, separators=(",", ":")).encode(), 0o644)
 
 
 def check_present(dest: str, owners: dict[str, tuple[int, list[str]]], present: list[str]) -> None:

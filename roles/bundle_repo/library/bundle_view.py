@@ -13,6 +13,7 @@ from typing import Any, BinaryIO
 
 from ansible.module_utils.bundle_manifest import hex_of as _hex_of
 from ansible.module_utils.bundle_manifest import read_manifest as _read_manifest
+from ansible.module_utils.node_files import write_atomically
 
 DOCUMENTATION = r"""
 module: bundle_view
@@ -190,12 +191,8 @@ def read_state(www: str) -> dict[str, str]:
 
 
 def _write_state(www: str, entries: dict[str, str]) -> None:
-    tmp = os.path.join(www, STATE + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump({"entries": entries}, f, indent=1, sort_keys=True)
-        f.write("\n")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, os.path.join(www, STATE))
+    text = json.dumps({"entries": entries}, indent=1, sort_keys=True) + "\n"
+    write_atomically(os.path.join(www, STATE), text.encode("utf-8"), 0o644)
 
 
 def _up_to_date(path: str, entry: dict[str, Any], recorded: str | None, blob: str | None = None) -> bool:

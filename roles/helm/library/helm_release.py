@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from typing import Any
+
+from ansible.module_utils.node_files import converge_file
 
 DOCUMENTATION = r"""
 module: helm_release
@@ -61,23 +62,6 @@ def upgrade_reason(
     return ""
 
 
-def write_atomically(path: str, text: str) -> None:
-    """root:root 0600, through a temporary file in the same directory, fsync'd, then renamed."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".helm-values.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            os.fchmod(f.fileno(), 0o600)
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chown(tmp, 0, 0)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _helm(module: Any, *argv: str) -> str:
     p = module.params
     cmd = ["helm", "--kubeconfig", p["kubeconfig"], "-n", p["namespace"], *argv]
@@ -97,16 +81,8 @@ def converge(module: Any) -> dict[str, Any]:
     values = p["values"] or {}
     text = p["values_text"]
     path = p["values_file"]
-    before = ""
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            before = f.read()
-        st = os.stat(path)
-        values_changed = before != text or (st.st_mode & 0o7777, st.st_uid, st.st_gid) != (0o600, 0, 0)
-    else:
-        values_changed = True
-    if values_changed and not module.check_mode:
-        write_atomically(path, text)
+    diff = converge_file(path, text, 0o600, module.check_mode)  # root:root 0600
+    values_changed = diff is not None
 
     listed = json.loads(_helm(module, "list", "-o", "json") or "[]")
     deployed = next((r for r in listed if r.get("name") == p["name"]), None)
@@ -120,8 +96,8 @@ def converge(module: Any) -> dict[str, Any]:
               "-f", path, "--timeout", f"{p['timeout']}s")  # fmt: skip
     result: dict[str, Any] = {"changed": bool(reason) or values_changed, "reason": reason,
                               "values_changed": values_changed}  # fmt: skip
-    if module._diff and values_changed:
-        result["diff"] = {"before": before, "after": text, "before_header": path, "after_header": path}
+    if module._diff and diff:
+        result["diff"] = diff
     return result
 
 

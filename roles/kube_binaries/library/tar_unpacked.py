@@ -9,8 +9,8 @@ one, the record is missing, or a file is gone or differs: drift is still repaire
 
 Every member must be a regular file with a plain name (the archive's `./` entry aside): a link,
 a device, a subdirectory or a name with a path in it fails the task naming it, before anything is
-written. Each file is written atomically (a temporary file in the directory, fsync, rename),
-root:root with the member's permission bits. Stdlib only."""
+written. Each file is written atomically (module_utils/node_files.py: a temporary file in the
+directory, fsync, rename), root:root with the member's permission bits. Stdlib only."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ import json
 import os
 import re
 import tarfile
-import tempfile
 from typing import Any
+
+from ansible.module_utils.node_files import sync_directory, write_atomically
 
 DOCUMENTATION = r"""
 module: tar_unpacked
@@ -88,22 +89,6 @@ def drift(record: dict[str, Any] | None, src_sha256: str, dest: str) -> str:
     return ""
 
 
-def write_atomically(directory: str, name: str, data: bytes, mode: int) -> None:
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chown(tmp, 0, 0)
-        os.chmod(tmp, mode)
-        os.replace(tmp, os.path.join(directory, name))
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def unpack(src: str, dest: str) -> dict[str, str]:
     """Every file of the tarball written into dest; name -> sha256 of each."""
     written: dict[str, str] = {}
@@ -113,13 +98,9 @@ def unpack(src: str, dest: str) -> dict[str, str]:
             if f is None:
                 raise ArchiveError(f"member {m.name!r} cannot be read")
             data = f.read()
-            write_atomically(dest, name, data, m.mode & 0o755)
+            write_atomically(os.path.join(dest, name), data, m.mode & 0o755, sync_dir=False)
             written[name] = hashlib.sha256(data).hexdigest()
-    fd = os.open(dest, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    sync_directory(dest)
     return written
 
 
@@ -147,9 +128,7 @@ def converge(module: Any) -> dict[str, Any]:
     text = json.dumps(
         {"src_sha256": p["src_sha256"], "dest": p["dest"], "files": files}, indent=1, sort_keys=True
     )
-    write_atomically(
-        os.path.dirname(p["record"]), os.path.basename(p["record"]), (text + "\n").encode(), 0o644
-    )
+    write_atomically(p["record"], (text + "\n").encode(), 0o644)
     return {"changed": True, "unpacked": sorted(files), "reason": reason}
 
 

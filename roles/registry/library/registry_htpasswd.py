@@ -10,9 +10,9 @@ Stdlib only, Python >= 3.8."""
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Any
 
+from ansible.module_utils.node_files import write_atomically
 from ansible.module_utils.registry_files import group_id, owned
 
 DOCUMENTATION = r"""
@@ -21,7 +21,7 @@ short_description: An htpasswd file with exactly the given users and passwords (
 description:
   - Each given user's entry is checked with C(htpasswd -v) and re-hashed with C(htpasswd -nB)
     when missing or no longer matching; entries of users not given are removed.
-  - The file is written atomically (a temporary file in the same directory, then renamed),
+  - The file is written atomically (a temporary file in the same directory, fsync'd, then renamed),
     root:C(group) 0640.
   - Passwords are read from stdin by htpasswd, never put on a command line, never returned.
 options:
@@ -101,20 +101,7 @@ def converge(module: Any) -> dict[str, Any]:
             entries[user] = line.partition(":")[2]
     content_changed = any(changes.values()) or render_htpasswd(current) != text
     if content_changed and not check:
-        directory = os.path.dirname(path) or "."
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".htpasswd.")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(render_htpasswd(entries))
-                f.flush()
-                os.fsync(f.fileno())
-            os.chown(tmp, 0, gid)
-            os.chmod(tmp, 0o640)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_atomically(path, render_htpasswd(entries).encode("utf-8"), 0o640, gid=gid)
     fixed = owned(path, gid, 0o640, check)
     return {"changed": content_changed or fixed, **changes}
 
