@@ -48,7 +48,12 @@ def load_filter_plugin(role: str, name: str) -> ModuleType:
 
 
 class ModuleFailed(Exception):
-    """A role module's fail_json, raised with its message."""
+    """A role module's fail_json, raised with its message; `result` is what the task's result
+    would hold (msg and the other fields the module passed)."""
+
+    def __init__(self, msg: str, result: dict[str, Any] | None = None) -> None:
+        super().__init__(msg)
+        self.result = {"failed": True, "msg": msg, **(result or {})}
 
 
 Answer = Callable[[list[str], Any], tuple[int, str, str]]
@@ -83,8 +88,8 @@ class FakeModule:
         finally:
             os.umask(old)
 
-    def fail_json(self, msg: str, **_: Any) -> None:
-        raise ModuleFailed(msg)
+    def fail_json(self, msg: str, **fields: Any) -> None:
+        raise ModuleFailed(msg, fields)
 
 
 def run_for_real(argv: list[str], data: Any = None) -> tuple[int, str, str]:
