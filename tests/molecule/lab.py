@@ -99,6 +99,20 @@ def up(nodes: int, old: str | None = None) -> None:
     (site_dir / GATE_FILE).write_text(json.dumps(gate.extravars) + "\n")
 
 
+def _restored(layout: Any, name: str, key: str, pub: Path) -> bool:
+    """Snapshot NAME restored when it was saved from these inputs (KEY): True. Else False, once its
+    snapshots from other inputs are removed, saying so (a stale snapshot is never used)."""
+    from appliance_cli.lab import snapshot
+
+    if snapshot.exists(layout, name, key):
+        snapshot.restore(name, key, bundle_key=pub, progress=print)
+        return True
+    for stale in snapshot.others(layout, name, key):
+        print(f"snapshot {stale.name} is stale (its inputs changed): removed", flush=True)
+        snapshot.remove(stale)
+    return False
+
+
 def installed(nodes: int, old: str | None = None) -> None:
     """The lab, up, as `appliance install --skip-diagnose` leaves it: restored from the snapshot
     of this configuration (tests/_support/labsnap.py names it) when there is one, else installed
@@ -119,13 +133,9 @@ def installed(nodes: int, old: str | None = None) -> None:
         lab=name, nodes=nodes, site_text=(layout.site_dir / "appliance.yml").read_text(), bundle=bundle,
         public_key=pub, args=args, base_image=layout.cache_dir / BASE_NAME,
     )  # fmt: skip
-    if snapshot.exists(layout, name, key):
-        snapshot.restore(name, key, bundle_key=pub, progress=print)
+    if _restored(layout, name, key, pub):
         _wait_ready()
         return
-    for stale in snapshot.others(layout, name, key):
-        print(f"snapshot {stale.name} is stale (its inputs changed): removed", flush=True)
-        snapshot.remove(stale)
     appliance("install", "--site", str(layout.site_dir), *args)
     snapshot.save(name, key, {}, bundle_key=pub, progress=print)
     _wait_ready()  # saving stopped the nodes and booted them again
@@ -214,13 +224,9 @@ def prepare(tags: list[str]) -> None:
     nodes = state.count
     product = labsnap.tree_digest()
     name, key = _prepared_key(layout, tags, nodes, product)
-    if snapshot.exists(layout, name, key):
-        snapshot.restore(name, key, bundle_key=pub, progress=print)
+    if _restored(layout, name, key, pub):
         _booted(tags)
         return
-    for stale in snapshot.others(layout, name, key):
-        print(f"snapshot {stale.name} is stale (its inputs changed): removed", flush=True)
-        snapshot.remove(stale)
     done: list[str] = []
     for n in range(len(tags) - 1, 0, -1):
         base, base_key = _prepared_key(layout, tags[:n], nodes, product)
