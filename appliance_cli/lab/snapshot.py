@@ -9,6 +9,8 @@ their host keys, the lab key and every file the install left on the controller's
 The host's filesystem has no reflinks (ext4) and the nodes' containerd keeps an overlayfs
 snapshotter on their root, which an overlay root cannot hold (the kernel refuses overlayfs as an
 upper dir): so a snapshot is a plain copy (`cp -a`, node by node in parallel), not an overlay.
+A lab whose nodes' trees were last made from the same snapshot (a restore, or the save itself:
+RESTORED marks it) gets back only what changed since (treesync.py); any other, a whole copy.
 A snapshot has a name of its own (by default its lab's), so labs of several names can start from
 one: restored into another lab, the site's ssh proxy command is pointed at that lab's namespace
 (the ssh files are written anew by `lab up`; the install renders its inventory anew each run).
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import time
 from collections.abc import Callable
@@ -27,7 +30,7 @@ from typing import Any
 
 from appliance_cli.errors import LabError
 from appliance_cli.fsutil import atomic_write
-from appliance_cli.lab import lifecycle, proc, sitegen
+from appliance_cli.lab import lifecycle, proc, sitegen, treesync
 from appliance_cli.lab.layout import LabLayout
 from appliance_cli.lab.node import marker
 from appliance_cli.lab.state import LabState
@@ -35,6 +38,10 @@ from appliance_cli.proc import run
 
 META = "snapshot.json"
 _TMP = ".tmp-"
+# In the lab's nodes directory: the snapshot (its path and nonce) the nodes' trees were last made
+# from, written right after that copy ended; its ctime is when. Removed before a restore changes
+# anything, so an interrupted one leaves none (and the next restore copies whole).
+RESTORED = ".restored.json"
 Progress = Callable[[str], None]
 
 
@@ -103,17 +110,20 @@ def save(
     tmp.mkdir()
     log = layout.logs_dir / "snapshot.log"
     t0 = time.monotonic()
+    nonce = secrets.token_hex(8)  # this copy, not another saved under the same name later
     site_text = _site_file(layout).read_text()
     _copy_tree(layout.site_dir, tmp / "site", "copying the lab's site directory", log)
     lifecycle.down()
+    (layout.nodes_dir / RESTORED).unlink(missing_ok=True)
     try:
         _copy_lab(layout.nodes_dir, tmp / "nodes", names, log)
+        _mark(layout, final, nonce, names)  # the nodes' trees are this snapshot's now
     finally:
         _up_again(layout, state, bundle_key, site_text)
     (tmp / META).write_text(
-        json.dumps({"key": key, "lab": layout.name, "nodes": names, "bundle": state.bundle, "extra": extra})
-        + "\n"
-    )
+        json.dumps({"key": key, "lab": layout.name, "nodes": names, "bundle": state.bundle, "extra": extra,
+                    "nonce": nonce}) + "\n"
+    )  # fmt: skip
     run(["sync", "-f", str(tmp / META)], what="flushing the snapshot", log=log, error=LabError)
     shutil.rmtree(final, ignore_errors=True)  # an older copy of the same key (a forced rebuild)
     tmp.rename(final)
@@ -144,19 +154,78 @@ def restore(
     if not exists(layout, name, key):
         raise LabError(f"no snapshot {src.name} of lab '{layout.name}'", hint=f"look in {store(layout)}")
     info = meta(layout, name, key)
+    names: list[str] = info["nodes"]
     t0 = time.monotonic()
-    lifecycle.down(purge=True)
+    lifecycle.down()
+    since = _marked_since(layout, src, info)
+    (layout.nodes_dir / RESTORED).unlink(missing_ok=True)  # before anything changes
+    for d in (
+        (layout.site_dir, layout.run_dir)
+        if since is not None
+        else (layout.site_dir, layout.run_dir, layout.nodes_dir)
+    ):
+        shutil.rmtree(d, ignore_errors=True)  # as `lab down --purge`, the nodes' trees kept when they sync
     for d in (layout.logs_dir, layout.nodes_dir):
         d.mkdir(parents=True, exist_ok=True)
     log = layout.logs_dir / "snapshot.log"
     _copy_tree(src / "site", layout.site_dir, "copying the snapshot's site directory", log)
-    _copy_lab(src / "nodes", layout.nodes_dir, info["nodes"], log)
-    for n in info["nodes"]:  # complete: `lab up` boots them as they are
+    if since is None:
+        _copy_lab(src / "nodes", layout.nodes_dir, names, log)
+        how = "copied whole"
+    else:
+        replaced = _sync_lab(src / "nodes", layout, names, since, log)
+        how = f"{replaced} changed entries put back"
+    for n in names:  # complete: `lab up` boots them as they are
         marker(layout, n).write_text("")
-    state = LabState(name=layout.name, count=len(info["nodes"]), nodes=[], bundle=info["bundle"])
+    if info.get("nonce"):  # a snapshot saved before nonces were kept is copied whole each time
+        _mark(layout, src, info["nonce"], names)
+    state = LabState(name=layout.name, count=len(names), nodes=[], bundle=info["bundle"])
     up = _up_again(layout, state, bundle_key, retarget(_site_file(layout).read_text(), info["lab"], layout))
-    say(f"lab '{layout.name}' restored from snapshot {src.name} ({time.monotonic() - t0:.1f}s)")
+    say(f"lab '{layout.name}' restored from snapshot {src.name}, {how} ({time.monotonic() - t0:.1f}s)")
     return up
+
+
+def _mark(layout: LabLayout, snap: Path, nonce: str, names: list[str]) -> None:
+    """The nodes' trees are snapshot `snap`'s (instance `nonce`), as of now (the file's ctime)."""
+    atomic_write(
+        layout.nodes_dir / RESTORED,
+        json.dumps({"snapshot": str(snap), "nonce": nonce, "nodes": names}) + "\n",
+    )
+
+
+def _marked_since(layout: LabLayout, snap: Path, info: dict[str, Any]) -> int | None:
+    """When the nodes' trees were last made this snapshot's (ns, the kernel's clock), or None when
+    they were not, or it cannot be told: then they are copied whole."""
+    mark = layout.nodes_dir / RESTORED
+    try:
+        data = json.loads(mark.read_text())
+        since = mark.stat().st_ctime_ns
+    except (OSError, ValueError):
+        return None
+    want = {"snapshot": str(snap), "nonce": info.get("nonce"), "nodes": info["nodes"]}
+    if not info.get("nonce") or data != want:
+        return None
+    if not all((layout.nodes_dir / n).is_dir() and marker(layout, n).is_file() for n in info["nodes"]):
+        return None
+    return since
+
+
+def _sync_lab(src_nodes: Path, layout: LabLayout, names: list[str], since: int, log: Path) -> int:
+    """Each node's tree back to the snapshot's by what changed (treesync), in parallel; whatever
+    else is in the nodes directory (a node added since) removed. Returns the entries replaced."""
+    keep = set(names) | {marker(layout, n).name for n in names}
+    for entry in layout.nodes_dir.iterdir():
+        if entry.name in keep:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+        plans = list(
+            pool.map(lambda n: treesync.sync(src_nodes / n, layout.nodes_dir / n, since, log), names)
+        )
+    return sum(len(p.copy) + len(p.remove) for p in plans)
 
 
 def retarget(site_text: str, taken_in: str, layout: LabLayout) -> str:
