@@ -62,6 +62,20 @@ def owned_as(path: str, mode: int, gid: int = 0) -> bool:
     return os.geteuid() != 0 or (st.st_uid, st.st_gid) == (0, gid)
 
 
+def owned(path: str, gid: int, mode: int, check_mode: bool) -> bool:
+    """Make `path` root-owned with group `gid` and `mode`; True when something had to change.
+    A path that does not exist (check mode before it is made) is left to the caller."""
+    if not os.path.exists(path):
+        return False
+    st = os.stat(path)
+    if (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (0, gid, mode):
+        return False
+    if not check_mode:
+        os.chown(path, 0, gid)
+        os.chmod(path, mode)
+    return True
+
+
 def converge_file(
     path: str, content: str, mode: int = 0o644, check_mode: bool = False
 ) -> dict[str, Any] | None:

@@ -18,7 +18,8 @@ import re
 import urllib.request
 from typing import Any
 
-from ansible.module_utils.node_files import owned_as, write_atomically
+from ansible.module_utils.bundle_manifest import sha256_of
+from ansible.module_utils.node_files import owned, write_atomically
 
 DOCUMENTATION = r"""
 module: helm_chart
@@ -56,26 +57,21 @@ URL = re.compile(r"https?://[^\s/]+/\S*")
 CHECKSUM_KIND = "checksum"  # appliance_cli/runner/translate.py's kind for a download that does not match
 
 
-def file_sha256(path: str) -> str | None:
-    h = hashlib.sha256()
+def holds(path: str, sha256: str) -> bool:
+    """The file is there and its sha256 is `sha256` (hex)."""
     try:
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
+        return sha256_of(path) == f"sha256:{sha256}"
     except FileNotFoundError:
-        return None
-    return h.hexdigest()
+        return False
 
 
 def directory(path: str, mode: int, check: bool) -> bool:
     """PATH is a root-owned directory of MODE; True when it was (or would be) created or repaired."""
-    if os.path.isdir(path) and owned_as(path, mode):
-        return False
+    if os.path.isdir(path):
+        return owned(path, 0, mode, check)
     if not check:
         os.makedirs(path, mode=mode, exist_ok=True)
-        os.chmod(path, mode)
-        if os.geteuid() == 0:
-            os.chown(path, 0, 0)
+        owned(path, 0, mode, check)
     return True
 
 
@@ -107,7 +103,7 @@ def converge(module: Any) -> dict[str, Any]:
     changed = directory(p["chart_dir"], 0o755, check)
     changed = directory(p["values_dir"], 0o700, check) or changed
     path = os.path.join(p["chart_dir"], archive)
-    present = file_sha256(path) == want
+    present = holds(path, want)
     fetched = not present
     if fetched and not check:
         data = fetch(p["url"], p["timeout"])
@@ -116,12 +112,8 @@ def converge(module: Any) -> dict[str, Any]:
             module.fail_json(msg=f"The checksum for {p['url']} did not match {want}; it was {got}.",
                              url=p["url"], appliance_failure=CHECKSUM_KIND)  # fmt: skip
         write_atomically(path, data, 0o644)
-    elif present and not owned_as(path, 0o644):
-        changed = True
-        if not check:
-            os.chmod(path, 0o644)
-            if os.geteuid() == 0:
-                os.chown(path, 0, 0)
+    elif present:
+        changed = owned(path, 0, 0o644, check) or changed
     readable = not (check and fetched)
     metadata = _helm(module, "show", "chart", path) if readable else None
     values = _helm(module, "show", "values", path) if readable and p["show_values"] else None

@@ -21,6 +21,7 @@ import re
 import tarfile
 from typing import Any
 
+from ansible.module_utils.bundle_manifest import sha256_of
 from ansible.module_utils.node_files import sync_directory, write_atomically
 
 DOCUMENTATION = r"""
@@ -44,14 +45,6 @@ SHA256 = re.compile(r"[0-9a-f]{64}")
 
 class ArchiveError(Exception):
     """The tarball holds something this module will not write."""
-
-
-def file_sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def members(archive: tarfile.TarFile) -> list[tuple[str, tarfile.TarInfo]]:
@@ -81,7 +74,7 @@ def drift(record: dict[str, Any] | None, src_sha256: str, dest: str) -> str:
         path = os.path.join(dest, name)
         if not os.path.isfile(path) or os.path.islink(path):
             return f"{name} is missing"
-        if file_sha256(path) != digest:
+        if sha256_of(path) != f"sha256:{digest}":
             return f"{name} differs from the tarball's"
         st = os.stat(path)
         if (st.st_uid, st.st_gid) != (0, 0):

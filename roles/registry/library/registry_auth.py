@@ -12,7 +12,8 @@ import os
 import secrets
 from typing import Any
 
-from ansible.module_utils.registry_files import group_id, owned
+from ansible.module_utils.node_files import owned
+from ansible.module_utils.registry_files import group_id
 
 DOCUMENTATION = r"""
 module: registry_auth

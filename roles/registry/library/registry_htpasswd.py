@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ansible.module_utils.node_files import write_atomically
-from ansible.module_utils.registry_files import group_id, owned
+from ansible.module_utils.node_files import owned, write_atomically
+from ansible.module_utils.registry_files import group_id
 
 DOCUMENTATION = r"""
 module: registry_htpasswd

@@ -10,8 +10,8 @@ import base64
 import os
 from typing import Any
 
-from ansible.module_utils.node_files import converge_file
-from ansible.module_utils.registry_files import group_id, owned
+from ansible.module_utils.node_files import converge_file, owned
+from ansible.module_utils.registry_files import group_id
 
 DOCUMENTATION = r"""
 module: registry_pki
