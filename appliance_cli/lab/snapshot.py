@@ -63,10 +63,7 @@ def meta(layout: LabLayout, name: str, key: str) -> dict[str, Any]:
 
 
 def _copy_tree(src: Path, dst: Path, what: str, log: Path) -> None:
-    # cp dies with this process (setpriv --pdeathsig): a save or restore killed with -9 leaves no
-    # cp writing on into a copy that the next save removes as abandoned (the kill -9 drill found one)
-    run(["setpriv", "--pdeathsig", "KILL", "--", "cp", "-a", "--", str(src), str(dst)],
-        what=what, log=log, error=LabError)  # fmt: skip
+    run([*treesync.CP_A, "--", str(src), str(dst)], what=what, log=log, error=LabError)
 
 
 def _copy_lab(src_nodes: Path, dst_nodes: Path, names: list[str], log: Path) -> None:
@@ -222,10 +219,20 @@ def _sync_lab(src_nodes: Path, layout: LabLayout, names: list[str], since: int, 
         else:
             entry.unlink()
     with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
-        plans = list(
-            pool.map(lambda n: treesync.sync(src_nodes / n, layout.nodes_dir / n, since, log), names)
-        )
-    return sum(len(p.copy) + len(p.remove) for p in plans)
+        return sum(pool.map(lambda n: _sync_node(src_nodes / n, layout.nodes_dir / n, since, log), names))
+
+
+def _sync_node(src: Path, dst: Path, since: int, log: Path) -> int:
+    """One node's tree back to the snapshot's by what changed; past treesync.MAX_CHANGES entries,
+    the whole copy. Returns the entries that changed."""
+    p = treesync.plan(src, dst, since)
+    changes = len(p.copy) + len(p.remove)
+    if changes > treesync.MAX_CHANGES:
+        shutil.rmtree(dst)
+        _copy_tree(src, dst, f"copying {dst.name}'s root filesystem ({changes} entries changed)", log)
+    else:
+        treesync.apply(src, dst, p, log)
+    return changes
 
 
 def retarget(site_text: str, taken_in: str, layout: LabLayout) -> str:

@@ -36,6 +36,10 @@ from appliance_cli.proc import run
 # More changed entries than this in one node's tree: the whole copy (one cp call must hold them
 # all, and past this many the whole copy costs little more).
 MAX_CHANGES = 5000
+# Every copy of a snapshot's files, whole or in part: cp dies with this process (setpriv
+# --pdeathsig), so a save or restore killed with -9 leaves no cp writing on into a copy that the
+# next save removes as abandoned (the kill -9 drill found one).
+CP_A = ("setpriv", "--pdeathsig", "KILL", "--", "cp", "-a")
 
 
 @dataclass
@@ -143,8 +147,7 @@ def apply(src: Path, dst: Path, p: SyncPlan, log: Path) -> None:
     tops = set(p.copy)
     copy = [r for r in p.copy if not _within(r, tops)]  # a subtree copied whole brings its entries
     if copy:
-        # cp dies with this process (setpriv --pdeathsig), as the whole copy does (snapshot._copy_tree)
-        run(["setpriv", "--pdeathsig", "KILL", "--", "cp", "-a", "--parents", "-t", str(dst), "--", *copy],
+        run([*CP_A, "--parents", "-t", str(dst), "--", *copy],
             what=f"copying {len(copy)} changed entries back into {dst}", log=log, error=LabError, cwd=src)  # fmt: skip
     touched = set(p.dirs) | {os.path.dirname(r) for r in p.remove + copy}
     for r in sorted(
@@ -157,16 +160,3 @@ def apply(src: Path, dst: Path, p: SyncPlan, log: Path) -> None:
         os.chown(target, s.st_uid, s.st_gid, follow_symlinks=False)
         os.chmod(target, stat.S_IMODE(s.st_mode))
         os.utime(target, ns=(s.st_atime_ns, s.st_mtime_ns), follow_symlinks=False)
-
-
-def sync(src: Path, dst: Path, since_ns: int, log: Path) -> SyncPlan:
-    """`dst` made what `cp -a src dst` made, replacing only what changed (see the module's text);
-    past MAX_CHANGES, by the whole copy."""
-    p = plan(src, dst, since_ns)
-    if len(p.copy) + len(p.remove) > MAX_CHANGES:
-        shutil.rmtree(dst)
-        run(["setpriv", "--pdeathsig", "KILL", "--", "cp", "-a", "--", str(src), str(dst)],
-            what=f"copying {src} whole (over {MAX_CHANGES} entries changed)", log=log, error=LabError)  # fmt: skip
-        return SyncPlan(remove=["."], copy=["."])
-    apply(src, dst, p, log)
-    return p

@@ -86,6 +86,12 @@ def _copied(src: Path, dst: Path) -> int:
     return mark.stat().st_ctime_ns
 
 
+def _sync(src: Path, dst: Path, since: int, log: Path) -> treesync.SyncPlan:
+    p = treesync.plan(src, dst, since)
+    treesync.apply(src, dst, p, log)
+    return p
+
+
 def _flip_keep_mtime(p: Path) -> None:
     """One byte changed in place, size and mtime put back: bit rot as test_faults makes it."""
     s = p.stat()
@@ -139,7 +145,7 @@ def test_only_what_changed_is_put_back_and_the_tree_is_the_snapshots_again(tmp_p
     (dst / "etc/hostname").write_text("worker9\n")
     _flip_keep_mtime(dst / "var/lib/etcd/member/db")
     (dst / "var/log").mkdir(parents=True)
-    p = treesync.sync(src, dst, since, tmp_path / "log")
+    p = _sync(src, dst, since, tmp_path / "log")
     assert sorted(p.copy) == ["etc/hostname", "var/lib/etcd/member/db"]
     assert sorted(p.remove) == ["etc/hostname", "var/lib/etcd/member/db", "var/log"]
     assert _tree(dst) == _tree(src)
@@ -150,7 +156,7 @@ def test_one_name_of_a_linked_blob_replaced_puts_every_name_back_linked(tmp_path
     dst = tmp_path / "node"
     since = _copied(src, dst)
     MUTATIONS["rename_over_one_link"](dst)
-    p = treesync.sync(src, dst, since, tmp_path / "log")
+    p = _sync(src, dst, since, tmp_path / "log")
     assert sorted(p.copy) == ["srv/bundle/blobs/9f86d081", "srv/www/charts/hami-2.4.1.tgz", "srv/www/charts/hami-latest.tgz"]  # fmt: skip
     assert _tree(dst) == _tree(src)
     blob = dst / "srv/bundle/blobs/9f86d081"
@@ -167,7 +173,7 @@ def test_whatever_was_done_the_result_is_what_a_whole_copy_gives(tmp_path_factor
     for m in mutations:
         with contextlib.suppress(OSError):  # one an earlier one made impossible (its file is gone)
             MUTATIONS[m](dst)
-    treesync.sync(src, dst, since, tmp / "log")
+    _sync(src, dst, since, tmp / "log")
     assert _tree(dst) == _tree(src), mutations
 
 
@@ -211,9 +217,7 @@ def test_a_sync_removes_what_the_snapshot_does_not_have_in_the_nodes_directory(t
     (layout.nodes_dir / "worker2").mkdir()  # a node added since (node add)
     marker(layout, "worker2").write_text("")
     synced: list[str] = []
-    monkeypatch.setattr(
-        snapshot.treesync, "sync", lambda s, d, since, log: synced.append(d.name) or treesync.SyncPlan()
-    )
+    monkeypatch.setattr(snapshot, "_sync_node", lambda s, d, since, log: synced.append(d.name) or 0)
     assert snapshot._sync_lab(tmp_path / "snapnodes", layout, info["nodes"], 1, tmp_path / "log") == 0
     assert sorted(synced) == ["master1", "worker1"]
     assert sorted(p.name for p in layout.nodes_dir.iterdir()) == sorted(
@@ -224,3 +228,18 @@ def test_a_sync_removes_what_the_snapshot_does_not_have_in_the_nodes_directory(t
             marker(layout, "worker1").name,
         ]
     )  # the mark too: restore writes it anew
+
+
+def test_past_max_changes_a_node_is_copied_whole(tmp_path, monkeypatch):
+    from appliance_cli.lab import snapshot
+
+    src = _snapshot(tmp_path)
+    dst = tmp_path / "node"
+    since = _copied(src, dst)
+    MUTATIONS["rewrite"](dst)
+    MUTATIONS["add_file"](dst)
+    monkeypatch.setattr(treesync, "MAX_CHANGES", 2)  # 3 entries changed: hostname out and in, new.conf out
+    applied: list[object] = []
+    monkeypatch.setattr(treesync, "apply", lambda *a: applied.append(a))
+    assert snapshot._sync_node(src, dst, since, tmp_path / "log") == 3
+    assert applied == [] and _tree(dst) == _tree(src)
