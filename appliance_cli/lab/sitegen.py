@@ -107,8 +107,13 @@ def write_site(
     target = layout.site_dir / SITE_FILE
     cfg = parse_site(data, source=target)  # raises ConfigError before anything is written
     layout.site_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(target, HEADER + yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+    atomic_write(target, render_site(data))
     return cfg
+
+
+def render_site(data: dict[str, Any]) -> str:
+    """appliance.yml's text as `lab up` writes it from site_data()."""
+    return HEADER + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
 
 
 def render_known_hosts(entries: list[tuple[str, str, list[str]]]) -> str:

@@ -4,6 +4,8 @@
     lab.py up [--nodes N] [--installed] [--old VERSION]
                             create: build (incremental) + sign + verify the lab bundle, `appliance lab up`;
                             --installed: then the whole install, from its snapshot when there is one;
+                            the lab boots straight from the snapshot prepare (or --installed) would
+                            restore, when there is one, rather than fresh first and restored after
                             --old: the stick has the old lab bundle at VERSION instead (the e2e upgrade
                             tests' bundle) and the site is at VERSION: the state an upgrade starts from
     lab.py prepare          prepare: the roles MOLECULE_LAB_PREPARE names, or the snapshot of their
@@ -37,6 +39,9 @@ import yaml
 # otherwise leave its .staging in the bundle this run verifies.
 BUNDLES = Path(os.environ.get("APPLIANCE_MOLECULE_BUNDLES") or "/var/lib/appliance/molecule")
 GATE_FILE = "molecule-gate.json"  # in the lab's site directory: what `up` verified
+# In the lab's site directory: the snapshot `up` booted the lab from, for the prepare that follows
+# (read and removed by it: it restores nothing the lab already is)
+START_FILE = "molecule-start.json"
 
 
 def appliance(*args: str) -> None:
@@ -73,9 +78,11 @@ def _old_bundle(version: str) -> Path:
     return bundle
 
 
-def up(nodes: int, old: str | None = None) -> None:
+def up(nodes: int, old: str | None = None, installed: bool = False) -> None:
+    _repository()
     from appliance_cli.core import bundlegate, siteedit
     from appliance_cli.core.siteconfig import SITE_FILE, load_site
+    from appliance_cli.lab import snapshot
     from appliance_cli.lab.layout import LabLayout
 
     # Under Mitogen the create task runs in a worker pinned to one CPU, and every lab node would
@@ -88,56 +95,107 @@ def up(nodes: int, old: str | None = None) -> None:
         appliance("bundle", "keygen", "--out", str(KEY))
     appliance("bundle", "sign", str(bundle), "--key", f"{KEY}.key")
     stick = _old_bundle(old) if old else bundle
-    appliance("lab", "up", "--nodes", str(nodes), "--bundle", str(stick), "--bundle-key", f"{KEY}.pub")
-    site_dir = LabLayout.default().site_dir
-    if old:
-        siteedit.set_kubernetes_version_in_file(site_dir / SITE_FILE, old)
+    layout = LabLayout.default()
+    site_dir = layout.site_dir
+    start = _start(layout, nodes, old, installed)
+    if start is None:
+        appliance("lab", "up", "--nodes", str(nodes), "--bundle", str(stick), "--bundle-key", f"{KEY}.pub")
+        if old:
+            siteedit.set_kubernetes_version_in_file(site_dir / SITE_FILE, old)
+    else:
+        # One boot, not two: the fresh lab would only be replaced by this snapshot at once.
+        name, key, roles = start
+        snapshot.restore(name, key, bundle_key=Path(f"{KEY}.pub"), progress=print)
+        _wait_ready() if installed else _booted(roles)
+        (site_dir / START_FILE).write_text(json.dumps({"name": name, "key": key}) + "\n")
     # The install gate, as `appliance install` runs it: the copy step on master1 then refuses
     # any manifest but the one verified here.
     gate = bundlegate.check(load_site(site_dir))
     print(gate.summary, flush=True)
     (site_dir / GATE_FILE).write_text(json.dumps(gate.extravars) + "\n")
+    if installed and start is None:
+        install(nodes, old)
 
 
-def _restored(layout: Any, name: str, key: str, pub: Path) -> bool:
-    """Snapshot NAME restored when it was saved from these inputs (KEY): True. Else False, once its
-    snapshots from other inputs are removed, saying so (a stale snapshot is never used)."""
+def _site_text(layout: Any, nodes: int, stick: Path, old: str | None = None) -> str:
+    """The lab's appliance.yml as `lab up --nodes N --bundle STICK` writes it (set to version `old`
+    after), known before any lab is up: the snapshots' keys hold it."""
+    from appliance_cli.core import siteedit
+    from appliance_cli.lab import sitegen
+
+    data = sitegen.site_data(layout, nodes, bundle=stick.resolve(), bundle_key=Path(f"{KEY}.pub").resolve())
+    text = sitegen.render_site(data)
+    return siteedit.set_kubernetes_version(text, old) if old else text
+
+
+def _prepare_tags() -> list[str]:
+    """The roles before the one under test, in site.yml's order (MOLECULE_LAB_PREPARE)."""
+    return [t for t in os.environ.get("MOLECULE_LAB_PREPARE", "").split(",") if t]
+
+
+def _start(layout: Any, nodes: int, old: str | None, installed: bool) -> tuple[str, str, list[str]] | None:
+    """The snapshot `up` boots the lab from: the installed lab's with --installed, else the one
+    prepare would restore first (_prepared_start). (name, key, the roles it holds: none named for
+    the installed lab) or None."""
+    from appliance_cli.lab import snapshot
+    from tests._support import labsnap
+
+    if installed:
+        name, key = _installed_key(layout, nodes, old)
+        return (name, key, []) if snapshot.exists(layout, name, key) else None
+    tags = _prepare_tags()
+    return _prepared_start(layout, tags, nodes, labsnap.tree_digest()) if tags and not old else None
+
+
+def _remove_stale(layout: Any, name: str, key: str) -> None:
+    """Snapshot NAME's copies saved from other inputs than KEY's removed, saying so (a stale
+    snapshot is never used)."""
     from appliance_cli.lab import snapshot
 
-    if snapshot.exists(layout, name, key):
-        snapshot.restore(name, key, bundle_key=pub, progress=print)
-        return True
     for stale in snapshot.others(layout, name, key):
         print(f"snapshot {stale.name} is stale (its inputs changed): removed", flush=True)
         snapshot.remove(stale)
-    return False
 
 
-def installed(nodes: int, old: str | None = None) -> None:
-    """The lab, up, as `appliance install --skip-diagnose` leaves it: restored from the snapshot
-    of this configuration (tests/_support/labsnap.py names it) when there is one, else installed
-    and saved. For the roles that act on an installed cluster (backup, restore, upgrade). With
-    `old`, the old bundle's install has a snapshot name of its own, so that the two kinds of
-    scenario do not take each other's for stale."""
-    _repository()
-    from appliance_cli.debian.rootfs import BASE_NAME
-    from appliance_cli.lab import snapshot
-    from appliance_cli.lab.layout import LabLayout
+INSTALL_ARGS = ("--skip-diagnose",)  # the installed lab's install
+
+
+def _base_image(layout: Any) -> Path:
+    """The lab's base image, built first if missing (as `lab up` would): snapshot keys hash it, and
+    create keys them before any lab is up."""
+    from appliance_cli.debian.rootfs import ensure_base_rootfs
+
+    return ensure_base_rootfs(layout.cache_dir)
+
+
+def _installed_key(layout: Any, nodes: int, old: str | None) -> tuple[str, str]:
+    """(snapshot name, key) of the lab as `appliance install --skip-diagnose` leaves it (from the
+    old bundle at `old`, which has a name of its own so that the two kinds of scenario do not take
+    each other's for stale); tests/_support/labsnap.py keys it."""
     from tests._support import labsnap
 
-    layout = LabLayout.default()
-    bundle, pub = bundle_dir(old), Path(f"{KEY}.pub")
+    bundle = bundle_dir(old)
     name = f"{layout.name}-{old}" if old else layout.name
-    args = ("--skip-diagnose",)
     key = labsnap.key(
-        lab=name, nodes=nodes, site_text=(layout.site_dir / "appliance.yml").read_text(), bundle=bundle,
-        public_key=pub, args=args, base_image=layout.cache_dir / BASE_NAME,
+        lab=name, nodes=nodes, site_text=_site_text(layout, nodes, bundle, old), bundle=bundle,
+        public_key=Path(f"{KEY}.pub"), args=INSTALL_ARGS, base_image=_base_image(layout),
     )  # fmt: skip
-    if _restored(layout, name, key, pub):
-        _wait_ready()
-        return
-    appliance("install", "--site", str(layout.site_dir), *args)
-    snapshot.save(name, key, {}, bundle_key=pub, progress=print)
+    return name, key
+
+
+def install(nodes: int, old: str | None = None) -> None:
+    """The freshly created lab installed (`appliance install --skip-diagnose`) and saved, for the
+    roles that act on an installed cluster (backup, restore, upgrade); its snapshots from other
+    inputs removed first (a stale snapshot is never used). `up` boots from the snapshot when
+    there is one, and does not come here."""
+    from appliance_cli.lab import snapshot
+    from appliance_cli.lab.layout import LabLayout
+
+    layout = LabLayout.default()
+    name, key = _installed_key(layout, nodes, old)
+    _remove_stale(layout, name, key)
+    appliance("install", "--site", str(layout.site_dir), *INSTALL_ARGS)
+    snapshot.save(name, key, {}, bundle_key=Path(f"{KEY}.pub"), progress=print)
     _wait_ready()  # saving stopped the nodes and booted them again
 
 
@@ -147,16 +205,29 @@ def _prepared_key(layout: Any, tags: list[str], nodes: int, product: str) -> tup
     scenarios do not take each other's for stale; the key holds everything else it depends on."""
     import hashlib
 
-    from appliance_cli.debian.rootfs import BASE_NAME
     from tests._support import labsnap
 
     name = f"{layout.name}-prep-{hashlib.sha256(','.join(tags).encode()).hexdigest()[:8]}"
     key = labsnap.key(
-        lab=name, nodes=nodes, site_text=(layout.site_dir / "appliance.yml").read_text(), bundle=bundle_dir(),
-        public_key=Path(f"{KEY}.pub"), args=("prepare", *tags), base_image=layout.cache_dir / BASE_NAME,
+        lab=name, nodes=nodes, site_text=_site_text(layout, nodes, bundle_dir()), bundle=bundle_dir(),
+        public_key=Path(f"{KEY}.pub"), args=("prepare", *tags), base_image=_base_image(layout),
         product=product,
     )  # fmt: skip
     return name, key
+
+
+def _prepared_start(
+    layout: Any, tags: list[str], nodes: int, product: str
+) -> tuple[str, str, list[str]] | None:
+    """The snapshot of the longest run of the roles `tags` (all of them, first) saved from these
+    inputs: (name, key, the roles it holds), or None."""
+    from appliance_cli.lab import snapshot
+
+    for n in range(len(tags), 0, -1):
+        name, key = _prepared_key(layout, tags[:n], nodes, product)
+        if snapshot.exists(layout, name, key):
+            return name, key, tags[:n]
+    return None
 
 
 def _run_roles(tags: list[str], registry_installed: bool) -> None:
@@ -221,20 +292,30 @@ def prepare(tags: list[str]) -> None:
     state = LabState.load(layout.state_file)
     if state is None:
         raise SystemExit(f"error: lab '{layout.name}' is not up: molecule's create brings it up")
+    # What create booted the lab from, if anything: read once, and gone before any save copies
+    # the site directory (a later prepare restores again)
+    record = layout.site_dir / START_FILE
+    booted = json.loads(record.read_text()) if record.is_file() else None
+    record.unlink(missing_ok=True)
     nodes = state.count
     product = labsnap.tree_digest()
     name, key = _prepared_key(layout, tags, nodes, product)
-    if _restored(layout, name, key, pub):
-        _booted(tags)
-        return
+    start = _prepared_start(layout, tags, nodes, product)
+    if start is None or start[2] != tags:
+        _remove_stale(layout, name, key)
     done: list[str] = []
-    for n in range(len(tags) - 1, 0, -1):
-        base, base_key = _prepared_key(layout, tags[:n], nodes, product)
-        if snapshot.exists(layout, base, base_key):
+    if start is not None:
+        base, base_key, done = start
+        if booted == {"name": base, "key": base_key}:
+            print(
+                f"lab '{layout.name}' was booted from snapshot {base} by create: nothing to restore",
+                flush=True,
+            )
+        else:
             snapshot.restore(base, base_key, bundle_key=pub, progress=print)
-            done = tags[:n]
             _booted(done)
-            break
+    if done == tags:
+        return
     _run_roles(tags[len(done) :], registry_installed="registry" in done)
     snapshot.save(name, key, {"roles": tags}, bundle_key=pub, progress=print)
     _booted(tags)  # saving stopped the nodes and booted them again
@@ -315,11 +396,9 @@ def main(argv: list[str]) -> int:
     elif argv[:1] == ["up"]:
         nodes = int(argv[argv.index("--nodes") + 1]) if "--nodes" in argv else 2
         old = argv[argv.index("--old") + 1] if "--old" in argv else None
-        up(nodes, old)
-        if "--installed" in argv:
-            installed(nodes, old)
+        up(nodes, old, installed="--installed" in argv)
     elif argv[:1] == ["prepare"]:
-        prepare([t for t in os.environ.get("MOLECULE_LAB_PREPARE", "").split(",") if t])
+        prepare(_prepare_tags())
     elif argv[:1] == ["new-stick"]:
         new_stick()
     elif argv[:1] == ["down"]:

@@ -44,7 +44,7 @@ def lab(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     monkeypatch.setattr(LabState, "load", staticmethod(lambda path: SimpleNamespace(count=2)))
     monkeypatch.setattr(labsnap, "tree_digest", lambda: "product")
     # a key names the tag list: what the snapshot holds (the real key hashes the bundle and base too)
-    monkeypatch.setattr(labsnap, "key", lambda **kw: f"{kw['lab']}|{kw['args']}|{kw['product']}")
+    monkeypatch.setattr(labsnap, "key", lambda **kw: f"{kw['lab']}|{kw['args']}|{kw.get('product')}")
     monkeypatch.setattr(snapshot, "exists", lambda layout, name, key: (name, key) in saved)
     monkeypatch.setattr(snapshot, "others", lambda layout, name, key: [])
     monkeypatch.setattr(
@@ -53,7 +53,7 @@ def lab(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
 
     def save(name: str, key: str, extra: dict[str, Any], **kw: Any) -> None:
         saved.add((name, key))
-        log.append(("save", extra["roles"]))
+        log.append(("save", extra.get("roles")))
 
     monkeypatch.setattr(snapshot, "save", save)
     monkeypatch.setattr(
@@ -61,7 +61,19 @@ def lab(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     )
     monkeypatch.setattr(mod.os, "sched_setaffinity", lambda pid, cpus: None)
     monkeypatch.setattr(mod, "_wait_ready", lambda ready=True: log.append(("ready" if ready else "api",)))
-    return SimpleNamespace(prepare=mod.prepare, log=log)
+    # the site text is one of the key's inputs, which the recorder above leaves out
+    monkeypatch.setattr(mod, "_site_text", lambda *a, **kw: "site: {name: mol}\n")
+    monkeypatch.setattr(mod, "_base_image", lambda layout: tmp_path / "base.tar.zst")
+    # up(): the commands it runs, and the install gate
+    monkeypatch.setattr(mod, "appliance", lambda *args: log.append(("appliance", " ".join(args[:2]))))
+    from appliance_cli.core import bundlegate, siteconfig
+
+    monkeypatch.setattr(siteconfig, "load_site", lambda site_dir: "cfg")
+    monkeypatch.setattr(bundlegate, "check", lambda cfg: SimpleNamespace(summary="gate", extravars={}))
+    monkeypatch.setattr(mod, "KEY", tmp_path / "lab-signing")
+    (tmp_path / "lab-signing.key").write_text("")
+    monkeypatch.setattr(mod, "BUNDLES", tmp_path)
+    return SimpleNamespace(prepare=mod.prepare, up=mod.up, log=log, site_dir=tmp_path, saved=saved, mod=mod)
 
 
 def test_a_first_scenario_runs_every_role_before_it_and_saves_the_state(lab: Any) -> None:
@@ -130,3 +142,62 @@ def test_a_state_with_kubernetes_is_used_once_its_api_answers_and_with_the_pod_n
     lab.log.clear()
     lab.prepare(flannel)
     assert lab.log == [("restore", repr(("prepare", *flannel))), ("ready",)]
+
+
+def _create_then_prepare(
+    lab: Any, tags: list[str], monkeypatch: pytest.MonkeyPatch, installed: bool = False
+) -> list[Any]:
+    """Molecule's create and prepare for a scenario whose prepare is `tags`: what they did, the
+    bundle's build and signing left out."""
+    monkeypatch.setenv("MOLECULE_LAB_PREPARE", ",".join(tags))
+    lab.log.clear()
+    lab.up(2, installed=installed)
+    lab.prepare(tags)
+    return [e for e in lab.log if not (e[0] == "appliance" and e[1].startswith("bundle "))]
+
+
+def test_create_boots_the_lab_from_the_prepared_snapshot_and_prepare_then_restores_nothing(
+    lab: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lab.prepare(ORDER[:6])
+    assert _create_then_prepare(lab, ORDER[:6], monkeypatch) == [
+        ("restore", repr(("prepare", *ORDER[:6]))), ("api",)
+    ]  # fmt: skip
+    assert not (lab.site_dir / lab.mod.START_FILE).exists()  # consumed: the next prepare restores
+
+
+def test_create_boots_from_the_scenario_before_and_prepare_runs_only_the_role_between(
+    lab: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lab.prepare(ORDER[:6])
+    assert _create_then_prepare(lab, ORDER[:7], monkeypatch) == [
+        ("restore", repr(("prepare", *ORDER[:6]))), ("api",), ("run", ORDER[6:7], True), ("save", ORDER[:7]), ("api",)
+    ]  # fmt: skip
+
+
+def test_without_a_snapshot_create_brings_a_fresh_lab_up_and_prepare_runs_every_role(
+    lab: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _create_then_prepare(lab, ORDER[:3], monkeypatch) == [
+        ("appliance", "lab up"), ("run", ORDER[:3], False), ("save", ORDER[:3])
+    ]  # fmt: skip
+
+
+def test_a_prepare_run_again_after_create_restores_again(lab: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    lab.prepare(ORDER[:2])
+    _create_then_prepare(lab, ORDER[:2], monkeypatch)
+    lab.log.clear()
+    lab.prepare(ORDER[:2])  # `molecule prepare` once more: the lab may have changed since create
+    assert lab.log == [("restore", repr(("prepare", *ORDER[:2])))]
+
+
+def test_an_installed_scenario_boots_from_the_installed_snapshot_or_installs_and_saves_it(
+    lab: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MOLECULE_LAB_PREPARE", "")
+    assert _create_then_prepare(lab, [], monkeypatch, installed=True) == [
+        ("appliance", "lab up"), ("appliance", "install --site"), ("save", None), ("ready",)
+    ]  # fmt: skip
+    assert _create_then_prepare(lab, [], monkeypatch, installed=True) == [
+        ("restore", repr(("--skip-diagnose",))), ("ready",)
+    ]  # fmt: skip
