@@ -31,7 +31,7 @@ integration: bootstrap
 e2e: bootstrap
 	pytest -q $(E2E_PARALLEL) tests/e2e
 
-# CI runs the fastest roles' molecule scenarios (about 6 minutes); `make molecule` runs every role's.
+# CI runs three roles' molecule scenarios (about 6 minutes); `make molecule` runs every role's (32 minutes).
 # Every unit, integration and e2e test runs: nothing is skipped for time. At the end each pytest run
 # prints the time of each module (lab setup and tests apart) and writes it to build/suite-times-*.json.
 # In site.yml's order: each scenario's create boots from the state the one before it saved.
