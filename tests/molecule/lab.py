@@ -106,8 +106,11 @@ def up(nodes: int, old: str | None = None, installed: bool = False) -> None:
         # One boot, not two: the fresh lab would only be replaced by this snapshot at once.
         name, key, roles = start
         snapshot.restore(name, key, bundle_key=Path(f"{KEY}.pub"), progress=print)
-        _wait_ready() if installed else _booted(roles)
-        (site_dir / START_FILE).write_text(json.dumps({"name": name, "key": key}) + "\n")
+        if installed:
+            _wait_ready()
+        else:  # for prepare, the only reader
+            _booted(roles)
+            (site_dir / START_FILE).write_text(json.dumps({"name": name, "key": key}) + "\n")
     # The install gate, as `appliance install` runs it: the copy step on master1 then refuses
     # any manifest but the one verified here.
     gate = bundlegate.check(load_site(site_dir))

@@ -201,3 +201,4 @@ def test_an_installed_scenario_boots_from_the_installed_snapshot_or_installs_and
     assert _create_then_prepare(lab, [], monkeypatch, installed=True) == [
         ("restore", repr(("--skip-diagnose",))), ("ready",)
     ]  # fmt: skip
+    assert not (lab.site_dir / lab.mod.START_FILE).exists()  # no prepare of lab.py's to read it
