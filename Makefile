@@ -1,7 +1,7 @@
 # The two commands of the README, and their parts.
 #   ./make.sh demo   -> rehearsal lab up, build+verify the lab bundle, install, verify, summary
 #   ./make.sh test   -> lint (ruff, mypy, import DAG, yamllint, ansible-lint production) + unit +
-#                       integration + lab e2e + molecule for the fast roles
+#                       integration + lab e2e, every role's molecule scenario among them
 SHELL := /bin/bash
 VENV := .venv/bin
 export PATH := $(CURDIR)/$(VENV):$(PATH)
@@ -31,11 +31,10 @@ integration: bootstrap
 e2e: bootstrap
 	pytest -q $(E2E_PARALLEL) tests/e2e
 
-# CI runs three roles' molecule scenarios (about 6 minutes); `make molecule` runs every role's (32 minutes).
-# Every unit, integration and e2e test runs: nothing is skipped for time. At the end each pytest run
-# prints the time of each module (lab setup and tests apart) and writes it to build/suite-times-*.json.
-# In site.yml's order: each scenario's create boots from the state the one before it saved.
-CI_MOLECULE_ROLES := registry container_runtime kube_binaries
+# Every unit, integration and e2e test runs, and every role's molecule scenario (two e2e modules
+# run them, tests/_support/molecule_scenarios.py): nothing is skipped for time. At the end each
+# pytest run prints the time of each module (lab setup and tests apart) and writes it to
+# build/suite-times-*.json.
 # The lab modules run in two processes (pytest-xdist, a module per process at a time): two labs at
 # once use the second core while the first waits on the nodes (measured: a 4-node no-op install took
 # 78 s alone, 124 s two at once, 200 s three at once; so two). In tests/e2e/conftest.py's ORDER.
@@ -43,21 +42,21 @@ E2E_PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
 # Unit and integration tests in two processes too: 282 s instead of 534 s on 2 cores (1115 tests).
 LOCAL_PARALLEL := -n 2
 test: lint
-	@t0=$$SECONDS; export APPLIANCE_SKIP_IS_FAILURE=1; APPLIANCE_TIMINGS_JSON=$(CURDIR)/build/suite-times-local.json pytest -q -rs $(LOCAL_PARALLEL) tests/unit tests/integration \
-	  && APPLIANCE_TIMINGS_JSON=$(CURDIR)/build/suite-times-e2e.json pytest -q -rs $(E2E_PARALLEL) tests/e2e \
-	  && $(MAKE) molecule MOLECULE_ROLES="$(CI_MOLECULE_ROLES)" \
-	  && echo "make test: pytest and molecule took $$((SECONDS - t0)) s"
+	@t0=$$SECONDS; export APPLIANCE_SKIP_IS_FAILURE=1; APPLIANCE_TIMINGS_JSON=$(CURDIR)/build/suite-times-local.json pytest -q -rfEs $(LOCAL_PARALLEL) tests/unit tests/integration \
+	  && APPLIANCE_TIMINGS_JSON=$(CURDIR)/build/suite-times-e2e.json pytest -q -rfEs $(E2E_PARALLEL) tests/e2e \
+	  && echo "make test: pytest (molecule's scenarios included) took $$((SECONDS - t0)) s"
 
 # The same tests with the modules in reverse order: no module may rely on another's leftovers.
 test-reverse: export APPLIANCE_SKIP_IS_FAILURE=1
 test-reverse: bootstrap
-	APPLIANCE_TEST_ORDER=reverse pytest -q -rs $(LOCAL_PARALLEL) tests/unit tests/integration
+	APPLIANCE_TEST_ORDER=reverse pytest -q -rfEs $(LOCAL_PARALLEL) tests/unit tests/integration
 	APPLIANCE_TEST_ORDER=reverse APPLIANCE_TIMINGS_JSON=$(CURDIR)/build/suite-times-reverse.json \
-	  pytest -q -rs $(E2E_PARALLEL) tests/e2e
+	  pytest -q -rfEs $(E2E_PARALLEL) tests/e2e
 
-# Every role's molecule scenario on the rehearsal lab (root), one at a time, each timed.
+# Every role's molecule scenario on the rehearsal lab (root), one at a time, each timed, in the
+# order tests/_support/molecule_scenarios.py gives (`make test` runs them as two e2e modules).
 # MOLECULE_ROLES="os_prereqs container_runtime" runs a subset; the lab is APPLIANCE_LAB_NAME (default mol).
-MOLECULE_ROLES ?= bundle_repo os_prereqs registry container_runtime kube_binaries control_plane node_join node_roles cni_flannel helm gpu_operator storage_nfs scheduler_stack etcd_snapshot cluster_backup etcd_restore researcher_cli kube_upgrade chart_upgrade
+MOLECULE_ROLES ?= $(shell $(VENV)/python -m tests._support.molecule_scenarios)
 molecule: bootstrap
 	@export APPLIANCE_LAB_NAME=$${APPLIANCE_LAB_NAME:-mol}; \
 	for r in $(MOLECULE_ROLES); do \

@@ -30,8 +30,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     """Under `make test` (APPLIANCE_SKIP_IS_FAILURE=1) a test that cannot run fails, naming why:
     the suite proves everything or says what it did not prove. `make unit` as a user keeps skips
-    (a test that needs root, say). The one exception is the e2e time budget's skip, which names
-    each module it did not start (tests/e2e/conftest.py)."""
+    (a test that needs root, say)."""
     import os
 
     outcome = yield
@@ -42,7 +41,5 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
         and not hasattr(report, "wasxfail")
     ):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        if "not started: the e2e run's time budget was spent" in reason:
-            return  # tests/e2e/conftest.py's budget: reported skipped, by name, at the end
         report.outcome = "failed"
         report.longrepr = f"could not run, which `make test` counts as a failure: {reason}"

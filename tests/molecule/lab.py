@@ -84,17 +84,21 @@ def up(nodes: int, old: str | None = None, installed: bool = False) -> None:
     from appliance_cli.core.siteconfig import SITE_FILE, load_site
     from appliance_cli.lab import snapshot
     from appliance_cli.lab.layout import LabLayout
+    from appliance_cli.locks import file_lock
 
     # Under Mitogen the create task runs in a worker pinned to one CPU, and every lab node would
     # inherit that (kubeadm's NumCPU preflight then fails): give the lab the whole machine.
     os.sched_setaffinity(0, range(os.cpu_count() or 1))
     bundle = bundle_dir()
     BUNDLES.mkdir(parents=True, exist_ok=True)
-    appliance("bundle", "build", "--profile", "lab", "--out", str(bundle))
-    if not Path(f"{KEY}.key").exists():
-        appliance("bundle", "keygen", "--out", str(KEY))
-    appliance("bundle", "sign", str(bundle), "--key", f"{KEY}.key")
-    stick = _old_bundle(old) if old else bundle
+    # The suite runs two lanes of scenarios at once (tests/_support/molecule_scenarios.py): one
+    # builds, keys and signs at a time, over the one cache both bundles share
+    with file_lock(BUNDLES / ".build.lock"):
+        appliance("bundle", "build", "--profile", "lab", "--out", str(bundle))
+        if not Path(f"{KEY}.key").exists():
+            appliance("bundle", "keygen", "--out", str(KEY))
+        appliance("bundle", "sign", str(bundle), "--key", f"{KEY}.key")
+        stick = _old_bundle(old) if old else bundle
     layout = LabLayout.default()
     site_dir = layout.site_dir
     start = _start(layout, nodes, old, installed)

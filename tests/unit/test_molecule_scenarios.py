@@ -1,31 +1,77 @@
-"""`make molecule` runs every role's scenario: the Makefile's list and roles/*/molecule/lab agree,
-and CI's subset is taken from that list."""
+"""tests/_support/molecule_scenarios.py: every role with tasks has a lab scenario, and the suite's two
+lanes run each exactly once, in an order in which each build-lane scenario's start state is saved by
+a scenario before it."""
 
-import re
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests._support import molecule_scenarios
+from tests._support.labsnap import REPO
 
 
-def _make_list(var: str) -> list[str]:
-    m = re.search(rf"^{var} \??:?= (.+)$", (REPO / "Makefile").read_text(), re.M)
-    assert m, f"Makefile sets no {var}"
-    return m.group(1).split()
+def test_every_role_with_tasks_has_a_lab_scenario_and_both_lanes_run_each_once() -> None:
+    with_tasks = sorted(p.parent.parent.name for p in (REPO / "roles").glob("*/tasks/main.yml"))
+    build, cluster = molecule_scenarios.lanes()
+    assert sorted(build + cluster) == with_tasks
+    assert len(build + cluster) == len(set(build + cluster)) == 19
 
 
-def test_make_molecule_lists_exactly_the_roles_with_a_scenario():
-    have = sorted(p.parents[2].name for p in (REPO / "roles").glob("*/molecule/lab/molecule.yml"))
-    listed = _make_list("MOLECULE_ROLES")
-    assert len(listed) == len(set(listed)), listed
-    assert sorted(listed) == have
+def test_each_build_scenario_starts_from_roles_the_lane_has_run_before_it() -> None:
+    build, _ = molecule_scenarios.lanes()
+    for i, role in enumerate(build):
+        start = [t for t in molecule_scenarios.scenario_env(role)["MOLECULE_LAB_PREPARE"].split(",") if t]
+        # every role it starts from ran before it, in the same order: a scenario before it saved
+        # this start state, or a run of the same roles it continues from
+        assert [r for r in build[:i] if r in start] == start, role
 
 
-def test_ci_runs_roles_that_have_a_scenario():
-    assert set(_make_list("CI_MOLECULE_ROLES")) <= set(_make_list("MOLECULE_ROLES"))
+def test_cluster_scenarios_on_the_current_version_come_before_the_upgrades() -> None:
+    _, cluster = molecule_scenarios.lanes()
+    old = [bool(molecule_scenarios.scenario_env(r).get("MOLECULE_LAB_OLD")) for r in cluster]
+    assert old == sorted(old) and any(old) and not all(old)
+    assert all(molecule_scenarios.scenario_env(r)["MOLECULE_LAB_INSTALLED"] == "1" for r in cluster)
 
 
-def test_every_role_with_tasks_has_a_scenario():
-    """appliance_paths alone has none: defaults only, no tasks to converge."""
-    roles = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir())
-    have = {p.parents[2].name for p in (REPO / "roles").glob("*/molecule/lab/molecule.yml")}
-    assert len(roles) == 19 and [r for r in roles if r not in have] == []
+def test_the_module_prints_what_make_molecule_runs() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "tests._support.molecule_scenarios"],
+        cwd=REPO, capture_output=True, text=True, check=True, timeout=60,
+    ).stdout.split()  # fmt: skip
+    build, cluster = molecule_scenarios.lanes()
+    assert out == build + cluster
+    make = (REPO / "Makefile").read_text()  # `make molecule`'s list is that output
+    assert "MOLECULE_ROLES ?= $(shell $(VENV)/python -m tests._support.molecule_scenarios)\n" in make
+
+
+def test_a_scenario_runs_molecule_in_the_roles_directory_on_the_named_lab_and_logs_every_line(
+    tmp_path: Path,
+) -> None:
+    """With a `molecule` on PATH that records what it was given, and no outer pytest's settings."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "molecule").write_text(
+        '#!/bin/sh\necho "args=$* cwd=$(pwd) lab=$APPLIANCE_LAB_NAME timings=${APPLIANCE_TIMINGS_JSON:-none}"\n'
+        "echo second line\nexit 3\n"
+    )
+    (fake / "molecule").chmod(0o755)
+    saved = {k: os.environ.get(k) for k in ("PATH", "APPLIANCE_TIMINGS_JSON")}
+    os.environ["PATH"] = f"{fake}{os.pathsep}{os.environ['PATH']}"
+    os.environ["APPLIANCE_TIMINGS_JSON"] = str(tmp_path / "outer.json")
+    try:
+        # the venv's bin goes first on PATH, so give the fake the same place in the search
+        run = molecule_scenarios.run("registry", "mol-x", tmp_path / "logs", venv_bin=fake)
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    assert run.rc == 3
+    lines = run.log.read_text().splitlines()
+    assert len(lines) == 2
+    first = lines[0].split(maxsplit=1)
+    float(first[0])  # stamped with the seconds since the start
+    assert first[1] == f"args=test -s lab cwd={REPO / 'roles/registry'} lab=mol-x timings=none"
+    assert lines[1].endswith(" second line")
+    assert run.tail(1).endswith("second line")

@@ -1,0 +1,97 @@
+"""Every role's molecule scenario on the rehearsal lab (roles/*/molecule/lab), in the two lanes the
+suite runs them in, and one scenario run as `make molecule` runs it.
+
+* The build lane: the roles that build the cluster, each starting from the roles before it
+  (MOLECULE_LAB_PREPARE), shortest start first, so that each scenario's create boots from the
+  snapshot the one before it saved (tests/molecule/lab.py).
+* The cluster lane: the roles that act on an installed cluster (MOLECULE_LAB_INSTALLED), those on
+  the current version first: the first installs the lab and saves it, the others boot from it.
+
+`python -m tests._support.molecule_scenarios` prints every role, build lane first (the Makefile's
+`make molecule` order).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SCENARIO = "molecule/lab/molecule.yml"
+# what an outer pytest run sets for itself, which the scenario's own pytest (testinfra) must not read
+_OUTER_ENV = ("APPLIANCE_TIMINGS_JSON", "APPLIANCE_TEST_ORDER", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
+
+
+def scenario_env(role: str, repo: Path = REPO) -> dict[str, str]:
+    """The MOLECULE_LAB_* settings of a role's lab scenario (its `ansible: env:`)."""
+    data = yaml.safe_load((repo / "roles" / role / SCENARIO).read_text())
+    env = data["ansible"]["env"]
+    return {k: str(v) for k, v in env.items() if k.startswith("MOLECULE_LAB_")}
+
+
+def lanes(repo: Path = REPO) -> tuple[list[str], list[str]]:
+    """(build lane, cluster lane): every role that has a lab scenario, in the order it runs."""
+    roles = sorted(p.parts[-4] for p in (repo / "roles").glob(f"*/{SCENARIO}"))
+    envs = {r: scenario_env(r, repo) for r in roles}
+
+    def start(role: str) -> int:
+        return len([t for t in envs[role].get("MOLECULE_LAB_PREPARE", "").split(",") if t])
+
+    cluster = [r for r in roles if envs[r].get("MOLECULE_LAB_INSTALLED") == "1"]
+    build = [r for r in roles if r not in cluster]
+    build.sort(key=lambda r: (start(r), r))
+    cluster.sort(key=lambda r: (bool(envs[r].get("MOLECULE_LAB_OLD")), r))
+    return build, cluster
+
+
+@dataclass
+class ScenarioRun:
+    role: str
+    rc: int
+    seconds: float
+    log: Path
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def run(
+    role: str, lab: str, log_dir: Path, timeout: float = 1800.0, venv_bin: Path | None = None
+) -> ScenarioRun:
+    """`molecule test -s lab` in roles/ROLE on the lab named LAB, as `make molecule` runs it; every
+    line of its output goes to LOG_DIR/ROLE.log, stamped with the seconds since the start. Past
+    TIMEOUT its whole process group is killed (its destroy then has not run: the next scenario's
+    first step, destroy, and the caller's own teardown bring the lab down)."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / f"{role}.log"
+    env = {k: v for k, v in os.environ.items() if k not in _OUTER_ENV and not k.startswith("PYTEST_")}
+    env["PATH"] = f"{venv_bin or Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["APPLIANCE_LAB_NAME"] = lab
+    t0 = time.monotonic()
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            ["molecule", "test", "-s", "lab"], cwd=REPO / "roles" / role, env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        assert proc.stdout is not None
+        deadline = t0 + timeout
+        for line in proc.stdout:
+            out.write(f"{time.monotonic() - t0:7.1f} {line}")
+            if time.monotonic() > deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+                out.write(f"killed after {timeout:.0f} s\n")
+                break
+        rc = proc.wait()
+    return ScenarioRun(role, rc, time.monotonic() - t0, log)
+
+
+if __name__ == "__main__":
+    build, cluster = lanes()
+    print(" ".join(build + cluster))

@@ -1,0 +1,34 @@
+"""Molecule's lab scenario of every role that acts on an installed cluster (backup, restore,
+upgrades: tests/_support/molecule_scenarios.py, the cluster lane), one after another in a lab of
+their own: the first installs it and saves it, the others boot from that snapshot. `make molecule`
+runs the same scenarios by hand."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests._support import molecule_scenarios
+from tests._support.labsnap import REPO
+
+pytestmark = pytest.mark.e2e
+LAB = "mol-cluster"  # not the build lane's: the two lanes run at once
+_, CLUSTER = molecule_scenarios.lanes()
+
+
+@pytest.fixture(scope="module")
+def lab(own_lab_cm) -> Iterator[str]:
+    """The lane's lab, held (locked, owned by this run, purged before and after) for its scenarios;
+    each scenario's own create and destroy bring it up and down."""
+    with own_lab_cm(LAB):
+        yield LAB
+
+
+@pytest.mark.parametrize("role", CLUSTER)
+def test_the_roles_molecule_scenario_passes(lab: str, role: str) -> None:
+    run = molecule_scenarios.run(role, lab, REPO / "build" / "molecule")
+    assert run.rc == 0, (
+        f"`molecule test -s lab` in roles/{role} failed (rc {run.rc}) after {run.seconds:.0f} s; "
+        f"its log: {run.log}\n{run.tail()}"
+    )
