@@ -13,6 +13,7 @@ suite runs them in, and one scenario run as `make molecule` runs it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -62,33 +63,67 @@ class ScenarioRun:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
 
+def _running(log_dir: Path, lab: str) -> Path:
+    """While a scenario runs on LAB: "<the test run's PID> <the scenario's process group> <role>"."""
+    return log_dir / f".{lab}.running"
+
+
+def stop_orphan(log_dir: Path, lab: str) -> str | None:
+    """The scenario a killed test run left running on LAB (that run's PID gone: molecule runs in a
+    session of its own, so it outlives a `kill -9` of pytest) killed with its whole process group,
+    before the lab is purged under it. Returns its role, or None when there was none. A scenario
+    of a run still alive is left alone (its lab's lock holds the caller off)."""
+    from appliance_cli.lab.proc import alive
+
+    record = _running(log_dir, lab)
+    try:
+        owner, pgid, role = record.read_text().split()
+    except (OSError, ValueError):
+        return None
+    if int(owner) != os.getpid() and alive(int(owner)):
+        return None
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(int(pgid), signal.SIGKILL)
+    record.unlink(missing_ok=True)
+    return role
+
+
 def run(
     role: str, lab: str, log_dir: Path, timeout: float = 1800.0, venv_bin: Path | None = None
 ) -> ScenarioRun:
     """`molecule test -s lab` in roles/ROLE on the lab named LAB, as `make molecule` runs it; every
     line of its output goes to LOG_DIR/ROLE.log, stamped with the seconds since the start. Past
-    TIMEOUT its whole process group is killed (its destroy then has not run: the next scenario's
-    first step, destroy, and the caller's own teardown bring the lab down)."""
+    TIMEOUT, or when the caller is interrupted, its whole process group is killed (its destroy then
+    has not run: the next scenario's first step, destroy, and the caller's own teardown bring the
+    lab down). While it runs, LOG_DIR/.LAB.running names it for stop_orphan."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{role}.log"
     env = {k: v for k, v in os.environ.items() if k not in _OUTER_ENV and not k.startswith("PYTEST_")}
     env["PATH"] = f"{venv_bin or Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["APPLIANCE_LAB_NAME"] = lab
     t0 = time.monotonic()
-    with log.open("w") as out:
+    with log.open("w", buffering=1) as out:  # line by line: a tail -f, or a killed run, sees it all
         proc = subprocess.Popen(
             ["molecule", "test", "-s", "lab"], cwd=REPO / "roles" / role, env=env, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         assert proc.stdout is not None
+        record = _running(log_dir, lab)
+        record.write_text(f"{os.getpid()} {proc.pid} {role}\n")
         deadline = t0 + timeout
-        for line in proc.stdout:
-            out.write(f"{time.monotonic() - t0:7.1f} {line}")
-            if time.monotonic() > deadline:
-                os.killpg(proc.pid, signal.SIGKILL)
-                out.write(f"killed after {timeout:.0f} s\n")
-                break
-        rc = proc.wait()
+        try:
+            for line in proc.stdout:
+                out.write(f"{time.monotonic() - t0:7.1f} {line}")
+                if time.monotonic() > deadline:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    out.write(f"killed after {timeout:.0f} s\n")
+                    break
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+        finally:
+            rc = proc.wait()
+            record.unlink(missing_ok=True)
     return ScenarioRun(role, rc, time.monotonic() - t0, log)
 
 

@@ -12,6 +12,7 @@ from tests._support import molecule_scenarios
 from tests._support.labsnap import REPO
 
 pytestmark = pytest.mark.e2e
+LOGS = REPO / "build" / "molecule"
 LAB = "mol"  # the lab `make molecule` uses: the two share its snapshots
 BUILD, _ = molecule_scenarios.lanes()
 
@@ -19,14 +20,16 @@ BUILD, _ = molecule_scenarios.lanes()
 @pytest.fixture(scope="module")
 def lab(own_lab_cm) -> Iterator[str]:
     """The lane's lab, held (locked, owned by this run, purged before and after) for its scenarios;
-    each scenario's own create and destroy bring it up and down."""
+    each scenario's own create and destroy bring it up and down. A scenario a killed run left
+    running on it is stopped first."""
+    molecule_scenarios.stop_orphan(LOGS, LAB)
     with own_lab_cm(LAB):
         yield LAB
 
 
 @pytest.mark.parametrize("role", BUILD)
 def test_the_roles_molecule_scenario_passes(lab: str, role: str) -> None:
-    run = molecule_scenarios.run(role, lab, REPO / "build" / "molecule")
+    run = molecule_scenarios.run(role, lab, LOGS)
     assert run.rc == 0, (
         f"`molecule test -s lab` in roles/{role} failed (rc {run.rc}) after {run.seconds:.0f} s; "
         f"its log: {run.log}\n{run.tail()}"

@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from appliance_cli.lab.proc import alive
 from tests._support import molecule_scenarios
 from tests._support.labsnap import REPO
 
@@ -75,3 +77,49 @@ def test_a_scenario_runs_molecule_in_the_roles_directory_on_the_named_lab_and_lo
     assert first[1] == f"args=test -s lab cwd={REPO / 'roles/registry'} lab=mol-x timings=none"
     assert lines[1].endswith(" second line")
     assert run.tail(1).endswith("second line")
+
+
+def test_a_scenario_left_running_by_a_killed_test_run_is_stopped_with_its_process_group(
+    tmp_path: Path,
+) -> None:
+    """pytest killed with -9 mid-scenario: molecule (its own session) and what it started live on,
+    until the next run's lane stops them by the record the killed run left."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "molecule").write_text("#!/bin/sh\nsleep 300 &\necho started $!\nwait\n")
+    (fake / "molecule").chmod(0o755)
+    logs = tmp_path / "logs"
+    code = (
+        "import sys; from pathlib import Path; from tests._support import molecule_scenarios as m; "
+        f"m.run('registry', 'mol-x', Path({str(logs)!r}), venv_bin=Path({str(fake)!r}))"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code], cwd=REPO)
+    log = logs / "registry.log"
+    for _ in range(600):
+        if log.is_file() and "started" in log.read_text():
+            break
+        time.sleep(0.05)
+    grandchild = int(log.read_text().split()[-1])
+    parent.kill()  # as `kill -9` of pytest
+    parent.wait()
+    time.sleep(0.2)
+    assert alive(grandchild)  # the scenario outlived the run that started it
+    assert molecule_scenarios.stop_orphan(logs, "other-lab") is None  # another lab's: not this one
+    assert molecule_scenarios.stop_orphan(logs, "mol-x") == "registry"
+    for _ in range(100):
+        if not alive(grandchild):
+            break
+        time.sleep(0.05)
+    assert not alive(grandchild)
+    assert molecule_scenarios.stop_orphan(logs, "mol-x") is None  # nothing left to stop
+
+
+def test_a_scenario_of_a_run_still_alive_is_left_alone(tmp_path: Path) -> None:
+    sleeper = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        (tmp_path / ".mol-x.running").write_text(f"{os.getppid()} {sleeper.pid} registry\n")
+        assert molecule_scenarios.stop_orphan(tmp_path, "mol-x") is None
+        assert sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
