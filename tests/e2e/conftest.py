@@ -75,7 +75,7 @@ def pytest_collection_modifyitems(items):
 # command that runs it alone; one already started runs to its end. 4500 s: bootstrap, lint, unit
 # and integration before it take about 7 min on a fresh machine (100 + 84 + 210 s here) and the
 # modules that can start last (ORDER puts the longest first) take under 6, so the run still ends
-# inside CI's 90 minutes. The e2e run takes about 63 min here with every molecule scenario.
+# inside CI's 90 minutes. The e2e run's time depends much on the machine: README has figures.
 E2E_DEADLINE_S = float(os.environ.get("APPLIANCE_E2E_DEADLINE_S", "4500"))
 PAST_DEADLINE = "not started: the e2e run had passed its deadline"
 _RUN_STARTED = time.monotonic()  # this conftest is imported at collection, before any test runs
