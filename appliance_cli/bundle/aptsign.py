@@ -105,7 +105,10 @@ class AptSigner:
 
     def sign(self, repo: Path, label: str) -> None:
         """Write `Release` over the repository's index files and `InRelease`, its clear-signed copy
-        (kept when the Release is unchanged and signed by this key)."""
+        (kept when the Release is unchanged and signed by this key). A Release this key signed
+        before gets that signature again: a cache's repository that two profiles' builds take in
+        turn keeps the same InRelease bytes for each, so neither bundle's digest moves (gpg's
+        signature carries its creation time)."""
         release = release_text(repo).encode()
         fpr = self.fingerprint()
         stamp = repo / ".inrelease-stamp"
@@ -113,8 +116,13 @@ class AptSigner:
         if (repo / "InRelease").is_file() and stamp.is_file() and stamp.read_text() == key:
             return
         atomic_write(repo / "Release", release)
-        signed = _gpg(self._gnupg, "--pinentry-mode", "loopback", "--passphrase", "", "--local-user", fpr,
-                      "--digest-algo", "SHA512", "--clearsign", stdin=release, what=f"{label}: InRelease")  # fmt: skip
+        kept = repo / f".inrelease-{hashlib.sha256(key.encode()).hexdigest()[:32]}"  # a dot: not shipped
+        if kept.is_file():
+            signed = kept.read_bytes()
+        else:
+            signed = _gpg(self._gnupg, "--pinentry-mode", "loopback", "--passphrase", "", "--local-user", fpr,
+                          "--digest-algo", "SHA512", "--clearsign", stdin=release, what=f"{label}: InRelease")  # fmt: skip
+            atomic_write(kept, signed)
         atomic_write(repo / "InRelease", signed)
         atomic_write(stamp, key)
 

@@ -126,3 +126,23 @@ def test_a_rebuild_with_nothing_new_gives_the_same_bytes(signed, tmp_path: Path)
     (repo / "Packages").write_bytes(PACKAGES + b"\n")
     signer.sign(repo, "apt-repo/test")
     assert (repo / "InRelease").read_bytes() != before  # a changed index is signed again
+
+
+def test_a_release_signed_before_gets_the_same_signature_again(signed, tmp_path: Path) -> None:
+    """Two profiles' builds share a cache's repository and take it in turn (the lab bundle, then an
+    older one, then the lab again): the lab's InRelease must come back byte for byte, or its
+    bundle's digest moves with every build of the other."""
+    signer, repo, keyring = signed
+    lab = (repo / "InRelease").read_bytes()
+    (repo / "Packages").write_bytes(PACKAGES + b"\n")  # the other profile's index
+    signer.sign(repo, "apt-repo/test")
+    other = (repo / "InRelease").read_bytes()
+    assert other != lab
+    (repo / "Packages").write_bytes(PACKAGES)  # the lab's again
+    signer.sign(repo, "apt-repo/test")
+    assert (repo / "InRelease").read_bytes() == lab
+    assert (repo / "Release").read_text() == release_text(repo)
+    kept = sorted(p.read_bytes() for p in repo.glob(".inrelease-*") if p.name != ".inrelease-stamp")
+    assert kept == sorted([lab, other])  # dot files: the build ships none of them
+    run = _apt_update(tmp_path, repo, keyring)  # and apt takes it, the signature being the key's
+    assert run.returncode == 0 and "W:" not in run.stdout + run.stderr, run.stdout + run.stderr
