@@ -73,7 +73,7 @@ def pytest_collection_modifyitems(items):
 # stopped there names nothing. Once the e2e run has used APPLIANCE_E2E_DEADLINE_S (from its
 # collection; 0: none), each test of a module not yet started fails, naming the module and the
 # command that runs it alone; one already started runs to its end. 4500 s: bootstrap, lint, unit
-# and integration before it take about 7 min on a fresh machine (100 + 84 + 210 s here) and the
+# and integration before it take 7 to 10 min on a fresh machine (100 + 84 + 204 to 373 s) and the
 # modules that can start last (ORDER puts the longest first) take under 6, so the run still ends
 # inside CI's 90 minutes. The e2e run's time depends much on the machine: README has figures.
 E2E_DEADLINE_S = float(os.environ.get("APPLIANCE_E2E_DEADLINE_S", "4500"))
