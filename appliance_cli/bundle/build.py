@@ -96,6 +96,21 @@ def default_cache(out: Path) -> Path:
     return out.parent / f".{out.name}.cache"
 
 
+# In the build cache: held for the whole build. Two builds of other bundles on one cache (the lab
+# bundle and an older one, say) take its shared apt repository and downloads in turn, not at once.
+CACHE_LOCK = ".build.lock"
+
+
+def _hold_cache(fd: int, cache: Path, progress: ProgressFn) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        progress(
+            ProgressEvent("note", str(cache), message="another build is using this cache: waiting for it")
+        )
+        fcntl.flock(fd, fcntl.LOCK_EX)
+
+
 def build_bundle(opts: BuildOptions) -> BuildResult:
     started = time.perf_counter()
     prof = load_profile(opts.profile)
@@ -114,11 +129,13 @@ def build_bundle(opts: BuildOptions) -> BuildResult:
         raise BundleError(f"cannot create cache directory {cache}: {exc.strerror}") from None
 
     lock = os.open(out, os.O_RDONLY)
+    cache_lock = os.open(cache / CACHE_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise BundleError(f"{out}: another `bundle build` is writing this bundle") from None
+        _hold_cache(cache_lock, cache, opts.progress)
         shutil.rmtree(out / STAGING, ignore_errors=True)  # leftovers of an interrupted run
         store = BlobStore(out, chunk_size=opts.chunk_size, fsync=opts.fsync, progress=opts.progress)
         previous = _previous_manifest(out)
@@ -139,6 +156,7 @@ def build_bundle(opts: BuildOptions) -> BuildResult:
         )
         kept = _write_manifest(out, manifest, previous)
     finally:
+        os.close(cache_lock)
         os.close(lock)
     st = store.stats
     return BuildResult(

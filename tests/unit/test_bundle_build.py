@@ -272,3 +272,33 @@ def test_the_toolkit_wheel_is_rebuilt_when_anything_it_carries_changes(tmp_path:
         target = tmp_path / top if "." in top else tmp_path / top / "f"
         target.write_text(target.read_text() + "b")
         assert _wheel_key(tmp_path, []) != before, top
+
+
+def test_a_second_build_on_the_same_cache_waits_for_the_first_and_says_so(tmp_path: Path) -> None:
+    import fcntl
+    import threading
+
+    from appliance_cli.bundle.build import CACHE_LOCK
+
+    profile = make_profile(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    notes: list[str] = []
+    done = threading.Event()
+    with (cache / CACHE_LOCK).open("a") as held:  # another build (of another bundle) holds the cache
+        fcntl.flock(held, fcntl.LOCK_EX)
+        waiter = threading.Thread(
+            target=lambda: (
+                build(tmp_path, profile, out=tmp_path / "other", progress=lambda e: notes.append(e.message)),
+                done.set(),
+            )
+        )
+        waiter.start()
+        for _ in range(100):
+            if any("another build is using this cache" in n for n in notes):
+                break
+            threading.Event().wait(0.05)
+        assert not done.is_set() and "another build is using this cache: waiting for it" in notes
+        fcntl.flock(held, fcntl.LOCK_UN)
+    waiter.join(timeout=60)
+    assert done.is_set() and load_manifest(tmp_path / "other")[0].artifacts
