@@ -87,9 +87,11 @@ def save(
     extra: dict[str, Any],
     bundle_key: Path | None = None,
     progress: Progress | None = None,
+    boot: bool = True,
 ) -> Path:
     """Snapshot the running lab under `key` (with `extra`, JSON, kept in its metadata) and bring
-    the lab back up as it was. Returns the snapshot's directory."""
+    the lab back up as it was (boot=False: left down, for a caller that tears it down next).
+    Returns the snapshot's directory."""
     say = progress or (lambda _: None)
     layout = LabLayout.default()
     state = LabState.load(layout.state_file)
@@ -116,7 +118,8 @@ def save(
         _copy_lab(layout.nodes_dir, tmp / "nodes", names, log)
         _mark(layout, final, nonce, names)  # the nodes' trees are this snapshot's now
     finally:
-        _up_again(layout, state, bundle_key, site_text)
+        if boot:
+            _up_again(layout, state, bundle_key, site_text)
     (tmp / META).write_text(
         json.dumps({"key": key, "lab": layout.name, "nodes": names, "bundle": state.bundle, "extra": extra,
                     "nonce": nonce}) + "\n"

@@ -6,6 +6,7 @@ suite runs them in, and one scenario run as `make molecule` runs it.
   snapshot the one before it saved (tests/molecule/lab.py).
 * The cluster lane: the roles that act on an installed cluster (MOLECULE_LAB_INSTALLED), those on
   the current version first: the first installs the lab and saves it, the others boot from it.
+  Then the upgrades: kube_upgrade saves the lab it upgraded, where chart_upgrade starts.
 
 `python -m tests._support.molecule_scenarios` prints every role, build lane first (the Makefile's
 `make molecule` order).
@@ -24,6 +25,8 @@ from pathlib import Path
 
 import yaml
 
+from tests._support.paths import e2e_build_cache
+
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO = "molecule/lab/molecule.yml"
 # what an outer pytest run sets for itself, which the scenario's own pytest (testinfra) must not read
@@ -31,10 +34,10 @@ _OUTER_ENV = ("APPLIANCE_TIMINGS_JSON", "APPLIANCE_TEST_ORDER", "PYTEST_ADDOPTS"
 
 
 def scenario_env(role: str, repo: Path = REPO) -> dict[str, str]:
-    """The MOLECULE_LAB_* settings of a role's lab scenario (its `ansible: env:`)."""
+    """The MOLECULE_LAB_* and MOLECULE_UPGRADE_* settings of a role's lab scenario (its `ansible: env:`)."""
     data = yaml.safe_load((repo / "roles" / role / SCENARIO).read_text())
     env = data["ansible"]["env"]
-    return {k: str(v) for k, v in env.items() if k.startswith("MOLECULE_LAB_")}
+    return {k: str(v) for k, v in env.items() if k.startswith(("MOLECULE_LAB_", "MOLECULE_UPGRADE_"))}
 
 
 def lanes(repo: Path = REPO) -> tuple[list[str], list[str]]:
@@ -48,7 +51,14 @@ def lanes(repo: Path = REPO) -> tuple[list[str], list[str]]:
     cluster = [r for r in roles if envs[r].get("MOLECULE_LAB_INSTALLED") == "1"]
     build = [r for r in roles if r not in cluster]
     build.sort(key=lambda r: (start(r), r))
-    cluster.sort(key=lambda r: (bool(envs[r].get("MOLECULE_LAB_OLD")), r))
+    # the upgrades last, the one whose end state the other starts from (MOLECULE_LAB_LEAVES) first
+    cluster.sort(
+        key=lambda r: (
+            bool(envs[r].get("MOLECULE_LAB_OLD")),
+            bool(envs[r].get("MOLECULE_UPGRADE_PREPARE")),
+            r,
+        )
+    )
     return build, cluster
 
 
@@ -101,6 +111,8 @@ def run(
     env = {k: v for k, v in os.environ.items() if k not in _OUTER_ENV and not k.startswith("PYTEST_")}
     env["PATH"] = f"{venv_bin or Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["APPLIANCE_LAB_NAME"] = lab
+    # the e2e lab bundle's build cache: the lanes' bundles and the e2e tests' share one apt closure
+    env["APPLIANCE_MOLECULE_BUNDLE_CACHE"] = str(e2e_build_cache())
     t0 = time.monotonic()
     with log.open("w", buffering=1) as out:  # line by line: a tail -f, or a killed run, sees it all
         proc = subprocess.Popen(

@@ -35,6 +35,7 @@ import yaml
 
 from appliance_cli.core.siteconfig import SITE_FILE
 from tests._support.killed_runs import kill_when_printed
+from tests._support.paths import e2e_build_cache, e2e_bundle_root
 from tests._support.upgrade_bundles import OLD_CONTAINERD
 from tests._support.upgrade_lab import ADMIN, NEW_STICK, changed, nodes, put_on_new_stick, ready, ssh
 
@@ -118,12 +119,11 @@ def upgraded(own_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str, A
         pytest.skip("installs an old version first: lab only")
     from appliance_cli.bundle import keygen, sign_bundle
     from appliance_cli.core import siteedit
-    from appliance_cli.lab.layout import LabLayout
     from tests._support.upgrade_bundles import build_old_lab_bundle
 
     new = request.getfixturevalue("lab_bundle")
-    root = Path(os.environ.get("APPLIANCE_E2E_BUNDLE_ROOT") or LabLayout.default().cache_dir / "e2e-bundle")
-    old = build_old_lab_bundle(root / "old-bundle", root / "build-cache", OLD)
+    root = e2e_bundle_root()
+    old = build_old_lab_bundle(root / "old-bundle", e2e_build_cache(), OLD)
     keys = tmp_path_factory.mktemp("old-key")
     priv, pub, _ = keygen(keys / "old")
     sign_bundle(old, priv)

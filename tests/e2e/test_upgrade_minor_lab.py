@@ -35,6 +35,7 @@ import yaml
 
 from appliance_cli.core.siteconfig import SITE_FILE
 from appliance_cli.lab.sitegen import EXTRA_WORKER_CLASS
+from tests._support.paths import e2e_build_cache, e2e_bundle_root
 from tests._support.upgrade_lab import ADMIN, changed, nodes, put_on_new_stick, ready, ssh
 
 OLD, NEW = "v1.23.17", "v1.24.17"
@@ -71,13 +72,12 @@ def minor(installed_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str
     if os.environ.get("APPLIANCE_E2E_SITE"):
         pytest.skip("installs 1.23 and upgrades it to 1.24: lab only")
     from appliance_cli.bundle import keygen, sign_bundle
-    from appliance_cli.lab.layout import LabLayout
     from tests._support.upgrade_bundles import build_lab_bundle_at
     from tests.e2e.conftest import TWO_NODE_LAB, SignedBundle
 
     old = request.getfixturevalue("lab_bundle")
-    root = Path(os.environ.get("APPLIANCE_E2E_BUNDLE_ROOT") or LabLayout.default().cache_dir / "e2e-bundle")
-    built = build_lab_bundle_at(root / f"bundle-{NEW}", root / "build-cache", NEW)
+    root = e2e_bundle_root()
+    built = build_lab_bundle_at(root / f"bundle-{NEW}", e2e_build_cache(), NEW)
     priv, pub, _ = keygen(tmp_path_factory.mktemp("minor-key") / "new")
     sign_bundle(built, priv)
     new = SignedBundle(built, pub)

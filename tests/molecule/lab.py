@@ -10,10 +10,14 @@
                             tests' bundle) and the site is at VERSION: the state an upgrade starts from
     lab.py prepare          prepare: the roles MOLECULE_LAB_PREPARE names, or the snapshot of their
                             state (from the snapshot of a shorter run of them, when there is one)
+    lab.py save-next ROLE   after verify (the scenario's side_effect, run only when all before it
+                            passed): the lab as its prepare and ROLE left it, saved and left down,
+                            when another scenario starts from that state; its create then boots it
     lab.py new-stick        prepare of an upgrade: the lab bundle on master1's second stick, verified
                             as `appliance upgrade apply --bundle` verifies it; the inventory then carries
                             what that command passes to upgrade.yml
-    lab.py down             destroy: `appliance lab down --purge`
+    lab.py down             destroy: `appliance lab down --purge`; a lab made from a snapshot keeps
+                            its nodes' trees (the next create's restore syncs them)
     lab.py --list           dynamic inventory: the lab's own site, rendered exactly as
                             `appliance install --site lab` renders it (hosts.yml + group_vars),
                             plus the manifest digest the bundle gate verified at `up`
@@ -51,6 +55,10 @@ def appliance(*args: str) -> None:
 
 
 KEY = BUNDLES / "lab-signing"  # the lab bundles' signing key (KEY.key, KEY.pub)
+# The bundles' build cache (default: beside the lab bundle). The suite's lanes give the e2e tests'
+# (tests/_support/molecule_scenarios.py): one apt closure, one set of downloads, one apt key for
+# every lab bundle of the run, its builds taking the cache in turn (bundle/build.py CACHE_LOCK).
+CACHE = os.environ.get("APPLIANCE_MOLECULE_BUNDLE_CACHE") or None
 
 
 def bundle_dir(old: str | None = None) -> Path:
@@ -72,8 +80,10 @@ def _old_bundle(version: str) -> Path:
     from appliance_cli.bundle.build import default_cache
     from tests._support.upgrade_bundles import build_old_lab_bundle
 
-    # the lab bundle's own cache: the old bundle shares its downloads
-    bundle = build_old_lab_bundle(bundle_dir(version), default_cache(bundle_dir()), version)
+    # the lab bundle's cache: the old bundle shares its downloads
+    bundle = build_old_lab_bundle(
+        bundle_dir(version), Path(CACHE) if CACHE else default_cache(bundle_dir()), version
+    )
     appliance("bundle", "sign", str(bundle), "--key", f"{KEY}.key")
     return bundle
 
@@ -94,7 +104,15 @@ def up(nodes: int, old: str | None = None, installed: bool = False) -> None:
     # The suite runs two lanes of scenarios at once (tests/_support/molecule_scenarios.py): one
     # builds, keys and signs at a time, over the one cache both bundles share
     with file_lock(BUNDLES / ".build.lock"):
-        appliance("bundle", "build", "--profile", "lab", "--out", str(bundle))
+        appliance(
+            "bundle",
+            "build",
+            "--profile",
+            "lab",
+            "--out",
+            str(bundle),
+            *(["--cache", CACHE] if CACHE else []),
+        )
         if not Path(f"{KEY}.key").exists():
             appliance("bundle", "keygen", "--out", str(KEY))
         appliance("bundle", "sign", str(bundle), "--key", f"{KEY}.key")
@@ -103,6 +121,10 @@ def up(nodes: int, old: str | None = None, installed: bool = False) -> None:
     site_dir = layout.site_dir
     start = _start(layout, nodes, old, installed)
     if start is None:
+        # a lab left by a killed run goes first (restore purges by itself): no destroy precedes
+        # create in the scenarios' sequence
+        if layout.state_file.exists() or layout.nodes_dir.exists():
+            appliance("lab", "down", "--purge")
         appliance("lab", "up", "--nodes", str(nodes), "--bundle", str(stick), "--bundle-key", f"{KEY}.pub")
         if old:
             siteedit.set_kubernetes_version_in_file(site_dir / SITE_FILE, old)
@@ -112,6 +134,8 @@ def up(nodes: int, old: str | None = None, installed: bool = False) -> None:
         snapshot.restore(name, key, bundle_key=Path(f"{KEY}.pub"), progress=print)
         if installed:
             _wait_ready()
+            if roles == [UPGRADED]:  # for new-stick, the only reader
+                (site_dir / START_FILE).write_text(json.dumps({"name": name, "key": key}) + "\n")
         else:  # for prepare, the only reader
             _booted(roles)
             (site_dir / START_FILE).write_text(json.dumps({"name": name, "key": key}) + "\n")
@@ -148,6 +172,10 @@ def _start(layout: Any, nodes: int, old: str | None, installed: bool) -> tuple[s
     from tests._support import labsnap
 
     if installed:
+        if old and os.environ.get("MOLECULE_UPGRADE_PREPARE") == "kubernetes":
+            name, key = _upgraded_key(layout, nodes, old)
+            if snapshot.exists(layout, name, key):
+                return name, key, [UPGRADED]
         name, key = _installed_key(layout, nodes, old)
         return (name, key, []) if snapshot.exists(layout, name, key) else None
     tags = _prepare_tags()
@@ -186,6 +214,30 @@ def _installed_key(layout: Any, nodes: int, old: str | None) -> tuple[str, str]:
     key = labsnap.key(
         lab=name, nodes=nodes, site_text=_site_text(layout, nodes, bundle, old), bundle=bundle,
         public_key=Path(f"{KEY}.pub"), args=INSTALL_ARGS, base_image=_base_image(layout),
+    )  # fmt: skip
+    return name, key
+
+
+# The third item of _start's answer for the lab kube_upgrade saved: old bundle installed, the lab
+# bundle on the second stick (new-stick), every node upgraded with the charts left as they were.
+UPGRADED = "upgraded"
+
+
+def _upgraded_key(layout: Any, nodes: int, old: str) -> tuple[str, str]:
+    """(snapshot name, key) of the installed lab at `old` upgraded by upgrade.yml without the charts
+    (kube_upgrade's converge, chart_upgrade's start) to the lab bundle on the second stick."""
+    from tests._support import labsnap
+
+    stick = bundle_dir(old)
+    name = f"{layout.name}-{old}-{UPGRADED}"
+    to = labsnap.key(
+        lab=name, nodes=nodes, site_text="", bundle=bundle_dir(), public_key=Path(f"{KEY}.pub"), args=(),
+        base_image=_base_image(layout),
+    )  # fmt: skip
+    key = labsnap.key(
+        lab=name, nodes=nodes, site_text=_site_text(layout, nodes, stick, old), bundle=stick,
+        public_key=Path(f"{KEY}.pub"), args=(*INSTALL_ARGS, "upgrade.yml", "chart_upgrade_enabled=false", to),
+        base_image=_base_image(layout),
     )  # fmt: skip
     return name, key
 
@@ -328,6 +380,65 @@ def prepare(tags: list[str]) -> None:
     _booted(tags)  # saving stopped the nodes and booted them again
 
 
+def _starts_from(tags: list[str]) -> list[str]:
+    """The roles whose lab scenario starts from the lab as the roles `tags` leave it."""
+    _repository()
+    from tests._support.molecule_scenarios import lanes, scenario_env
+
+    build, _ = lanes()
+    return [r for r in build if scenario_env(r).get("MOLECULE_LAB_PREPARE", "") == ",".join(tags)]
+
+
+def _upgrades_from(old: str, leaves: str) -> list[str]:
+    """The upgrade scenarios at `old` whose prepare starts where `leaves` ends (kubernetes: every
+    node upgraded, the charts not)."""
+    _repository()
+    from tests._support.molecule_scenarios import lanes, scenario_env
+
+    _, cluster = lanes()
+    envs = {r: scenario_env(r) for r in cluster}
+    return [
+        r for r, e in envs.items() if leaves and e.get("MOLECULE_LAB_OLD") == old and e.get("MOLECULE_UPGRADE_PREPARE") == leaves
+    ]  # fmt: skip
+
+
+def save_next(role: str) -> None:
+    """After the scenario of ROLE passed converge, idempotence and verify: the lab, as its prepare
+    and ROLE left it, saved under the key of that role list (prepare's) and left down for destroy,
+    when a scenario starts from it. That scenario's create boots from it, and its prepare runs no
+    role (before, it ran ROLE a third time, and booted the lab again after saving it)."""
+    _repository()
+    from appliance_cli.lab import snapshot
+    from appliance_cli.lab.layout import LabLayout
+    from appliance_cli.lab.state import LabState
+    from tests._support import labsnap
+
+    old = os.environ.get("MOLECULE_LAB_OLD") or None
+    layout = LabLayout.default()
+    state = LabState.load(layout.state_file)
+    if old:  # an upgrade's scenario: what MOLECULE_LAB_LEAVES says it leaves
+        tags = [os.environ.get("MOLECULE_LAB_LEAVES", "")]
+        nexts = _upgrades_from(old, tags[0])
+    else:
+        tags = [*_prepare_tags(), role]
+        nexts = _starts_from(tags)
+    if not nexts:
+        print(f"no scenario starts from the lab as {','.join(tags)} leave it: nothing saved", flush=True)
+        return
+    if state is None:
+        raise SystemExit(f"error: lab '{layout.name}' is not up: nothing to save")
+    if old:
+        name, key = _upgraded_key(layout, state.count, old)
+    else:
+        name, key = _prepared_key(layout, tags, state.count, labsnap.tree_digest())
+    if snapshot.exists(layout, name, key):
+        print(f"snapshot {name}-{key} exists (the start of {', '.join(nexts)}): nothing saved", flush=True)
+        return
+    _remove_stale(layout, name, key)
+    snapshot.save(name, key, {"roles": tags}, bundle_key=Path(f"{KEY}.pub"), progress=print, boot=False)
+    print(f"the start of {', '.join(nexts)}", flush=True)
+
+
 UPGRADE_VARS_FILE = "molecule-upgrade.json"  # in the lab's site directory: what new-stick verified
 
 
@@ -343,6 +454,14 @@ def new_stick() -> None:
     from tests._support.upgrade_lab import put_on_new_stick
 
     layout = LabLayout.default()
+    record = layout.site_dir / START_FILE
+    if record.is_file():  # create booted the lab kube_upgrade saved: the stick and its variables are in it
+        booted = json.loads(record.read_text())
+        record.unlink()
+        print(
+            f"lab '{layout.name}' was booted from snapshot {booted['name']} by create: {UPGRADED}", flush=True
+        )
+        return
     bundle = bundle_dir()
     stick = put_on_new_stick(layout, bundle)
     cfg = load_site(layout.site_dir)
@@ -360,7 +479,20 @@ def new_stick() -> None:
 
 
 def down() -> None:
-    appliance("lab", "down", "--purge")
+    """Molecule's destroy: the lab down and purged; but a lab whose nodes' trees were made from a
+    snapshot (create booted it from one, or save-next saved it) keeps them: the next create that
+    boots from that snapshot puts back only what changed since (snapshot.restore), and one that
+    boots from another removes them first, as a purge would have."""
+    from appliance_cli.lab.layout import LabLayout
+    from appliance_cli.lab.snapshot import RESTORED
+
+    layout = LabLayout.default()
+    if not (layout.nodes_dir / RESTORED).is_file():
+        appliance("lab", "down", "--purge")
+        return
+    if layout.state_file.exists():
+        appliance("lab", "down")
+    print(f"lab '{layout.name}' is down; its nodes' trees, made from a snapshot, are kept", flush=True)
 
 
 def _walk(name: str, node: dict[str, Any] | None, out: dict[str, Any]) -> None:
@@ -406,6 +538,8 @@ def main(argv: list[str]) -> int:
         up(nodes, old, installed="--installed" in argv)
     elif argv[:1] == ["prepare"]:
         prepare(_prepare_tags())
+    elif argv[:1] == ["save-next"] and len(argv) == 2:
+        save_next(argv[1])
     elif argv[:1] == ["new-stick"]:
         new_stick()
     elif argv[:1] == ["down"]:

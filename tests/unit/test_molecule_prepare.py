@@ -37,8 +37,9 @@ def lab(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     saved: set[tuple[str, str]] = set()
     log: list[Any] = []
     layout = SimpleNamespace(
-        name="mol", site_dir=tmp_path, state_file=tmp_path / "state.json", cache_dir=tmp_path
-    )
+        name="mol", site_dir=tmp_path, state_file=tmp_path / "state.json", cache_dir=tmp_path,
+        nodes_dir=tmp_path / "nodes",
+    )  # fmt: skip
     (tmp_path / "appliance.yml").write_text("site: {name: mol}\n")
     monkeypatch.setattr(LabLayout, "default", staticmethod(lambda: layout))
     monkeypatch.setattr(LabState, "load", staticmethod(lambda path: SimpleNamespace(count=2)))
@@ -51,9 +52,9 @@ def lab(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
         snapshot, "restore", lambda name, key, **kw: log.append(("restore", key.split("|")[1]))
     )
 
-    def save(name: str, key: str, extra: dict[str, Any], **kw: Any) -> None:
+    def save(name: str, key: str, extra: dict[str, Any], boot: bool = True, **kw: Any) -> None:
         saved.add((name, key))
-        log.append(("save", extra.get("roles")))
+        log.append(("save", extra.get("roles")) if boot else ("save, left down", extra.get("roles")))
 
     monkeypatch.setattr(snapshot, "save", save)
     monkeypatch.setattr(
@@ -73,7 +74,10 @@ def lab(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     monkeypatch.setattr(mod, "KEY", tmp_path / "lab-signing")
     (tmp_path / "lab-signing.key").write_text("")
     monkeypatch.setattr(mod, "BUNDLES", tmp_path)
-    return SimpleNamespace(prepare=mod.prepare, up=mod.up, log=log, site_dir=tmp_path, saved=saved, mod=mod)
+    return SimpleNamespace(
+        prepare=mod.prepare, up=mod.up, save_next=mod.save_next, log=log, site_dir=tmp_path, saved=saved,
+        mod=mod,
+    )  # fmt: skip
 
 
 def test_a_first_scenario_runs_every_role_before_it_and_saves_the_state(lab: Any) -> None:
@@ -202,3 +206,80 @@ def test_an_installed_scenario_boots_from_the_installed_snapshot_or_installs_and
         ("restore", repr(("--skip-diagnose",))), ("ready",)
     ]  # fmt: skip
     assert not (lab.site_dir / lab.mod.START_FILE).exists()  # no prepare of lab.py's to read it
+
+
+def test_a_passed_scenario_saves_the_next_ones_start_left_down_and_that_one_then_runs_no_role(
+    lab: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # control_plane's scenario passed verify: node_join's start (ORDER[:6]) is saved from its lab
+    monkeypatch.setenv("MOLECULE_LAB_PREPARE", ",".join(ORDER[:5]))
+    lab.save_next("control_plane")
+    assert lab.log == [("save, left down", ORDER[:6])]
+    assert _create_then_prepare(lab, ORDER[:6], monkeypatch) == [
+        ("restore", repr(("prepare", *ORDER[:6]))), ("api",)
+    ]  # fmt: skip
+    lab.log.clear()
+    monkeypatch.setenv("MOLECULE_LAB_PREPARE", ",".join(ORDER[:5]))
+    lab.save_next("control_plane")  # the same inputs again: the snapshot is there, nothing is saved
+    assert lab.log == []
+
+
+def test_a_state_no_scenario_starts_from_is_not_saved(lab: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    flannel = [*ORDER, "node_roles", "cni_flannel"]
+    monkeypatch.setenv("MOLECULE_LAB_PREPARE", ",".join(flannel))
+    lab.save_next("gpu_operator")  # nothing starts from the GPU Operator's lab
+    lab.save_next("helm")  # scheduler_stack starts from helm's
+    assert lab.log == [("save, left down", [*flannel, "helm"])]
+
+
+def test_create_without_a_snapshot_first_purges_what_a_killed_run_left(
+    lab: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (lab.site_dir / "nodes").mkdir()  # a lab a killed scenario left: no destroy comes before create
+    assert _create_then_prepare(lab, ORDER[:1], monkeypatch)[:2] == [
+        ("appliance", "lab down"), ("appliance", "lab up")
+    ]  # fmt: skip
+
+
+def test_kube_upgrades_lab_is_saved_and_chart_upgrade_boots_from_it_upgraded(
+    lab: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(lab.mod, "_old_bundle", lambda version: lab.site_dir / f"lab-{version}")
+    monkeypatch.setenv("MOLECULE_LAB_PREPARE", "")
+    monkeypatch.setenv("MOLECULE_LAB_OLD", "v1.23.16")
+    monkeypatch.setenv("MOLECULE_LAB_LEAVES", "kubernetes")  # kube_upgrade's scenario
+    lab.save_next("kube_upgrade")
+    assert lab.log == [("save, left down", ["kubernetes"])]
+    lab.log.clear()
+    monkeypatch.setenv("MOLECULE_LAB_LEAVES", "")  # chart_upgrade's: its prepare upgrades the nodes
+    monkeypatch.setenv("MOLECULE_UPGRADE_PREPARE", "kubernetes")
+    lab.up(2, old="v1.23.16", installed=True)
+    upgraded = [e for e in lab.log if e[0] == "restore"]
+    assert len(upgraded) == 1 and "upgrade.yml" in upgraded[0][1] and ("ready",) in lab.log
+    lab.mod.new_stick()  # prepare: nothing to put on the stick, nothing to upgrade
+    assert "by create: upgraded" in capsys.readouterr().out
+    assert not (lab.site_dir / lab.mod.START_FILE).exists()
+    lab.log.clear()
+    monkeypatch.setenv("MOLECULE_UPGRADE_PREPARE", "")  # kube_upgrade's own create: the installed lab
+    lab.up(2, old="v1.23.16", installed=True)
+    assert not [e for e in lab.log if e[0] == "restore" and "upgrade.yml" in e[1]]
+    assert not (lab.site_dir / lab.mod.START_FILE).exists()
+
+
+def test_destroy_keeps_the_trees_of_a_lab_made_from_a_snapshot_and_purges_any_other(
+    lab: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from appliance_cli.lab.snapshot import RESTORED
+
+    monkeypatch.setattr(lab.mod, "appliance", lambda *args: lab.log.append(("appliance", " ".join(args))))
+    nodes = lab.site_dir / "nodes"
+    nodes.mkdir()
+    lab.mod.down()  # a lab of its own making: purged
+    assert lab.log == [("appliance", "lab down --purge")]
+    lab.log.clear()
+    (nodes / RESTORED).write_text("{}")  # the nodes' trees were made from a snapshot
+    lab.mod.down()  # save-next left it down: nothing to do
+    assert lab.log == []
+    (lab.site_dir / "state.json").write_text("{}")  # booted: stopped, its trees kept for the next restore
+    lab.mod.down()
+    assert lab.log == [("appliance", "lab down")]

@@ -31,6 +31,34 @@ def test_each_build_scenario_starts_from_roles_the_lane_has_run_before_it() -> N
         assert [r for r in build[:i] if r in start] == start, role
 
 
+def test_a_scenario_another_starts_from_saves_its_lab_after_verify_and_none_destroys_first() -> None:
+    import yaml
+
+    build, cluster = molecule_scenarios.lanes()
+    starts = {molecule_scenarios.scenario_env(r)["MOLECULE_LAB_PREPARE"] for r in build}
+    savers = 0
+    for role in build + cluster:
+        data = yaml.safe_load((REPO / "roles" / role / molecule_scenarios.SCENARIO).read_text())
+        seq = data["scenario"]["test_sequence"]
+        assert seq[0] == "create" and seq[-1] == "destroy" and seq.count("destroy") == 1, role
+        env = molecule_scenarios.scenario_env(role)
+        end = ",".join([t for t in env.get("MOLECULE_LAB_PREPARE", "").split(",") if t] + [role])
+        # an upgrade another starts from (chart_upgrade from kube_upgrade's upgraded nodes)
+        upgraded = env.get("MOLECULE_LAB_LEAVES") and any(
+            molecule_scenarios.scenario_env(r).get("MOLECULE_UPGRADE_PREPARE") == env["MOLECULE_LAB_LEAVES"]
+            and molecule_scenarios.scenario_env(r).get("MOLECULE_LAB_OLD") == env.get("MOLECULE_LAB_OLD")
+            for r in cluster[cluster.index(role) + 1 :]
+        ) if role in cluster else False  # fmt: skip
+        if (role in build and end in starts) or upgraded:
+            savers += 1
+            # right after verify: molecule runs side_effect only when every step before it passed
+            assert seq[seq.index("verify") + 1] == "side_effect", role
+            assert data["ansible"]["playbooks"]["side_effect"].endswith("/tests/molecule/save_next.yml")
+        else:
+            assert "side_effect" not in seq, role
+    assert savers == 11
+
+
 def test_cluster_scenarios_on_the_current_version_come_before_the_upgrades() -> None:
     _, cluster = molecule_scenarios.lanes()
     old = [bool(molecule_scenarios.scenario_env(r).get("MOLECULE_LAB_OLD")) for r in cluster]
