@@ -24,6 +24,7 @@ from appliance_cli.core.siteconfig import SiteConfig, load_site
 from appliance_cli.lab.layout import LabLayout
 from appliance_cli.locks import file_lock
 from tests._support import labsnap
+from tests._support.paths import e2e_build_cache, e2e_bundle_root
 
 E2E_NODES = int(os.environ.get("APPLIANCE_E2E_NODES", "4"))
 RECAP = re.compile(r"^RECAP (\S+) ok=(\d+) changed=(\d+) failed=(\d+) unreachable=(\d+) skipped=(\d+)$", re.M)
@@ -42,7 +43,7 @@ RECAP = re.compile(r"^RECAP (\S+) ok=(\d+) changed=(\d+) failed=(\d+) unreachabl
 ORDER = (
     "test_molecule_build_roles.py", "test_faults.py", "test_molecule_cluster_roles.py", "test_node_add_remove.py", "test_kill_points.py", "test_unreachable_mid_run.py",
     "test_upgrade_apply_lab.py", "test_restore_lab.py", "test_apiserver_down.py", "test_run_locks.py",
-    "test_hostile_site_paths.py", "test_node_remove_unreachable.py", "test_upgrade_minor_lab.py", "test_preflight_failures.py",
+    "test_node_remove_unreachable.py", "test_upgrade_minor_lab.py", "test_preflight_failures.py",
     "test_node_maintenance.py", "test_backup_lab.py",
     "test_scheduler_runai.py", "test_kubernetes.py", "test_researcher_access.py",
     "test_researcher_registry.py", "test_scheduler_open.py", "test_storage_nfs.py", "test_diagnose_lab.py",
@@ -144,10 +145,9 @@ def lab_bundle() -> SignedBundle:
         pytest.fail("building the lab bundle needs root (the apt closure is resolved in a chroot)")
     from appliance_cli.bundle import BuildOptions, build_bundle, keygen, sign_bundle
 
-    # APPLIANCE_E2E_BUNDLE_ROOT: a build of one's own, where several people share the machine's cache
-    root = Path(os.environ.get("APPLIANCE_E2E_BUNDLE_ROOT") or LabLayout.default().cache_dir / "e2e-bundle")
+    root = e2e_bundle_root()
     with file_lock(root / ".e2e.lock"):  # two test processes build and sign it one after the other
-        res = build_bundle(BuildOptions(profile="lab", out=root / "bundle", cache=root / "build-cache"))
+        res = build_bundle(BuildOptions(profile="lab", out=root / "bundle", cache=e2e_build_cache()))
         key = root / "signing" / "lab"
         if not (Path(f"{key}.key").is_file() and Path(f"{key}.pub").is_file()):
             keygen(key, force=True)
