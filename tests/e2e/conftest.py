@@ -25,16 +25,17 @@ from appliance_cli.lab.layout import LabLayout
 from appliance_cli.locks import file_lock
 from tests._support import labsnap
 from tests._support.paths import e2e_build_cache, e2e_bundle_root
+from tests._support.timings import NOT_RUN_FOR_TIME
 
 E2E_NODES = int(os.environ.get("APPLIANCE_E2E_NODES", "4"))
 RECAP = re.compile(r"^RECAP (\S+) ok=(\d+) changed=(\d+) failed=(\d+) unreachable=(\d+) skipped=(\d+)$", re.M)
 
 
 # The order modules are dispatched in (the order of modules carries no meaning: each starts from its
-# own lab or a restored snapshot). The two lanes of molecule scenarios first (the longest: about 20
-# and 12 min), then the ones that guard against lost data (faults, kills, lost nodes, backup,
+# own lab or a restored snapshot). The two lanes of molecule scenarios first (the longest: 31
+# and 18 min at bd6fcfe), then the ones that guard against lost data (faults, kills, lost nodes, backup,
 # restore, upgrades), then the rest; longest first within each (times of the whole run at a4155ed),
-# so that two test processes pack well and, should the deadline below ever be passed, what is not
+# so that two test processes pack well and, when the budget below is spent, what is not
 # started is short and loses no data. The first two alternate a lab of their own and the session
 # lab: the second process does not wait while the first installs (node_add_remove installs the
 # 2-node lab's, which three more modules restore later: one that asks for a snapshot while another
@@ -70,15 +71,16 @@ def pytest_collection_modifyitems(items):
     items.sort(key=rank)  # stable: each module's tests keep their order
 
 
-# No module is skipped for time. A deadline instead: CI stops `.ci/run` at 90 minutes, and a run
-# stopped there names nothing. Once the e2e run has used APPLIANCE_E2E_DEADLINE_S (from its
-# collection; 0: none), each test of a module not yet started fails, naming the module and the
-# command that runs it alone; one already started runs to its end. 4500 s: bootstrap, lint, unit
-# and integration before it take 7 to 10 min on a fresh machine (100 + 84 + 204 to 373 s) and the
-# modules that can start last (ORDER puts the longest first) take under 6, so the run still ends
-# inside CI's 90 minutes. The e2e run's time depends much on the machine: README has figures.
-E2E_DEADLINE_S = float(os.environ.get("APPLIANCE_E2E_DEADLINE_S", "4500"))
-PAST_DEADLINE = "not started: the e2e run had passed its deadline"
+# The e2e time budget, kept until the whole suite fits CI's 90 minutes (issue 27: "remove the
+# budget in the change that makes the suite fit, so that no submission is left unable to land").
+# Once the e2e run has used APPLIANCE_E2E_BUDGET_S (from its collection; 0: none), each test of a
+# module not yet started is skipped, naming the module and the command that runs it alone; one
+# already started runs to its end. The run ends with the list of what it did not run
+# (pytest_terminal_summary), and tests/conftest.py excuses that skip alone under `make test`.
+# ORDER starts the longest modules and those that guard against lost data first, so what is left
+# out is short. 4400 s: bootstrap, lint, unit and integration before it take 9 to 10 min on a
+# fresh machine, and a module started just before the budget may run 7 more. README has figures.
+E2E_BUDGET_S = float(os.environ.get("APPLIANCE_E2E_BUDGET_S", "4400"))
 _RUN_STARTED = time.monotonic()  # this conftest is imported at collection, before any test runs
 _RUN_WALL_START = time.time()
 _modules_started: set[str] = set()
@@ -90,11 +92,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if module in _modules_started:
         return
     spent = time.monotonic() - _RUN_STARTED
-    if E2E_DEADLINE_S and spent > E2E_DEADLINE_S:
-        pytest.fail(
-            f"{PAST_DEADLINE} ({spent / 60:.0f} min, APPLIANCE_E2E_DEADLINE_S={E2E_DEADLINE_S:.0f}): "
-            f"run it alone with `pytest {os.path.relpath(module)}`",
-            pytrace=False,
+    if E2E_BUDGET_S and spent > E2E_BUDGET_S:
+        pytest.skip(
+            f"{NOT_RUN_FOR_TIME} ({spent / 60:.0f} min, APPLIANCE_E2E_BUDGET_S={E2E_BUDGET_S:.0f}): "
+            f"run it alone with `pytest {os.path.relpath(module)}`"
         )
     _modules_started.add(module)
 
@@ -177,6 +178,16 @@ def pytest_testnodedown(node, error) -> None:
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
+    not_run: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        if NOT_RUN_FOR_TIME in reason:
+            module = report.nodeid.split("::", 1)[0]
+            not_run[module] = not_run.get(module, 0) + 1
+    if not_run:
+        terminalreporter.section(f"NOT RUN for time: {len(not_run)} modules, {sum(not_run.values())} tests")
+        for module, count in not_run.items():
+            terminalreporter.write_line(f"{module} ({count} tests): run it alone with `pytest {module}`")
     if SNAPSHOT_EVENTS:
         terminalreporter.section("installed-lab snapshots")
         for line in SNAPSHOT_EVENTS:

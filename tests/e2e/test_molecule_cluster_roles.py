@@ -1,7 +1,8 @@
 """Molecule's lab scenario of every role that acts on an installed cluster (backup, restore,
 upgrades: tests/_support/molecule_scenarios.py, the cluster lane), one after another in a lab of
-their own: the first installs it and saves it, the others boot from that snapshot. `make molecule`
-runs the same scenarios by hand."""
+their own: the first installs it and saves it, the others boot from that snapshot; kube_upgrade
+installs the old bundle's lab and saves it upgraded, and chart_upgrade boots from that. `make
+molecule` runs the same scenarios by hand."""
 
 from __future__ import annotations
 
