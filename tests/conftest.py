@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests._support.timings import NOT_RUN_FOR_TIME, SuiteTimings
+from tests._support.timings import NOT_RUN_FOR_TIME, SuiteTimings, skip_reason
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -41,7 +41,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
         and report.skipped
         and not hasattr(report, "wasxfail")
     ):
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = skip_reason(report)
         if NOT_RUN_FOR_TIME in reason:
             return  # tests/e2e/conftest.py's budget: reported skipped, by name, at the end
         report.outcome = "failed"

@@ -22,6 +22,12 @@ import pytest
 # (tests/conftest.py) and lists at the end of the run.
 NOT_RUN_FOR_TIME = "not run for time: the e2e run had used its budget"
 
+
+def skip_reason(report: pytest.TestReport) -> str:
+    """Why a skipped test was skipped, as pytest keeps it (a (file, line, reason) tuple or text)."""
+    return report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+
+
 _SETUP = ("setup", "teardown")
 
 

@@ -25,7 +25,7 @@ from appliance_cli.lab.layout import LabLayout
 from appliance_cli.locks import file_lock
 from tests._support import labsnap
 from tests._support.paths import e2e_build_cache, e2e_bundle_root
-from tests._support.timings import NOT_RUN_FOR_TIME
+from tests._support.timings import NOT_RUN_FOR_TIME, skip_reason
 
 E2E_NODES = int(os.environ.get("APPLIANCE_E2E_NODES", "4"))
 RECAP = re.compile(r"^RECAP (\S+) ok=(\d+) changed=(\d+) failed=(\d+) unreachable=(\d+) skipped=(\d+)$", re.M)
@@ -181,8 +181,7 @@ def pytest_testnodedown(node, error) -> None:
 def pytest_terminal_summary(terminalreporter) -> None:
     not_run: dict[str, int] = {}
     for report in terminalreporter.stats.get("skipped", []):
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        if NOT_RUN_FOR_TIME in reason:
+        if NOT_RUN_FOR_TIME in skip_reason(report):
             module = report.nodeid.split("::", 1)[0]
             not_run[module] = not_run.get(module, 0) + 1
     if not_run:

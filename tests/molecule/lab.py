@@ -134,10 +134,9 @@ def up(nodes: int, old: str | None = None, installed: bool = False) -> None:
         snapshot.restore(name, key, bundle_key=Path(f"{KEY}.pub"), progress=print)
         if installed:
             _wait_ready()
-            if roles == [UPGRADED]:  # for new-stick, the only reader
-                (site_dir / START_FILE).write_text(json.dumps({"name": name, "key": key}) + "\n")
-        else:  # for prepare, the only reader
+        else:
             _booted(roles)
+        if not installed or roles == [UPGRADED]:  # for prepare, or new-stick: the only readers
             (site_dir / START_FILE).write_text(json.dumps({"name": name, "key": key}) + "\n")
     # The install gate, as `appliance install` runs it: the copy step on master1 then refuses
     # any manifest but the one verified here.
