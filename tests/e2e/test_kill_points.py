@@ -81,16 +81,19 @@ def killed_lab(own_lab_cm, request, cli, tmp_path_factory):
         site = ["--site", str(site_dir)]
         preflight = cli("preflight", *site, timeout=600)
         path = load_site(site_dir).bundle.path
-        q = shlex.quote(path)
         small = _ssh(
-            site_dir, "master1", f"sudo mkdir -p {q} && sudo mount -t tmpfs -o size=16m e2e-small {q}"
+            site_dir,
+            "master1",
+            shlex.join(["sudo", "mkdir", "-p", path])
+            + " && "
+            + shlex.join(["sudo", "mount", "-t", "tmpfs", "-o", "size=16m", "e2e-small", path]),
         )
         assert small.returncode == 0, small.stderr
         try:
             full = cli("install", *site, "--skip-diagnose")
-            left = _ssh(site_dir, "master1", f"sudo find {q} -type f").stdout.split()
+            left = _ssh(site_dir, "master1", shlex.join(["sudo", "find", path, "-type", "f"])).stdout.split()
         finally:
-            assert _ssh(site_dir, "master1", f"sudo umount {q}").returncode == 0
+            assert _ssh(site_dir, "master1", shlex.join(["sudo", "umount", path])).returncode == 0
         reached = []
         for task in KILL_POINTS:
             reached.append(kill_when_printed(["install", *site, "--skip-diagnose"], task, after=2.0, wait=60))
@@ -151,9 +154,13 @@ def test_nothing_was_lost(killed_lab):
     status = {ln.split()[0]: ln.split()[1] for ln in nodes.stdout.splitlines()}
     assert status == {"master1": "Ready", "worker1": "Ready"}, nodes.stdout
     # the copy on the master is the signed bundle's, and no staged blob of a killed copy is left
-    bundle = shlex.quote(load_site(site_dir).bundle.path)
+    bundle = load_site(site_dir).bundle.path
     copy = _ssh(
-        site_dir, "master1", f"sudo sha256sum {bundle}/manifest.json; sudo find {bundle}/.staging -type f"
+        site_dir,
+        "master1",
+        shlex.join(["sudo", "sha256sum", f"{bundle}/manifest.json"])
+        + "; "
+        + shlex.join(["sudo", "find", f"{bundle}/.staging", "-type", "f"]),
     )
     assert copy.returncode == 0, copy.stderr
     signed = hashlib.sha256((killed_lab["bundle"] / "manifest.json").read_bytes()).hexdigest()
@@ -169,15 +176,25 @@ def test_the_quick_diagnose_passes_on_the_hostile_paths(killed_lab):
 def test_no_node_and_not_the_controller_ran_a_path(killed_lab):
     assert not Path(CANARY).exists()
     for node in NODES:
-        assert run_as_root(node, f"ls {CANARY} 2>&1 || true").strip().endswith("No such file or directory"), (
-            node
-        )
+        assert (
+            run_as_root(node, shlex.join(["ls", CANARY]) + " 2>&1 || true")
+            .strip()
+            .endswith("No such file or directory")
+        ), node
 
 
 def test_the_paths_with_a_space_hold_what_they_name(killed_lab):
-    assert run_as_root("master1", f"test -f '{BUNDLE_PATH}/manifest.json' && echo copied").strip() == "copied"
+    assert (
+        run_as_root(
+            "master1", shlex.join(["test", "-f", f"{BUNDLE_PATH}/manifest.json"]) + " && echo copied"
+        ).strip()
+        == "copied"
+    )
     # the install's NFS checks wrote and removed their probe there; the export is the directory itself
-    assert run_as_root("master1", f"test -d '{NFS_PATH}' && echo exported").strip() == "exported"
+    assert (
+        run_as_root("master1", shlex.join(["test", "-d", NFS_PATH]) + " && echo exported").strip()
+        == "exported"
+    )
 
 
 def test_every_node_wrote_to_the_share_by_its_path(killed_lab):
