@@ -557,7 +557,11 @@ def _kubelet_loop(kl: Kubelet, flags: dict[str, Any], cfg: dict[str, Any]) -> No
             if kl.client is None:
                 kl.client = ApiClient(Credentials.from_kubeconfig(load_kubeconfig(kl.kubeconfig)))
             if flags.get("register-node", True) and not kl.registered:
+                # kubelet's syncNodeStatus (pkg/kubelet/kubelet_node_status.go, kubernetes/kubernetes):
+                # registerWithAPIServer, then updateNodeStatus in the same call. A node registered
+                # before (a reboot) posts its status at once, not a period later.
                 kl.register()
+                kl.heartbeat()
                 next_hb = now() + period
             elif kl.registered and now() >= next_hb:
                 kl.heartbeat()
