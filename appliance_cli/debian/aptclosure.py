@@ -113,8 +113,45 @@ def download_closure(
     return files
 
 
+INDEX_STAMP = ".packages.json"  # what the index was made from (a dot file: the bundle skips it)
+
+
+def _index_inputs(repo_dir: Path) -> list[list[object]]:
+    """Every .deb dpkg-scanpackages would read, by what changes when its bytes do: path, size, and
+    the inode's ctime (which no writer can set back) with the inode number."""
+    out: list[list[object]] = []
+    for deb in sorted(repo_dir.rglob("*.deb")):
+        st = deb.stat()
+        out.append([deb.relative_to(repo_dir).as_posix(), st.st_size, st.st_ctime_ns, st.st_ino])
+    return out
+
+
+def _file_sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
 def index_flat_repo(repo_dir: Path) -> Path:
-    """Write Packages + Packages.gz for every .deb below repo_dir (paths relative to it)."""
+    """Write Packages + Packages.gz for every .deb below repo_dir (paths relative to it). Kept when
+    the .debs and both index files are exactly what the last index was made from and wrote (its
+    record, INDEX_STAMP): dpkg-scanpackages reads every package again, seconds per build."""
+    packages = repo_dir / "Packages"
+    gz = repo_dir / "Packages.gz"
+    stamp = repo_dir / INDEX_STAMP
+    inputs = _index_inputs(repo_dir)
+    try:
+        record = json.loads(stamp.read_text())
+    except (OSError, ValueError):
+        record = None
+    if (
+        isinstance(record, dict)
+        and record.get("debs") == inputs
+        and record.get("packages") == _file_sha256(packages)
+        and record.get("packages_gz") == _file_sha256(gz)
+    ):
+        return packages
     index = run(
         ["dpkg-scanpackages", "--multiversion", ".", "/dev/null"],
         what=f"dpkg-scanpackages in {repo_dir}",
@@ -122,11 +159,12 @@ def index_flat_repo(repo_dir: Path) -> Path:
         hint="is dpkg-dev installed? (apt-get install dpkg-dev)",
         error=AptClosureError,
     )
-    packages = repo_dir / "Packages"
     atomic_write(packages, index)
     # mtime=0 and a fixed name in the gzip header (the one the temporary file had before it was
     # fsutil's): the same package set gives the same bytes, so a rebuilt bundle keeps its digests.
     gz_name = str(repo_dir / "Packages.gz.tmp")
-    with atomic_stream(repo_dir / "Packages.gz") as raw, gzip.GzipFile(gz_name, "wb", 9, raw, mtime=0) as fh:
+    with atomic_stream(gz) as raw, gzip.GzipFile(gz_name, "wb", 9, raw, mtime=0) as fh:
         fh.write(index.encode())
+    done = {"debs": inputs, "packages": _file_sha256(packages), "packages_gz": _file_sha256(gz)}
+    atomic_write(stamp, json.dumps(done))
     return packages
