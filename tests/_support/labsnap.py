@@ -57,14 +57,18 @@ def key(*, lab: str, nodes: int, site_text: str, bundle: Path, public_key: Path,
     h = hashlib.sha256()
     parts = [
         f"lab={lab}", f"nodes={nodes}", f"args={args!r}", f"product={product or tree_digest()}",
-        f"bundle={_file_digest(bundle / 'manifest.json')}:{_file_digest(bundle / 'manifest.sig')}",
-        f"key={_file_digest(public_key)}",
+        f"bundle={bundle_digest(bundle)}", f"key={_file_digest(public_key)}",
     ]  # fmt: skip
     parts.append(f"base={base_digest(base_image)}")
     for p in parts:
         h.update(p.encode() + b"\n")
     h.update(site_text.encode())
     return h.hexdigest()[:20]
+
+
+def bundle_digest(bundle: Path) -> str:
+    """A signed bundle's identity in a key: its manifest and the signature over it."""
+    return f"{_file_digest(bundle / 'manifest.json')}:{_file_digest(bundle / 'manifest.sig')}"
 
 
 def base_digest(base_image: Path) -> str:

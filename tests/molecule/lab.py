@@ -229,10 +229,7 @@ def _upgraded_key(layout: Any, nodes: int, old: str) -> tuple[str, str]:
 
     stick = bundle_dir(old)
     name = f"{layout.name}-{old}-{UPGRADED}"
-    to = labsnap.key(
-        lab=name, nodes=nodes, site_text="", bundle=bundle_dir(), public_key=Path(f"{KEY}.pub"), args=(),
-        base_image=_base_image(layout),
-    )  # fmt: skip
+    to = labsnap.bundle_digest(bundle_dir())  # the bundle on the second stick
     key = labsnap.key(
         lab=name, nodes=nodes, site_text=_site_text(layout, nodes, stick, old), bundle=stick,
         public_key=Path(f"{KEY}.pub"), args=(*INSTALL_ARGS, "upgrade.yml", "chart_upgrade_enabled=false", to),
