@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 import testinfra
-import yaml
 
 from appliance_cli.core.siteconfig import SiteConfig, load_site
 from appliance_cli.lab.layout import LabLayout
@@ -262,7 +261,7 @@ def install_lab(
     data = sitegen.site_data(layout, nodes, bundle=bundle.path, bundle_key=bundle.public_key)
     if edit is not None:
         edit(data)
-    site_text = yaml.safe_dump(data, sort_keys=False)
+    site_text = sitegen.render_site(data)  # as `lab up` writes it
     key = labsnap.key(
         lab=name, nodes=nodes, site_text=site_text.replace(sitegen.proxy_command(layout), "@LAB-PROXY@"),
         bundle=bundle.path, public_key=bundle.public_key, args=(*args, f"dry_run={dry_run}", f"rerun={rerun}"),
