@@ -57,11 +57,15 @@ test-reverse: bootstrap
 # Every role's molecule scenario on the rehearsal lab (root), one at a time, each timed, in the
 # order tests/_support/molecule_scenarios.py gives (`make test` runs them as two e2e modules).
 # MOLECULE_ROLES="os_prereqs container_runtime" runs a subset; the lab is APPLIANCE_LAB_NAME (default mol).
+# Molecule's state starts empty for each scenario (build/molecule/.state/ROLE): its default place is
+# per role name, where a killed run leaves "created" and the next create would be skipped.
 MOLECULE_ROLES ?= $(shell $(VENV)/python -m tests._support.molecule_scenarios)
 molecule: bootstrap
 	@export APPLIANCE_LAB_NAME=$${APPLIANCE_LAB_NAME:-mol}; \
 	for r in $(MOLECULE_ROLES); do \
-	  t0=$$SECONDS; (cd roles/$$r && molecule test -s lab) || { echo "molecule: $$r failed" >&2; exit 1; }; \
+	  t0=$$SECONDS; rm -rf build/molecule/.state/$$r; \
+	  (cd roles/$$r && MOLECULE_EPHEMERAL_DIRECTORY=$(CURDIR)/build/molecule/.state/$$r molecule test -s lab) \
+	    || { echo "molecule: $$r failed" >&2; exit 1; }; \
 	  echo "molecule: $$r passed in $$((SECONDS - t0)) s"; \
 	done; \
 	appliance lab down --purge  # destroy keeps a lab made from a snapshot for the next create

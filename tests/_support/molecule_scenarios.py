@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -98,14 +99,19 @@ def stop_orphan(log_dir: Path, lab: str) -> str | None:
     return role
 
 
+def ephemeral_dir(log_dir: Path, role: str) -> Path:
+    """Molecule's state for ROLE's scenario in this suite: next to its log, emptied before each run."""
+    return log_dir / ".state" / role
+
+
 def run(
     role: str, lab: str, log_dir: Path, timeout: float = 1800.0, venv_bin: Path | None = None
 ) -> ScenarioRun:
     """`molecule test -s lab` in roles/ROLE on the lab named LAB, as `make molecule` runs it; every
     line of its output goes to LOG_DIR/ROLE.log, stamped with the seconds since the start. Past
     TIMEOUT, or when the caller is interrupted, its whole process group is killed (its destroy then
-    has not run: the next scenario's first step, destroy, and the caller's own teardown bring the
-    lab down). While it runs, LOG_DIR/.LAB.running names it for stop_orphan."""
+    has not run: the next scenario's create purges what it left, and the caller's own teardown
+    brings the lab down). While it runs, LOG_DIR/.LAB.running names it for stop_orphan."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{role}.log"
     env = {k: v for k, v in os.environ.items() if k not in _OUTER_ENV and not k.startswith("PYTEST_")}
@@ -113,6 +119,12 @@ def run(
     env["APPLIANCE_LAB_NAME"] = lab
     # the e2e lab bundle's build cache: the lanes' bundles and the e2e tests' share one apt closure
     env["APPLIANCE_MOLECULE_BUNDLE_CACHE"] = str(e2e_build_cache())
+    # Molecule's own state starts empty: it keeps it per role *name* under ~/.ansible/tmp, where a
+    # killed run, or one by hand from another checkout, leaves "created" behind: create would then
+    # be skipped and the scenario run on no lab.
+    state = ephemeral_dir(log_dir, role)
+    shutil.rmtree(state, ignore_errors=True)
+    env["MOLECULE_EPHEMERAL_DIRECTORY"] = str(state)
     t0 = time.monotonic()
     with log.open("w", buffering=1) as out:  # line by line: a tail -f, or a killed run, sees it all
         proc = subprocess.Popen(

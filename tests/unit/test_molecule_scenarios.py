@@ -107,6 +107,27 @@ def test_a_scenario_runs_molecule_in_the_roles_directory_on_the_named_lab_and_lo
     assert run.tail(1).endswith("second line")
 
 
+def test_each_scenario_starts_with_molecules_state_empty_whatever_a_run_before_left(tmp_path: Path) -> None:
+    """Molecule keeps "created" per role name; a killed run (or one by hand) leaving it would have
+    the next create skipped. Each run gets a directory of its own, emptied first."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "molecule").write_text(
+        '#!/bin/sh\necho "state=$MOLECULE_EPHEMERAL_DIRECTORY"; ls -A "$MOLECULE_EPHEMERAL_DIRECTORY" 2>/dev/null\n'
+        'mkdir -p "$MOLECULE_EPHEMERAL_DIRECTORY" && echo "created: true" > "$MOLECULE_EPHEMERAL_DIRECTORY/state.yml"\n'
+    )
+    (fake / "molecule").chmod(0o755)
+    logs = tmp_path / "logs"
+    first = molecule_scenarios.run("registry", "mol-x", logs, venv_bin=fake)
+    state = molecule_scenarios.ephemeral_dir(logs, "registry")
+    assert (state / "state.yml").read_text() == "created: true\n"  # what a killed run would leave
+    second = molecule_scenarios.run("registry", "mol-x", logs, venv_bin=fake)
+    for run in (first, second):
+        lines = [ln.split(maxsplit=1)[1] for ln in run.log.read_text().splitlines()]
+        assert lines == [f"state={state}"], lines  # nothing listed: it started empty
+    assert molecule_scenarios.ephemeral_dir(logs, "os_prereqs") != state
+
+
 def test_a_scenario_left_running_by_a_killed_test_run_is_stopped_with_its_process_group(
     tmp_path: Path,
 ) -> None:
