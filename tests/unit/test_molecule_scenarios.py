@@ -77,17 +77,24 @@ def test_the_module_prints_what_make_molecule_runs() -> None:
     assert "MOLECULE_ROLES ?= $(shell $(VENV)/python -m tests._support.molecule_scenarios)\n" in make
 
 
+def _fake_molecule(tmp_path: Path, script: str) -> Path:
+    """A directory holding an executable `molecule` that runs SCRIPT (for run()'s venv_bin)."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "molecule").write_text(script)
+    (fake / "molecule").chmod(0o755)
+    return fake
+
+
 def test_a_scenario_runs_molecule_in_the_roles_directory_on_the_named_lab_and_logs_every_line(
     tmp_path: Path,
 ) -> None:
     """With a `molecule` on PATH that records what it was given, and no outer pytest's settings."""
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "molecule").write_text(
+    fake = _fake_molecule(
+        tmp_path,
         '#!/bin/sh\necho "args=$* cwd=$(pwd) lab=$APPLIANCE_LAB_NAME timings=${APPLIANCE_TIMINGS_JSON:-none}"\n'
-        "echo second line\nexit 3\n"
+        "echo second line\nexit 3\n",
     )
-    (fake / "molecule").chmod(0o755)
     saved = {k: os.environ.get(k) for k in ("PATH", "APPLIANCE_TIMINGS_JSON")}
     os.environ["PATH"] = f"{fake}{os.pathsep}{os.environ['PATH']}"
     os.environ["APPLIANCE_TIMINGS_JSON"] = str(tmp_path / "outer.json")
@@ -110,13 +117,11 @@ def test_a_scenario_runs_molecule_in_the_roles_directory_on_the_named_lab_and_lo
 def test_each_scenario_starts_with_molecules_state_empty_whatever_a_run_before_left(tmp_path: Path) -> None:
     """Molecule keeps "created" per role name; a killed run (or one by hand) leaving it would have
     the next create skipped. Each run gets a directory of its own, emptied first."""
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "molecule").write_text(
+    fake = _fake_molecule(
+        tmp_path,
         '#!/bin/sh\necho "state=$MOLECULE_EPHEMERAL_DIRECTORY"; ls -A "$MOLECULE_EPHEMERAL_DIRECTORY" 2>/dev/null\n'
-        'mkdir -p "$MOLECULE_EPHEMERAL_DIRECTORY" && echo "created: true" > "$MOLECULE_EPHEMERAL_DIRECTORY/state.yml"\n'
+        'mkdir -p "$MOLECULE_EPHEMERAL_DIRECTORY" && echo "created: true" > "$MOLECULE_EPHEMERAL_DIRECTORY/state.yml"\n',
     )
-    (fake / "molecule").chmod(0o755)
     logs = tmp_path / "logs"
     first = molecule_scenarios.run("registry", "mol-x", logs, venv_bin=fake)
     state = molecule_scenarios.ephemeral_dir(logs, "registry")
@@ -133,10 +138,7 @@ def test_a_scenario_left_running_by_a_killed_test_run_is_stopped_with_its_proces
 ) -> None:
     """pytest killed with -9 mid-scenario: molecule (its own session) and what it started live on,
     until the next run's lane stops them by the record the killed run left."""
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "molecule").write_text("#!/bin/sh\nsleep 300 &\necho started $!\nwait\n")
-    (fake / "molecule").chmod(0o755)
+    fake = _fake_molecule(tmp_path, "#!/bin/sh\nsleep 300 &\necho started $!\nwait\n")
     logs = tmp_path / "logs"
     code = (
         "import sys; from pathlib import Path; from tests._support import molecule_scenarios as m; "
