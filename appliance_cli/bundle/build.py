@@ -44,6 +44,7 @@ from appliance_cli.bundle.model import (
     parse_manifest,
     sha256_digest,
     tree_digest,
+    write_if_changed,
 )
 from appliance_cli.bundle.pins import Pinned, pin_profile
 from appliance_cli.bundle.profile import (
@@ -215,8 +216,7 @@ def _write_install_script(out: Path, artifacts: list[Artifact]) -> RootFile | No
     if data is None:
         path.unlink(missing_ok=True)  # a script left from a build that had the toolkit
         return None
-    if not (path.is_file() and not path.is_symlink() and path.read_bytes() == data):
-        atomic_write(path, data, mode=0o755)
+    write_if_changed(path, data, mode=0o755)
     return RootFile(path=INSTALL_SCRIPT, digest=sha256_digest(data), size=len(data))
 
 

@@ -9,6 +9,7 @@ import errno
 import hashlib
 import json
 import re
+import stat
 from pathlib import Path, PurePosixPath
 from typing import Final, Literal
 
@@ -285,6 +286,21 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
         replace_file(path, data, mode)
     except OSError as exc:
         raise_os_error(exc, path)
+
+
+def write_if_changed(path: Path, data: bytes, mode: int = 0o644) -> bool:
+    """atomic_write, unless `path` is already a regular file holding `data` with `mode`. A rebuild
+    or re-sign that changes nothing then touches nothing: another process verifying the bundle
+    meanwhile (a stick being read) never sees a temporary file at its root. True when written."""
+    try:
+        st = path.lstat()
+        same_kind = stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == mode
+        if same_kind and st.st_size == len(data) and read_regular(path, len(data)) == data:
+            return False
+    except OSError:
+        pass  # missing, swapped, unreadable: the write below replaces it or names the error
+    atomic_write(path, data, mode)
+    return True
 
 
 def raise_os_error(exc: OSError, path: Path) -> None:

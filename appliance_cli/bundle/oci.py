@@ -22,8 +22,8 @@ from appliance_cli.bundle.model import (
     FileEntry,
     ImageInfo,
     OciIndexRef,
-    atomic_write,
     sha256_digest,
+    write_if_changed,
 )
 from appliance_cli.bundle.store import BlobStore
 from appliance_cli.digest import sha256_file
@@ -326,8 +326,8 @@ def write_root_layout(root: Path, artifacts: list[Artifact]) -> OciIndexRef | No
             }
         )
     index = json.dumps({"schemaVersion": 2, "mediaType": MT_INDEX, "manifests": manifests}, indent=1).encode()
-    atomic_write(root / OCI_LAYOUT, OCI_LAYOUT_BYTES)
-    atomic_write(root / OCI_INDEX, index)
+    write_if_changed(root / OCI_LAYOUT, OCI_LAYOUT_BYTES)
+    write_if_changed(root / OCI_INDEX, index)
     return OciIndexRef(digest=sha256_digest(index), size=len(index))
 
 

@@ -19,11 +19,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from appliance_cli.bundle.model import (
     MANIFEST,
     SIGNATURE,
-    atomic_write,
     check_digest,
     load_manifest,
     read_metadata,
     sha256_digest,
+    write_if_changed,
 )
 from appliance_cli.errors import BundleError
 from appliance_cli.fsutil import read_regular
@@ -106,7 +106,8 @@ def sign_bundle(root: Path, key_path: Path) -> str:
         "manifest_digest": sha256_digest(raw),
         "signature": base64.b64encode(key.sign(raw)).decode(),
     }
-    atomic_write(root / SIGNATURE, (json.dumps(sig, indent=1) + "\n").encode())
+    # ed25519 is deterministic: re-signing an unchanged manifest with the same key writes nothing
+    write_if_changed(root / SIGNATURE, (json.dumps(sig, indent=1) + "\n").encode())
     return sig["key_id"]
 
 

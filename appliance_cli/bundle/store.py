@@ -24,6 +24,7 @@ from appliance_cli.bundle.model import (
     raise_os_error,
 )
 from appliance_cli.bundle.progress import ProgressFn, no_progress
+from appliance_cli.digest import sha256_file
 from appliance_cli.errors import BundleError
 
 READ_SIZE = 8 * 1024 * 1024
@@ -56,7 +57,6 @@ class BlobStore:
         self.stats = StoreStats()
         try:
             self.blob_dir.mkdir(parents=True, exist_ok=True)
-            self.staging.mkdir(exist_ok=True)
         except OSError as exc:
             raise_os_error(exc, self.blob_dir)
 
@@ -108,8 +108,12 @@ class BlobStore:
     def add_file(
         self, path: str, src: Path, mode: str | None = None, expect_digest: str | None = None
     ) -> FileEntry:
+        size = src.stat().st_size
+        if not expect_digest and size <= self.chunk_size:
+            # hashed first: a file the bundle already has (a rebuild) is neither copied nor staged
+            expect_digest = "sha256:" + sha256_file(src)[0]
         if expect_digest:
-            reused = self.try_reuse(path, expect_digest, src.stat().st_size, mode)
+            reused = self.try_reuse(path, expect_digest, size, mode)
             if reused:
                 return reused
         with open(src, "rb") as f:
@@ -166,6 +170,12 @@ class BlobStore:
         return self.mark(entry)
 
     def _stage_name(self) -> Path:
+        # made on the first write only: a rebuild that writes nothing adds no entry to the bundle's
+        # root, which a `bundle verify` reading it meanwhile would refuse as unexpected
+        try:
+            self.staging.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise_os_error(exc, self.staging)
         return self.staging / f"{uuid.uuid4().hex}.part"
 
     def _sync(self, f) -> None:

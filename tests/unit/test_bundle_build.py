@@ -40,6 +40,38 @@ def test_rebuild_keeps_signature_only_when_unchanged(tmp_path: Path) -> None:
     verify_bundle(res.path)
 
 
+def _tree_state(root: Path) -> dict[str, tuple[int, int]]:
+    """Every path under `root`, the root included, with its inode and mtime: a file replaced (even
+    by the same bytes) gets a new inode, and an entry made and removed again changes its
+    directory's mtime."""
+    return {
+        str(p.relative_to(root)): (p.lstat().st_ino, p.lstat().st_mtime_ns) for p in [root, *root.rglob("*")]
+    }
+
+
+def test_a_rebuild_and_resign_that_change_nothing_touch_nothing(tmp_path: Path) -> None:
+    """Found in the suite: two molecule lanes share one lab bundle, one lane rebuilding it (nothing
+    changed) while the other verified it; the verify saw the build's .staging at the bundle's root
+    and refused the bundle ("unexpected directory .staging"). A stick may be read while someone
+    re-runs the build: a build and a sign with nothing to change must leave it as it is."""
+    prof = make_profile(tmp_path)
+    res = build(tmp_path, prof)
+    priv, pub, _ = keygen(tmp_path / "k")
+    sign_bundle(res.path, priv)
+    assert {"index.json", "oci-layout", "manifest.sig"} <= {p.name for p in res.path.iterdir()}
+    before = _tree_state(res.path)
+    again = build(tmp_path, prof)
+    sign_bundle(res.path, priv)
+    assert again.signature_kept and again.blobs_written == 0
+    assert _tree_state(res.path) == before
+    verify_bundle(res.path, pub)
+    # a change is still written, and the staging it needed is gone afterwards
+    (tmp_path / "src" / "tool-a").write_bytes(b"changed")
+    changed = build(tmp_path, prof)
+    assert changed.blobs_written == 1 and not (res.path / ".staging").exists()
+    assert _tree_state(res.path) != before
+
+
 def test_resume_after_interrupted_write(tmp_path: Path, monkeypatch) -> None:
     """Kill the build in the middle of a blob: no half blob under blobs/, no manifest, re-run recovers."""
     prof = make_profile(tmp_path, files={"tool-a": b"a" * 10, "tool-b": b"b" * 300_000})
