@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -31,6 +32,8 @@ from tests._support.paths import e2e_build_cache
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO = "molecule/lab/molecule.yml"
 # what an outer pytest run sets for itself, which the scenario's own pytest (testinfra) must not read
+# a failed task (ansible's "fatal: [host]: FAILED!"), or an error a script printed
+_FAILURE = re.compile(r"fatal: \[|FAILED!|\berror: |^Traceback \(most recent call last\)")
 _OUTER_ENV = ("APPLIANCE_TIMINGS_JSON", "APPLIANCE_TEST_ORDER", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
 
 
@@ -70,8 +73,16 @@ class ScenarioRun:
     seconds: float
     log: Path
 
-    def tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+    def tail(self, lines: int = 40, context: int = 30) -> str:
+        """The log's last `lines`, after the first failure (`context` lines from it) when that is
+        further up: a failed step's own error is followed by destroy's output, and the last
+        lines alone would show only that."""
+        text = self.log.read_text(errors="replace").splitlines()
+        last = len(text) - lines
+        first = next((i for i, line in enumerate(text[: max(last, 0)]) if _FAILURE.search(line)), None)
+        if first is None:
+            return "\n".join(text[-lines:])
+        return "\n".join([*text[first : min(first + context, last)], "[…]", *text[-lines:]])
 
 
 def _running(log_dir: Path, lab: str) -> Path:

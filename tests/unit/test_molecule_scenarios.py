@@ -114,6 +114,23 @@ def test_a_scenario_runs_molecule_in_the_roles_directory_on_the_named_lab_and_lo
     assert run.tail(1).endswith("second line")
 
 
+def test_a_failed_runs_tail_shows_its_first_failure_not_only_destroys_output(tmp_path: Path) -> None:
+    """Found in CI: a create that failed was reported with its last 40 lines, all of them the
+    destroy that followed it; the error itself was further up."""
+    log = tmp_path / "r.log"
+    body = [f"  1.{i} ok line {i}" for i in range(50)]
+    body[10] = '  2.0 │ fatal: [localhost]: FAILED! => {"changed": true, "cmd": ["lab.py", "up"],'
+    body[11] = "  2.0 │   error: bundle failed verification: unexpected directory .staging"
+    destroy = [f"  9.{i} destroy line {i}" for i in range(40)]
+    log.write_text("\n".join(body + destroy) + "\n")
+    tail = molecule_scenarios.ScenarioRun("r", 2, 1.0, log).tail(lines=40, context=5)
+    shown = tail.splitlines()
+    assert shown[:5] == body[10:15] and shown[5] == "[…]" and shown[6:] == destroy
+    # no failure before the last lines: those alone, as before
+    log.write_text("\n".join(body[:10] + destroy) + "\n")
+    assert molecule_scenarios.ScenarioRun("r", 2, 1.0, log).tail(lines=40).splitlines() == destroy
+
+
 def test_each_scenario_starts_with_molecules_state_empty_whatever_a_run_before_left(tmp_path: Path) -> None:
     """Molecule keeps "created" per role name; a killed run (or one by hand) leaving it would have
     the next create skipped. Each run gets a directory of its own, emptied first."""
