@@ -54,21 +54,13 @@ test-reverse: bootstrap
 	APPLIANCE_TEST_ORDER=reverse APPLIANCE_TIMINGS_JSON=$(CURDIR)/build/suite-times-reverse.json \
 	  pytest -q -rfEs $(E2E_PARALLEL) tests/e2e
 
-# Every role's molecule scenario on the rehearsal lab (root), one at a time, each timed, in the
-# order tests/_support/molecule_scenarios.py gives (`make test` runs them as two e2e modules).
+# Every role's molecule scenario on the rehearsal lab (root), one at a time, each timed and logged
+# to build/molecule/ROLE.log, in the order and the way the suite runs them
+# (tests/_support/molecule_scenarios.py; `make test` runs them as two e2e modules).
 # MOLECULE_ROLES="os_prereqs container_runtime" runs a subset; the lab is APPLIANCE_LAB_NAME (default mol).
-# Molecule's state starts empty for each scenario (build/molecule/.state/ROLE): its default place is
-# per role name, where a killed run leaves "created" and the next create would be skipped.
 MOLECULE_ROLES ?= $(shell $(VENV)/python -m tests._support.molecule_scenarios)
 molecule: bootstrap
-	@export APPLIANCE_LAB_NAME=$${APPLIANCE_LAB_NAME:-mol}; \
-	for r in $(MOLECULE_ROLES); do \
-	  t0=$$SECONDS; rm -rf build/molecule/.state/$$r; \
-	  (cd roles/$$r && MOLECULE_EPHEMERAL_DIRECTORY=$(CURDIR)/build/molecule/.state/$$r molecule test -s lab) \
-	    || { echo "molecule: $$r failed" >&2; exit 1; }; \
-	  echo "molecule: $$r passed in $$((SECONDS - t0)) s"; \
-	done; \
-	appliance lab down --purge  # destroy keeps a lab made from a snapshot for the next create
+	@$(VENV)/python -m tests._support.molecule_scenarios run $(MOLECULE_ROLES)
 
 bench: bootstrap
 	@for b in bench/bench_*.py; do $(VENV)/python $$b || exit 1; done

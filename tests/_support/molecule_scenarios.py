@@ -116,13 +116,19 @@ def ephemeral_dir(log_dir: Path, role: str) -> Path:
 
 
 def run(
-    role: str, lab: str, log_dir: Path, timeout: float = 1800.0, venv_bin: Path | None = None
+    role: str,
+    lab: str,
+    log_dir: Path,
+    timeout: float = 1800.0,
+    venv_bin: Path | None = None,
+    echo: bool = False,
 ) -> ScenarioRun:
     """`molecule test -s lab` in roles/ROLE on the lab named LAB, as `make molecule` runs it; every
     line of its output goes to LOG_DIR/ROLE.log, stamped with the seconds since the start. Past
     TIMEOUT, or when the caller is interrupted, its whole process group is killed (its destroy then
     has not run: the next scenario's create purges what it left, and the caller's own teardown
-    brings the lab down). While it runs, LOG_DIR/.LAB.running names it for stop_orphan."""
+    brings the lab down). While it runs, LOG_DIR/.LAB.running names it for stop_orphan. ECHO: each
+    line goes to stdout too (`make molecule`)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{role}.log"
     env = {k: v for k, v in os.environ.items() if k not in _OUTER_ENV and not k.startswith("PYTEST_")}
@@ -148,7 +154,11 @@ def run(
         deadline = t0 + timeout
         try:
             for line in proc.stdout:
-                out.write(f"{time.monotonic() - t0:7.1f} {line}")
+                stamped = f"{time.monotonic() - t0:7.1f} {line}"
+                out.write(stamped)
+                if echo:
+                    sys.stdout.write(stamped)
+                    sys.stdout.flush()
                 if time.monotonic() > deadline:
                     os.killpg(proc.pid, signal.SIGKILL)
                     out.write(f"killed after {timeout:.0f} s\n")
@@ -162,6 +172,37 @@ def run(
     return ScenarioRun(role, rc, time.monotonic() - t0, log)
 
 
+def main(argv: list[str], log_dir: Path = REPO / "build" / "molecule", venv_bin: Path | None = None) -> int:
+    """No argument: print every role, in `lanes` order. `run ROLE...`: run their scenarios in turn
+    on the lab APPLIANCE_LAB_NAME (default mol), as the suite runs them, each line shown as well
+    as logged to build/molecule/ROLE.log; stop at the first that fails; after the last, the lab
+    goes down (`appliance lab down --purge`)."""
+    if not argv:
+        build, cluster = lanes()
+        print(" ".join(build + cluster))
+        return 0
+    if argv[0] != "run" or len(argv) < 2:
+        print("usage: python -m tests._support.molecule_scenarios [run ROLE...]", file=sys.stderr)
+        return 2
+    lab = os.environ.get("APPLIANCE_LAB_NAME") or "mol"
+    for role in argv[1:]:
+        if not (REPO / "roles" / role / SCENARIO).is_file():
+            print(f"molecule: roles/{role} has no {SCENARIO}", file=sys.stderr)
+            return 2
+        done = run(role, lab, log_dir, venv_bin=venv_bin, echo=True)
+        if done.rc != 0:
+            print(
+                f"molecule: {role} failed (rc {done.rc}) after {done.seconds:.0f} s; its log: {done.log}",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"molecule: {role} passed in {done.seconds:.0f} s")
+    # destroy keeps a lab made from a snapshot, for the next create: nothing comes next
+    env = {**os.environ, "APPLIANCE_LAB_NAME": lab}
+    return subprocess.run(
+        [sys.executable, "-m", "appliance_cli", "lab", "down", "--purge"], env=env
+    ).returncode
+
+
 if __name__ == "__main__":
-    build, cluster = lanes()
-    print(" ".join(build + cluster))
+    sys.exit(main(sys.argv[1:]))

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from appliance_cli.lab.proc import alive
 from tests._support import molecule_scenarios
 from tests._support.labsnap import REPO
@@ -148,6 +150,24 @@ def test_each_scenario_starts_with_molecules_state_empty_whatever_a_run_before_l
         lines = [ln.split(maxsplit=1)[1] for ln in run.log.read_text().splitlines()]
         assert lines == [f"state={state}"], lines  # nothing listed: it started empty
     assert molecule_scenarios.ephemeral_dir(logs, "os_prereqs") != state
+
+
+def test_make_molecule_runs_the_suites_code_shows_each_line_and_stops_at_a_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make molecule` is `python -m tests._support.molecule_scenarios run ROLE...`: the suite's
+    own `run` (its state directory, its log), each line echoed, the first failure ending it."""
+    fake = _fake_molecule(tmp_path, "#!/bin/sh\necho converging\nexit 3\n")
+    logs = tmp_path / "logs"
+    assert molecule_scenarios.main(["run", "registry", "helm"], log_dir=logs, venv_bin=fake) == 1
+    out, err = capsys.readouterr()
+    assert out.rstrip().endswith(" converging")
+    assert err.startswith("molecule: registry failed (rc 3) after ") and str(logs / "registry.log") in err
+    assert not (logs / "helm.log").exists()  # never started
+    assert (logs / "registry.log").read_text().rstrip().endswith(" converging")
+    assert molecule_scenarios.main(["run", "no_such_role"], log_dir=logs) == 2
+    assert "roles/no_such_role has no molecule/lab/molecule.yml" in capsys.readouterr().err
+    assert molecule_scenarios.main(["walk"], log_dir=logs) == 2
 
 
 def test_a_scenario_left_running_by_a_killed_test_run_is_stopped_with_its_process_group(
