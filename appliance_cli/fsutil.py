@@ -29,6 +29,22 @@ def atomic_write(
         f.write(data.encode() if isinstance(data, str) else data)
 
 
+def write_if_changed(path: Path, data: bytes | str, mode: int = 0o644) -> bool:
+    """atomic_write, unless `path` is already a regular file holding `data` with `mode`: a re-run
+    that changes nothing touches nothing (no temporary file beside it, no new inode), so a reader
+    meanwhile never meets one. True when written; OSError propagates from the write."""
+    raw = data.encode() if isinstance(data, str) else data
+    try:
+        st = path.lstat()
+        same_kind = stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == mode
+        if same_kind and st.st_size == len(raw) and read_regular(path, len(raw)) == raw:
+            return False
+    except OSError:
+        pass  # missing, swapped, unreadable: the write below replaces it or raises
+    atomic_write(path, raw, mode)
+    return True
+
+
 @contextlib.contextmanager
 def atomic_stream(path: Path, mode: int = 0o644, owner: tuple[int, int] | None = None) -> Iterator[BinaryIO]:
     """atomic_write for content written piece by piece (a tarball, a download): the file object

@@ -9,7 +9,6 @@ import errno
 import hashlib
 import json
 import re
-import stat
 from pathlib import Path, PurePosixPath
 from typing import Final, Literal
 
@@ -18,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from appliance_cli.errors import BundleError
 from appliance_cli.fsutil import atomic_write as replace_file
 from appliance_cli.fsutil import read_regular
+from appliance_cli.fsutil import write_if_changed as replace_if_changed
 
 SCHEMA: Final = "appliance-bundle"
 SCHEMA_VERSION: Final = 1
@@ -289,18 +289,13 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
 
 
 def write_if_changed(path: Path, data: bytes, mode: int = 0o644) -> bool:
-    """atomic_write, unless `path` is already a regular file holding `data` with `mode`. A rebuild
-    or re-sign that changes nothing then touches nothing: another process verifying the bundle
-    meanwhile (a stick being read) never sees a temporary file at its root. True when written."""
+    """fsutil.write_if_changed (a rebuild or re-sign that changes nothing touches nothing: a stick
+    verified meanwhile never shows a temporary file at its root); OSError as BundleError."""
     try:
-        st = path.lstat()
-        same_kind = stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == mode
-        if same_kind and st.st_size == len(data) and read_regular(path, len(data)) == data:
-            return False
-    except OSError:
-        pass  # missing, swapped, unreadable: the write below replaces it or names the error
-    atomic_write(path, data, mode)
-    return True
+        return replace_if_changed(path, data, mode)
+    except OSError as exc:
+        raise_os_error(exc, path)
+        raise  # not reached: raise_os_error always raises
 
 
 def raise_os_error(exc: OSError, path: Path) -> None:

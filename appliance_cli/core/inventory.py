@@ -14,7 +14,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from appliance_cli.content import templates_dir
 from appliance_cli.core.siteconfig import SiteConfig, oidc_settings, site_gpus
-from appliance_cli.fsutil import atomic_write
+from appliance_cli.fsutil import write_if_changed
 
 # Ansible group per node role (roles may contain '-', groups should not).
 ROLE_GROUPS = {
@@ -112,12 +112,6 @@ def render_inventory(cfg: SiteConfig, out_dir: Path | None = None) -> RenderedIn
     hosts = out_dir / "hosts.yml"
     gv = out_dir / "group_vars" / "all" / "00-site.yml"
     gv.parent.mkdir(parents=True, exist_ok=True)
-    _write_if_changed(hosts, env.get_template("inventory/hosts.yml.j2").render(ctx))
-    _write_if_changed(gv, env.get_template("inventory/group_vars_all.yml.j2").render(ctx))
+    write_if_changed(hosts, env.get_template("inventory/hosts.yml.j2").render(ctx))
+    write_if_changed(gv, env.get_template("inventory/group_vars_all.yml.j2").render(ctx))
     return RenderedInventory(hosts, gv, cfg.resolve(cfg.ssh.known_hosts))
-
-
-def _write_if_changed(path: Path, text: str) -> None:
-    if path.exists() and path.read_text() == text:
-        return
-    atomic_write(path, text)

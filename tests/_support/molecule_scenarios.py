@@ -31,9 +31,9 @@ from tests._support.paths import e2e_build_cache
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO = "molecule/lab/molecule.yml"
-# what an outer pytest run sets for itself, which the scenario's own pytest (testinfra) must not read
 # a failed task (ansible's "fatal: [host]: FAILED!"), or an error a script printed
 _FAILURE = re.compile(r"fatal: \[|FAILED!|\berror: |^Traceback \(most recent call last\)")
+# what an outer pytest run sets for itself, which the scenario's own pytest (testinfra) must not read
 _OUTER_ENV = ("APPLIANCE_TIMINGS_JSON", "APPLIANCE_TEST_ORDER", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
 
 

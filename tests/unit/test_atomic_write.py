@@ -98,7 +98,7 @@ def test_lab_state_and_rendered_inventory_never_write_through_a_planted_tmp_link
     LabState(name="lab", count=1).save(state)
     hosts = tmp_path / "hosts.yml"
     (tmp_path / "hosts.yml.tmp").symlink_to(victim)
-    inventory._write_if_changed(hosts, "all: {}\n")
+    inventory.write_if_changed(hosts, "all: {}\n")
     assert victim.read_text() == "precious\n"
     assert '"name": "lab"' in state.read_text() and hosts.read_text() == "all: {}\n"
 
