@@ -20,6 +20,10 @@ def playbooks_dir() -> Path:
     return content_root() / "playbooks"
 
 
+def callback_plugins_dir() -> Path:
+    return playbooks_dir() / "callback_plugins"
+
+
 def roles_dir() -> Path:
     return content_root() / "roles"
 

@@ -62,6 +62,8 @@ def test_events_stats_and_idempotence(tmp_path):
     # no_log output never reaches the artifacts
     blob = "".join(p.read_text() for p in first.artifact_dir.rglob("*") if p.is_file())
     assert "s3cr3t-token" not in blob
+    # every callback the runner enables was found and loaded (appliance_jinja_warm among them)
+    assert "Skipping callback" not in blob and "unable to load" not in blob
 
     second = AnsibleRunner().run(_request(tmp_path), lambda e: None)
     assert second.ok and second.changed_total == 0
