@@ -8,6 +8,7 @@ import contextlib
 import fcntl
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -115,14 +116,30 @@ class CliRun:
         return cls(**data)
 
 
+# Each `appliance` command run through appliance() below: (subcommand, wall s, controller
+# core-s, rc). The CPU is the command's whole process tree (ansible-playbook and its workers
+# included), from this process's reaped-children usage before and after: appliance() waits for it
+# alone. Printed at the end by subcommand, so the share of the e2e run that installs take is seen.
+CLI_RUNS: list[tuple[str, float, float, int]] = []
+
+
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def appliance(*args: str, timeout: int = 900) -> CliRun:
     """The real `appliance` command, as a user runs it."""
+    started, cpu = time.monotonic(), _children_cpu()
     r = subprocess.run(
         [sys.executable, "-m", "appliance_cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         env=os.environ | {"CI": "1"},
+    )
+    CLI_RUNS.append(
+        (args[0] if args else "", time.monotonic() - started, _children_cpu() - cpu, r.returncode)
     )
     recap = {
         m[0]: dict(zip(("ok", "changed", "failed", "unreachable", "skipped"), map(int, m[1:]), strict=True))
@@ -170,11 +187,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)  # an xdist worker: to the controller
     if workeroutput is not None:
         workeroutput["snapshot_events"] = list(SNAPSHOT_EVENTS)
+        workeroutput["cli_runs"] = list(CLI_RUNS)
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's: a worker has finished
 def pytest_testnodedown(node, error) -> None:
     SNAPSHOT_EVENTS.extend(getattr(node, "workeroutput", {}).get("snapshot_events", []))
+    CLI_RUNS.extend(tuple(r) for r in getattr(node, "workeroutput", {}).get("cli_runs", []))
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
@@ -187,10 +206,27 @@ def pytest_terminal_summary(terminalreporter) -> None:
         terminalreporter.section(f"NOT RUN for time: {len(not_run)} modules, {sum(not_run.values())} tests")
         for module, count in not_run.items():
             terminalreporter.write_line(f"{module} ({count} tests): run it alone with `pytest {module}`")
+    if CLI_RUNS:
+        _cli_table(terminalreporter)
     if SNAPSHOT_EVENTS:
         terminalreporter.section("installed-lab snapshots")
         for line in SNAPSHOT_EVENTS:
             terminalreporter.write_line(line)
+
+
+def _cli_table(tr) -> None:
+    by: dict[str, list[tuple[float, float]]] = {}
+    for sub, wall, cpu, _rc in CLI_RUNS:
+        by.setdefault(sub, []).append((wall, cpu))
+    tr.section("appliance commands the e2e tests ran through conftest's appliance() (s)")
+    tr.write_line(f"{'command':<14} {'runs':>5} {'wall':>8} {'mean':>7} {'max':>7} {'core-s':>8}")
+    for sub, rows in sorted(by.items(), key=lambda kv: -sum(w for w, _ in kv[1])):
+        walls = [w for w, _ in rows]
+        tr.write_line(
+            f"{sub:<14} {len(rows):5d} {sum(walls):8.1f} {sum(walls) / len(walls):7.1f} {max(walls):7.1f} "
+            f"{sum(c for _, c in rows):8.1f}"
+        )
+    tr.write_line(f"{'all':<14} {len(CLI_RUNS):5d} {sum(r[1] for r in CLI_RUNS):8.1f}")
 
 
 @dataclass
