@@ -20,6 +20,10 @@ def playbooks_dir() -> Path:
     return content_root() / "playbooks"
 
 
+# The callback the runner enables (callback_plugins/<name>.py; its CALLBACK_NAME is the same)
+JINJA_WARM_CALLBACK = "appliance_jinja_warm"
+
+
 def callback_plugins_dir() -> Path:
     return playbooks_dir() / "callback_plugins"
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from appliance_cli.content import ansible_cfg, callback_plugins_dir, roles_dir
+from appliance_cli.content import JINJA_WARM_CALLBACK, ansible_cfg, callback_plugins_dir, roles_dir
 from appliance_cli.errors import Cancelled, PrerequisiteError
 from appliance_cli.runner.events import Event, HostResult, HostStats, HostWarning, RunRequest, RunResult
 from appliance_cli.runner.translate import stats_from_event, translate
@@ -55,10 +55,10 @@ def _envvars(req: RunRequest) -> dict[str, str]:
         # ansible-runner defaults this to False; host keys are always verified here.
         "ANSIBLE_HOST_KEY_CHECKING": "True",
         "PATH": _path_with_our_ansible(),
-        # appliance_jinja_warm: filter and test plugins loaded once in the main process, not again
-        # in every worker it forks (controller CPU). ansible-runner appends its own directory.
+        # Filter and test plugins loaded once in the main process, not again in every worker it
+        # forks (controller CPU). ansible-runner appends its own directory.
         "ANSIBLE_CALLBACK_PLUGINS": str(callback_plugins_dir()),
-        "ANSIBLE_CALLBACKS_ENABLED": "appliance_jinja_warm",
+        "ANSIBLE_CALLBACKS_ENABLED": JINJA_WARM_CALLBACK,
     }
     if req.mitogen:
         # Mitogen keeps one Python per node and runs each module in it: no interpreter start and

@@ -5,11 +5,12 @@ process has none loaded loads every legacy plugin file itself (ansible-core 2.19
 plugins/loader.py, Jinja2Loader._ensure_non_collection_wrappers), compiling their source, and the
 result dies with the worker. The main process only templates now and then, and each role that
 brings a plugin directory empties its cache again (PluginLoader.add_directory): on a 4-node no-op
-install, 70 workers did this, about 0.17 s each (wall). Loaded here, the workers forked after it inherit
-the loaded plugins. When they are loaded already, this is two dictionary lookups.
+install, 70 workers did this, about 0.17 s each (wall). Loaded here, the workers forked after it
+inherit the loaded plugins. When they are loaded already, this is two dictionary lookups.
 
 The runner points ANSIBLE_CALLBACK_PLUGINS at this directory (content.callback_plugins_dir()) and
-enables it (ANSIBLE_CALLBACKS_ENABLED) for every run the `appliance` command starts.
+enables it (ANSIBLE_CALLBACKS_ENABLED, content.JINJA_WARM_CALLBACK) for every run the `appliance`
+command starts.
 """
 
 from __future__ import annotations

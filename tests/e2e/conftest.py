@@ -117,10 +117,10 @@ class CliRun:
 
 
 # Each `appliance` command run through appliance() below: (subcommand, wall s, controller
-# core-s, rc). The CPU is the command's whole process tree (ansible-playbook and its workers
+# core-s). The CPU is the command's whole process tree (ansible-playbook and its workers
 # included), from this process's reaped-children usage before and after: appliance() waits for it
 # alone. Printed at the end by subcommand, so the share of the e2e run that installs take is seen.
-CLI_RUNS: list[tuple[str, float, float, int]] = []
+CLI_RUNS: list[tuple[str, float, float]] = []
 
 
 def _children_cpu() -> float:
@@ -138,9 +138,7 @@ def appliance(*args: str, timeout: int = 900) -> CliRun:
         timeout=timeout,
         env=os.environ | {"CI": "1"},
     )
-    CLI_RUNS.append(
-        (args[0] if args else "", time.monotonic() - started, _children_cpu() - cpu, r.returncode)
-    )
+    CLI_RUNS.append((args[0] if args else "", time.monotonic() - started, _children_cpu() - cpu))
     recap = {
         m[0]: dict(zip(("ok", "changed", "failed", "unreachable", "skipped"), map(int, m[1:]), strict=True))
         for m in RECAP.findall(r.stdout)
@@ -216,14 +214,15 @@ def pytest_terminal_summary(terminalreporter) -> None:
 
 def _cli_table(tr) -> None:
     by: dict[str, list[tuple[float, float]]] = {}
-    for sub, wall, cpu, _rc in CLI_RUNS:
+    for sub, wall, cpu in CLI_RUNS:
         by.setdefault(sub, []).append((wall, cpu))
     tr.section("appliance commands the e2e tests ran through conftest's appliance() (s)")
     tr.write_line(f"{'command':<14} {'runs':>5} {'wall':>8} {'mean':>7} {'max':>7} {'core-s':>8}")
     for sub, rows in sorted(by.items(), key=lambda kv: -sum(w for w, _ in kv[1])):
         walls = [w for w, _ in rows]
+        total = sum(walls)
         tr.write_line(
-            f"{sub:<14} {len(rows):5d} {sum(walls):8.1f} {sum(walls) / len(walls):7.1f} {max(walls):7.1f} "
+            f"{sub:<14} {len(rows):5d} {total:8.1f} {total / len(walls):7.1f} {max(walls):7.1f} "
             f"{sum(c for _, c in rows):8.1f}"
         )
     tr.write_line(f"{'all':<14} {len(CLI_RUNS):5d} {sum(r[1] for r in CLI_RUNS):8.1f}")

@@ -9,11 +9,11 @@ import json
 import subprocess
 import sys
 
-from appliance_cli.content import callback_plugins_dir, roles_dir
+from appliance_cli.content import JINJA_WARM_CALLBACK, callback_plugins_dir, roles_dir
 from appliance_cli.runner.adapter import _envvars
 from appliance_cli.runner.events import RunRequest
 
-PLUGIN = callback_plugins_dir() / "appliance_jinja_warm.py"
+PLUGIN = callback_plugins_dir() / f"{JINJA_WARM_CALLBACK}.py"
 
 # Counts, in a forked child, the plugin files the child loads from source to resolve one filter
 # and one test: what an Ansible worker does when it meets its first `| filter` or `is test`.
@@ -77,8 +77,7 @@ def test_the_runner_enables_it_from_the_directory_it_ships_in(tmp_path):
             playbook=tmp_path / "p.yml", inventory=tmp_path / "hosts.yml", private_data_dir=tmp_path / "r"
         )
     )
-    name = "appliance_jinja_warm"
-    assert name in env["ANSIBLE_CALLBACKS_ENABLED"].split(",")
-    assert (callback_plugins_dir() / f"{name}.py").is_file()
+    assert JINJA_WARM_CALLBACK in env["ANSIBLE_CALLBACKS_ENABLED"].split(",")
+    assert PLUGIN.is_file()
     assert env["ANSIBLE_CALLBACK_PLUGINS"].split(":")[0] == str(callback_plugins_dir())
-    assert f'CALLBACK_NAME = "{name}"' in PLUGIN.read_text()
+    assert f'CALLBACK_NAME = "{JINJA_WARM_CALLBACK}"' in PLUGIN.read_text()
