@@ -15,8 +15,8 @@ demo: bootstrap
 	@scripts/demo.sh
 
 lint: bootstrap
-	ruff check appliance_cli tests bench module_utils roles/*/library roles/*/filter_plugins roles/*/molecule
-	ruff format --check appliance_cli tests bench module_utils roles/*/library roles/*/filter_plugins roles/*/molecule
+	ruff check appliance_cli tests bench module_utils roles/*/library roles/*/filter_plugins roles/*/action_plugins roles/*/molecule
+	ruff format --check appliance_cli tests bench module_utils roles/*/library roles/*/filter_plugins roles/*/action_plugins roles/*/molecule
 	mypy
 	pytest -q tests/unit/test_layering.py
 	yamllint -s .

@@ -1,17 +1,25 @@
-"""The helm role's kubeVersion check (roles/helm/filter_plugins/helm_kube_version.py): helm's
-rule, applied before the including role changes anything."""
+"""The helm role's chart checks on the controller (roles/helm/action_plugins/helm_chart.py, around
+the helm_chart module in one task): the bundle carries the chart, and the chart's kubeVersion
+admits the cluster's version by helm's rule (appliance_cli/rules/helmcharts.py), checked before
+the including role changes anything."""
 
 from __future__ import annotations
 
 import tarfile
+from types import SimpleNamespace
+from typing import Any
+from unittest import mock
 
 import pytest
 import yaml
 
+from appliance_cli.rules import helmcharts as h
 from tests._support.modules import load_file
 from tests._support.paths import ROOT
 
-h = load_file("helm_kube_version", ROOT / "roles" / "helm" / "filter_plugins" / "helm_kube_version.py")
+action = load_file(
+    "appliance_test_helm_chart_action", ROOT / "roles" / "helm" / "action_plugins" / "helm_chart.py"
+)
 GPU_OPERATOR = ROOT / "tests" / "fixtures" / "charts" / "gpu-operator-v24.6.2.tgz"
 
 
@@ -53,3 +61,65 @@ def test_an_excluding_chart_is_named_in_helms_words() -> None:
     assert "invalid semantic version" in h.kube_version_problem(
         {"name": "x", "kubeVersion": ">= one"}, "v1.23.17"
     )
+
+
+CHARTS = {
+    "gpu-operator": {"url": "http://10.77.0.11:8080/charts/gpu-operator-v24.6.2.tgz", "sha256": "a" * 64}
+}
+ARGS = {"name": "gpu-operator", "charts": CHARTS, "kubernetes_version": "v1.23.17",
+        "chart_dir": "/var/lib/appliance/charts", "values_dir": "/var/lib/appliance/helm-values"}  # fmt: skip
+
+
+def _run(args: dict[str, Any], module_result: dict[str, Any]) -> tuple[dict[str, Any], mock.Mock]:
+    """The action plugin's run() with the module's answer stubbed: (its result, the module call)."""
+    task = SimpleNamespace(args=args, async_val=0, check_mode=False, action="helm_chart")
+    plugin = action.ActionModule(task, mock.MagicMock(), None, None, None)
+    plugin._load_name = "helm_chart"
+    with mock.patch.object(plugin, "_execute_module", return_value=dict(module_result)) as module:
+        return plugin.run(task_vars={}), module
+
+
+def _metadata(kube_version: str) -> str:
+    return yaml.safe_dump({"name": "gpu-operator", "version": "v24.6.2", "kubeVersion": kube_version})
+
+
+def test_the_module_gets_the_bundles_url_and_sha256_and_never_the_plugins_own_options() -> None:
+    out, module = _run(ARGS, {"changed": False, "path": "/p", "metadata": _metadata(">= 1.16.0-0")})
+    assert not out.get("failed") and out["path"] == "/p"
+    sent = module.call_args.kwargs["module_args"]
+    assert module.call_args.kwargs["module_name"] == "helm_chart"
+    assert (sent["url"], sent["sha256"], sent["name"]) == (
+        CHARTS["gpu-operator"]["url"],
+        "a" * 64,
+        "gpu-operator",
+    )
+    assert "charts" not in sent and "kubernetes_version" not in sent
+
+
+def test_a_chart_the_bundle_lacks_fails_before_anything_runs_on_the_master() -> None:
+    out, module = _run({**ARGS, "name": "kai-scheduler"}, {})
+    assert out["failed"] and out["msg"] == (
+        "the bundle has no chart 'kai-scheduler' (it has: gpu-operator): build the bundle from a profile whose "
+        "charts list it"
+    )
+    module.assert_not_called()
+
+
+def test_a_chart_that_excludes_the_clusters_version_fails_in_helms_words() -> None:
+    out, _ = _run(ARGS, {"changed": False, "path": "/p", "metadata": _metadata(">=1.28.0-0")})
+    assert out["failed"] and out["msg"] == (
+        "chart gpu-operator v24.6.2 requires kubeVersion: >=1.28.0-0 which is incompatible with Kubernetes "
+        "v1.23.17: use a chart version that supports it (the bundle and this cluster do not fit)"
+    )
+
+
+@pytest.mark.parametrize(
+    "module_result",
+    [
+        {"changed": True, "fetched": True, "metadata": None},  # check mode, the archive not there yet
+        {"failed": True, "msg": "The checksum for URL did not match", "appliance_failure": "checksum"},
+    ],
+)
+def test_nothing_to_read_or_a_failed_module_is_passed_on_unchanged(module_result: dict[str, Any]) -> None:
+    out, _ = _run(ARGS, module_result)
+    assert {k: out[k] for k in module_result} == module_result

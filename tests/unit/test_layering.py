@@ -10,7 +10,7 @@ top-level or inside a function: a new edge that breaks it fails here, naming fil
     everyone ──> rules, errors, content, proc, digest, locks, fsutil, yamlfile, the package's __init__
     nobody ──> cli, except the `python -m appliance_cli` entry point
     ansible_runner: runner/adapter.py only;  rich, argparse: cli/ only
-    roles/*/filter_plugins ──> appliance_cli.rules only (they run inside ansible-playbook)
+    roles/*/filter_plugins, action_plugins ──> appliance_cli.rules only (inside ansible-playbook)
     no module loaded by file path, nor sys.path changed: an edge this test cannot see is no edge
     cli/ runs no command: no appliance_cli.core.remote, none of its runners, no process started
     (commands on nodes run in core; cli parses, renders, maps exit codes)
@@ -124,10 +124,10 @@ def violations(exceptions: dict[tuple[str, str], str] = EXCEPTIONS) -> list[str]
 
 
 def filter_plugin_violations(roles: Path = ROLES) -> list[str]:
-    """The roles' filter plugins run inside ansible-playbook: of ours they import the pure rules
-    only (never the CLI, the runner, nor anything that would pull ansible_runner in)."""
+    """The roles' filter and action plugins run inside ansible-playbook: of ours they import the
+    pure rules only (never the CLI, the runner, nor anything that would pull ansible_runner in)."""
     found = []
-    for path in sorted(roles.glob("*/filter_plugins/*.py")):
+    for path in sorted([*roles.glob("*/filter_plugins/*.py"), *roles.glob("*/action_plugins/*.py")]):
         rel = path.relative_to(roles.parent).as_posix()
         found += [f"{rel}:{use} (loads code the import DAG cannot see)" for use in _path_loading(path)]
         for line, module in _imports(path):
@@ -135,7 +135,7 @@ def filter_plugin_violations(roles: Path = ROLES) -> list[str]:
             if top == "ansible_runner" or module.startswith("."):
                 found.append(f"{rel}:{line}: imports {module}")
             elif top == "appliance_cli" and not module.startswith("appliance_cli.rules"):
-                found.append(f"{rel}:{line}: imports {module} (filter plugins: appliance_cli.rules only)")
+                found.append(f"{rel}:{line}: imports {module} (plugins: appliance_cli.rules only)")
     return found
 
 
@@ -192,7 +192,7 @@ def test_a_forbidden_edge_is_reported(tmp_path: Path) -> None:
         PKG = saved
 
 
-def test_a_filter_plugin_past_the_rules_is_reported(tmp_path: Path) -> None:
+def test_a_filter_or_action_plugin_past_the_rules_is_reported(tmp_path: Path) -> None:
     plugins = tmp_path / "roles" / "r" / "filter_plugins"
     plugins.mkdir(parents=True)
     (plugins / "ok.py").write_text(
@@ -202,11 +202,17 @@ def test_a_filter_plugin_past_the_rules_is_reported(tmp_path: Path) -> None:
         "from appliance_cli.core import upgradeplan\nimport ansible_runner\nfrom appliance_cli import cli\n"
         "import runpy\nrunpy.run_path('x.py')\n"
     )
+    actions = tmp_path / "roles" / "r" / "action_plugins"
+    actions.mkdir()
+    (actions / "act.py").write_text(
+        "from ansible.plugins.action import ActionBase\nfrom appliance_cli.lab import state\n"
+    )
     assert filter_plugin_violations(tmp_path / "roles") == [
+        "roles/r/action_plugins/act.py:2: imports appliance_cli.lab (plugins: appliance_cli.rules only)",
         "roles/r/filter_plugins/bad.py:5: run_path (loads code the import DAG cannot see)",
-        "roles/r/filter_plugins/bad.py:1: imports appliance_cli.core (filter plugins: appliance_cli.rules only)",
+        "roles/r/filter_plugins/bad.py:1: imports appliance_cli.core (plugins: appliance_cli.rules only)",
         "roles/r/filter_plugins/bad.py:2: imports ansible_runner",
-        "roles/r/filter_plugins/bad.py:3: imports appliance_cli.cli (filter plugins: appliance_cli.rules only)",
+        "roles/r/filter_plugins/bad.py:3: imports appliance_cli.cli (plugins: appliance_cli.rules only)",
     ]
 
 
