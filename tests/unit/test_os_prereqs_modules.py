@@ -201,6 +201,9 @@ def apt_params(tree: Path, **over: Any) -> dict[str, Any]:
         "aside_dir": str(tree / "disabled"),
         "keyring": KEY,
         "keyring_path": str(tree / "keyrings/appliance-offline.asc"),
+        "index_record": str(tree / "index.done"),
+        "index_key": "sources-digest bundle-digest",
+        "node": "worker1",
     }
     return {**p, **over}
 
@@ -254,6 +257,32 @@ def test_apt_sources_check_mode_and_non_exclusive(apt_tree):
     r = apt_sources.converge(apt_params(apt_tree, exclusive=False), check_mode=False)
     assert r["moved"] == [] and (apt_tree / "sources.list").exists()
     assert (apt_tree / "sources.list.d/appliance-offline.list").read_text().startswith("deb [signed-by=")
+
+
+def test_the_index_is_current_only_when_its_record_holds_this_key(apt_tree):
+    record = apt_tree / "index.done"
+    assert apt_sources.converge(apt_params(apt_tree), check_mode=False)["index_current"] is False  # none yet
+    record.write_text("sources-digest bundle-digest\n")  # as 0011-apt-index.yml writes it, last
+    assert apt_sources.converge(apt_params(apt_tree), check_mode=False)["index_current"] is True
+    record.write_text("sources-digest an-older-bundle\n")
+    assert apt_sources.converge(apt_params(apt_tree), check_mode=False)["index_current"] is False
+    record.write_bytes(b"\xff\xfe")
+    assert apt_sources.converge(apt_params(apt_tree), check_mode=False)["index_current"] is False
+    assert (
+        apt_sources.converge(apt_params(apt_tree, index_record=""), check_mode=False)["index_current"]
+        is False
+    )
+
+
+def test_a_dry_run_stops_a_node_apt_was_never_pointed_at_and_names_it(apt_tree):
+    why = apt_sources.never_installed(apt_params(apt_tree), check_mode=True)
+    assert why == (
+        "--check: worker1 was never installed (its apt does not know the offline repository yet), so its "
+        "packages cannot be compared. Run `appliance install --limit worker1` first; --check then reports drift"
+    )
+    assert apt_sources.never_installed(apt_params(apt_tree), check_mode=False) is None  # an install goes on
+    apt_sources.converge(apt_params(apt_tree), check_mode=False)
+    assert apt_sources.never_installed(apt_params(apt_tree), check_mode=True) is None  # installed once
 
 
 def _task_names_in_order() -> list[str]:

@@ -2,7 +2,9 @@
 """Point apt at the site's offline repository, and (exclusive) at nothing else.
 
 One module instead of a find, a mkdir, two moves and a template: every task costs a round
-trip to each node on every run. Stdlib only, Python >= 3.8 (Ubuntu 20.04 nodes)."""
+trip to each node on every run. The same call reads the record of the last complete index
+update (is the index current?) and refuses a dry run on a node apt has never been pointed at
+(two more task starts on every node before). Stdlib only, Python >= 3.8 (Ubuntu 20.04 nodes)."""
 
 from __future__ import annotations
 
@@ -29,10 +31,14 @@ options:
   aside_dir: {description: Where other sources are moved., type: path, default: /etc/apt/sources.list.appliance-disabled}
   keyring: {description: "ASCII-armored key the source's signed-by= names; written before the source.", type: str, default: ""}
   keyring_path: {description: Where the key is written (a .asc file; apt >= 1.4 reads it)., type: path, default: /etc/apt/keyrings/appliance-offline.asc}
+  index_record: {description: "The record of the last complete C(apt update) (its text: C(index_key)); empty: not read.", type: path, default: ""}
+  index_key: {description: What C(index_record) holds when the index is current (sources and bundle)., type: str, default: ""}
+  node: {description: "This node's name: in check mode, a node whose source file does not exist yet fails naming it (apt cannot compare packages of a repository it never read).", type: str, default: ""}
 """
 
 RETURN = r"""
 moved: {description: Source files moved aside (their old paths)., type: list, elements: str}
+index_current: {description: "C(index_record) holds C(index_key) (false when it is missing or unreadable).", type: bool}
 """
 
 
@@ -63,7 +69,37 @@ def converge(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
         key_diff = converge_file(params["keyring_path"], params["keyring"], 0o644, check_mode)
     diff = converge_file(params["path"], params["content"], 0o644, check_mode)
     changed = bool(moved) or diff is not None or key_diff is not None
-    return {"changed": changed, "moved": moved, "diff": diff or key_diff or {}}
+    return {
+        "changed": changed,
+        "moved": moved,
+        "diff": diff or key_diff or {},
+        "index_current": index_current(params),
+    }
+
+
+def index_current(params: dict[str, Any]) -> bool:
+    """The record of a complete index update holds this index's key (removed before an update
+    starts and written after it ends, so a killed update never counts)."""
+    if not params["index_record"]:
+        return False
+    try:
+        with open(params["index_record"], encoding="utf-8") as f:
+            return f.read().strip() == params["index_key"].strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def never_installed(params: dict[str, Any], check_mode: bool) -> str | None:
+    """A dry run cannot ask apt about packages of a repository it has never read (apt would answer
+    "No package matching ..."): on a node without the offline source yet, the reason to stop this
+    node only (the other nodes' dry run goes on)."""
+    node = params["node"]
+    if not (check_mode and node) or os.path.exists(params["path"]):
+        return None
+    return (
+        f"--check: {node} was never installed (its apt does not know the offline repository yet), so its "
+        f"packages cannot be compared. Run `appliance install --limit {node}` first; --check then reports drift"
+    )
 
 
 def main() -> None:
@@ -79,9 +115,15 @@ def main() -> None:
             "aside_dir": {"type": "path", "default": "/etc/apt/sources.list.appliance-disabled"},
             "keyring": {"type": "str", "default": ""},
             "keyring_path": {"type": "path", "default": "/etc/apt/keyrings/appliance-offline.asc"},
+            "index_record": {"type": "path", "default": ""},
+            "index_key": {"type": "str", "default": ""},
+            "node": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
+    refused = never_installed(module.params, module.check_mode)
+    if refused:
+        module.fail_json(msg=refused)
     try:
         module.exit_json(**converge(module.params, module.check_mode))
     except OSError as exc:
