@@ -69,3 +69,69 @@ def test_the_comparison_sees_a_drift(tmp_path, monkeypatch):
         test_defaults_and_argument_specs_name_the_same_variables("r")
     with pytest.raises(AssertionError):
         test_literal_defaults_have_the_declared_type("r")
+
+
+def _calls_in(node: object) -> list[dict]:
+    """Every include_role/import_role with tasks_from in a loaded YAML document, at any depth."""
+    if isinstance(node, list):
+        return [c for value in node for c in _calls_in(value)]
+    if not isinstance(node, dict):
+        return []
+    own = [
+        node[key]
+        for key in ("ansible.builtin.include_role", "ansible.builtin.import_role")
+        if isinstance(node.get(key), dict) and "tasks_from" in node[key]
+    ]
+    return own + [c for value in node.values() for c in _calls_in(value)]
+
+
+def _tasks_from_calls(root: Path) -> list[tuple[str, int, str, str]]:
+    """(file, line, role, tasks_from) of every include_role/import_role with tasks_from in the
+    roles and playbooks under ROOT, as written."""
+    calls = []
+    for path in sorted([*root.glob("roles/**/*.yml"), *root.glob("playbooks/*.yml")]):
+        lines = path.read_text().splitlines()
+        for call in _calls_in(yaml.safe_load(path.read_text())):
+            line = next(i for i, text in enumerate(lines, 1) if f"tasks_from: {call['tasks_from']}" in text)
+            calls.append((str(path.relative_to(root)), line, call["name"], str(call["tasks_from"])))
+    return calls
+
+
+def entry_points_bypassed(root: Path) -> list[str]:
+    """ansible-core validates an entry point's argument spec only when tasks_from names it exactly
+    (role/__init__.py, `_prepend_validation_task`: `argspecs.get(self._from_files.get('tasks',
+    'main'))`, ansible-core 2.19): `tasks_from: trust.yml` runs registry's trust.yml with its
+    spec unchecked. Each such call, naming file and line."""
+    found = []
+    for file, line, role, tasks_from in _tasks_from_calls(root):
+        spec_file = root / "roles" / role / "meta" / "argument_specs.yml"
+        specs = yaml.safe_load(spec_file.read_text())["argument_specs"] if spec_file.is_file() else {}
+        stem = tasks_from.rsplit(".", 1)[0] if tasks_from.endswith((".yml", ".yaml")) else tasks_from
+        if stem in specs and tasks_from != stem:
+            found.append(
+                f"{file}:{line}: tasks_from: {tasks_from} skips {role}'s '{stem}' spec (write {stem})"
+            )
+    return found
+
+
+def test_every_entry_point_with_a_spec_is_validated():
+    calls = _tasks_from_calls(ROLES.parent)
+    assert len(calls) >= 20  # the walk sees the calls
+    assert entry_points_bypassed(ROLES.parent) == []
+
+
+def test_a_call_that_skips_its_spec_is_named(tmp_path):
+    (tmp_path / "roles" / "r" / "meta").mkdir(parents=True)
+    (tmp_path / "roles" / "r" / "meta" / "argument_specs.yml").write_text(
+        "argument_specs:\n  main: {options: {}}\n  trust: {options: {}}\n"
+    )
+    (tmp_path / "playbooks").mkdir()
+    (tmp_path / "playbooks" / "p.yml").write_text(
+        "- hosts: all\n  tasks:\n"
+        "    - {name: a, ansible.builtin.import_role: {name: r, tasks_from: trust.yml}}\n"
+        "    - {name: b, ansible.builtin.include_role: {name: r, tasks_from: trust}}\n"
+        "    - {name: c, ansible.builtin.include_role: {name: r, tasks_from: other.yml}}\n"
+    )
+    assert entry_points_bypassed(tmp_path) == [
+        "playbooks/p.yml:3: tasks_from: trust.yml skips r's 'trust' spec (write trust)"
+    ]
