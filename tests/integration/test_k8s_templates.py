@@ -384,9 +384,9 @@ def _record_versions(
                 "name": "Facts | A download of this run",
                 "ansible.builtin.set_fact": {"kube_binaries_download": {"changed": downloaded}},
             },
-            {
+            {  # through the role: its library/ holds the module the task file runs
                 "name": "Facts | Role task file",
-                "ansible.builtin.include_tasks": str(ROLES / "kube_binaries/tasks/0050-facts.yml"),
+                "ansible.builtin.include_role": {"name": "kube_binaries", "tasks_from": "0050-facts.yml"},
             },
         ],
     }
