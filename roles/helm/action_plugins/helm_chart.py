@@ -21,25 +21,25 @@ from ansible.plugins.action import ActionBase
 from appliance_cli.rules.helmcharts import kube_version_problem
 
 OWN_ARGS = ("charts", "kubernetes_version")
+# The task's options: the module's (url and sha256 aside, which come from `charts`) and OWN_ARGS.
+SPEC: dict[str, dict[str, Any]] = {
+    "name": {"type": "str", "required": True},
+    "charts": {"type": "dict", "required": True},
+    "kubernetes_version": {"type": "str", "required": True},
+    "chart_dir": {"type": "path", "required": True},
+    "values_dir": {"type": "path", "required": True},
+    "show_values": {"type": "bool", "default": False},
+    "timeout": {"type": "int", "default": 60},
+}
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("name", "chart_dir", "values_dir", "show_values", "timeout", *OWN_ARGS))
+    _VALID_ARGS = frozenset(SPEC)
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(
-            argument_spec={
-                "name": {"type": "str", "required": True},
-                "charts": {"type": "dict", "required": True},
-                "kubernetes_version": {"type": "str", "required": True},
-                "chart_dir": {"type": "path", "required": True},
-                "values_dir": {"type": "path", "required": True},
-                "show_values": {"type": "bool", "default": False},
-                "timeout": {"type": "int", "default": 60},
-            }
-        )
+        _, args = self.validate_argument_spec(argument_spec=SPEC)
         name, charts = args["name"], args["charts"]
         if name not in charts:
             return {

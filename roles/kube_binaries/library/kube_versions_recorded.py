@@ -5,7 +5,7 @@ bundle, each checked against the version the signed manifest declares for it (an
 against the wanted release), and the record written (atomically) only when it changes.
 
 Before this module the same took a slurp, a set_fact and a conditional include on every node of
-every run, and on a change six more tasks. `installed_at` moves only when a version changes, so
+every run, and on a change five more tasks. `installed_at` moves only when a version changes, so
 a re-run changes nothing. upgrade planning (kube_upgrade) reads the record. Each binary is asked
 through an argv list. In check mode it asks (read-only) and writes nothing. Stdlib only,
 Python >= 3.8 (Ubuntu 20.04 nodes)."""

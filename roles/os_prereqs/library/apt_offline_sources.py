@@ -12,7 +12,7 @@ import os
 import shutil
 from typing import Any
 
-from ansible.module_utils.node_files import converge_file
+from ansible.module_utils.node_files import converge_file, read_text
 
 DOCUMENTATION = r"""
 module: apt_offline_sources
@@ -83,10 +83,10 @@ def index_current(params: dict[str, Any]) -> bool:
     if not params["index_record"]:
         return False
     try:
-        with open(params["index_record"], encoding="utf-8") as f:
-            return f.read().strip() == params["index_key"].strip()
+        text = read_text(params["index_record"])
     except (OSError, UnicodeDecodeError):
         return False
+    return text is not None and text.strip() == params["index_key"].strip()
 
 
 def never_installed(params: dict[str, Any], check_mode: bool) -> str | None:
