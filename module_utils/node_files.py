@@ -12,12 +12,24 @@ from typing import Any
 
 
 def read_text(path: str) -> str | None:
-    """The file's text, or None when it does not exist."""
+    """The file's text, or None when it does not exist. Bytes that are not UTF-8 (an fstab with a
+    Latin-1 comment, a record left damaged) come back as lone surrogates, never an exception:
+    `encode_text` gives the same bytes back, and such text never equals what a module writes."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8", errors="surrogateescape") as f:
             return f.read()
     except FileNotFoundError:
         return None
+
+
+def encode_text(text: str) -> bytes:
+    """The bytes `read_text` read `text` from (UTF-8, the undecodable bytes as they were)."""
+    return text.encode("utf-8", errors="surrogateescape")
+
+
+def printable(text: str) -> str:
+    """`text` with each undecodable byte shown as U+FFFD: safe to return as a diff in JSON."""
+    return encode_text(text).decode("utf-8", errors="replace")
 
 
 def sync_directory(directory: str) -> None:
@@ -87,5 +99,10 @@ def converge_file(
     if not check_mode:
         directory = os.path.dirname(path) or "."
         os.makedirs(directory, mode=0o755, exist_ok=True)
-        write_atomically(path, content.encode("utf-8"), mode)
-    return {"before": before or "", "after": content, "before_header": path, "after_header": path}
+        write_atomically(path, encode_text(content), mode)
+    return {
+        "before": printable(before or ""),
+        "after": printable(content),
+        "before_header": path,
+        "after_header": path,
+    }

@@ -16,6 +16,7 @@ import json
 import os
 from typing import Any
 
+from ansible.module_utils.node_files import read_text as _read_text
 from ansible.module_utils.node_files import write_atomically
 
 SCHEMA = 1
@@ -79,11 +80,8 @@ def migrate_legacy(doc: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 def read_text(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except FileNotFoundError:
-        return ""
+    """The file's text ("" when there is none); bytes that are not UTF-8 make it not JSON."""
+    return _read_text(path) or ""
 
 
 def read(path: str, key: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests._support.modules import FakeModule, load_role_module, run_for_real
+from tests._support.modules import FakeModule, ModuleFailed, load_role_module, run_for_real
 
 GROUP = "docker-registry"
 pytestmark = pytest.mark.skipif(
@@ -149,3 +149,16 @@ def test_auth_rewrites_a_damaged_or_stale_entry_and_keeps_the_password(tmp_path)
     r = auth.converge(real_module(auth_params(d)))
     assert r["changed"] and r["htpasswd_written"] and r["password"] == first["password"]
     assert htpasswd_accepts(d, first["password"])
+
+
+@pytest.mark.parametrize("damage", [b"", b"\n", b"pa55\xe9word\n"])
+def test_auth_refuses_a_damaged_password_file_naming_it_and_changes_nothing(tmp_path, damage):
+    d = tmp_path / "auth"
+    auth.converge(real_module(auth_params(d)))
+    (d / "appliance.password").write_bytes(damage)
+    before = (d / "htpasswd").read_bytes()
+    with pytest.raises(
+        ModuleFailed, match=r"appliance.password: damaged \(empty, or bytes that are not UTF-8\)"
+    ):
+        auth.converge(real_module(auth_params(d)))
+    assert (d / "appliance.password").read_bytes() == damage and (d / "htpasswd").read_bytes() == before

@@ -67,6 +67,16 @@ def test_changed_password_and_removed_user(tmp_path):
     assert bob_line not in f.read_text() and not accepts(f, "bob", "b")
 
 
+def test_a_file_damaged_past_utf8_is_repaired_not_a_traceback(tmp_path):
+    f = tmp_path / "htpasswd-push"
+    ht.converge(real_module({"path": str(f), "group": GROUP, "users": {"alice": "a"}}))
+    f.write_bytes(f.read_bytes() + b"m\xe9chant:$2y$05$x\n")
+    r = ht.converge(real_module({"path": str(f), "group": GROUP, "users": {"alice": "a"}}))
+    assert r == {"changed": True, "added": [], "updated": [], "removed": ["m\ufffdchant"]}
+    assert [line.split(":", 1)[0] for line in f.read_text().splitlines()] == ["alice"]
+    assert accepts(f, "alice", "a")
+
+
 def test_an_empty_password_is_refused_naming_the_user_only(tmp_path):
     with pytest.raises(ModuleFailed, match="user alice: empty password"):
         ht.converge(real_module({"path": str(tmp_path / "h"), "group": GROUP, "users": {"alice": ""}}))

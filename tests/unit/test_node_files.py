@@ -6,6 +6,7 @@ then the directory fsync'd; nothing left behind when it fails."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import sys
@@ -115,6 +116,32 @@ def test_converge_file_rewrites_on_another_mode_or_owner_and_not_otherwise(tmp_p
         os.chown(target, 0, 4242)
         assert nf.converge_file(str(target), "a=1\n", 0o644)["after"] == "a=1\n"
         assert (target.stat().st_uid, target.stat().st_gid) == (0, 0)
+
+
+def test_a_file_that_is_not_utf8_is_converged_and_its_diff_can_be_printed(tmp_path):
+    """A damaged or foreign file (here one Latin-1 byte) is rewritten like any other that differs,
+    not a traceback; the diff it returns shows the byte as U+FFFD, so it travels as JSON."""
+    target = tmp_path / "k8s.conf"
+    target.write_bytes(b"caf\xe9=1\n")
+    diff = nf.converge_file(str(target), "a=1\n", 0o644)
+    assert target.read_bytes() == b"a=1\n"
+    assert diff["before"] == "caf\ufffd=1\n"
+    json.dumps(diff, ensure_ascii=False).encode("utf-8")  # would raise on a lone surrogate
+    assert nf.converge_file(str(target), "a=1\n", 0o644) is None
+
+
+def test_text_read_and_written_back_keeps_the_bytes_that_are_not_utf8(tmp_path):
+    """An edit of a file with a byte that is not UTF-8 elsewhere in it (os_prereqs comments out the
+    swap line of an fstab) changes the edited line and leaves every other byte as it was."""
+    fstab = tmp_path / "fstab"
+    fstab.write_bytes(b"# disque syst\xe8me\nUUID=1 / ext4 defaults 0 1\n/swap.img none swap sw 0 0\n")
+    text = nf.read_text(str(fstab))
+    assert nf.converge_file(str(fstab), text, 0o644) is None  # read, unchanged: nothing written
+    nf.converge_file(str(fstab), text.replace("/swap.img", "# /swap.img"), 0o644)
+    assert (
+        fstab.read_bytes()
+        == b"# disque syst\xe8me\nUUID=1 / ext4 defaults 0 1\n# /swap.img none swap sw 0 0\n"
+    )
 
 
 @pytest.mark.parametrize("path", WRITERS)

@@ -157,6 +157,18 @@ def test_a_corrupt_or_newer_file_is_refused_naming_it_and_left_alone(tmp_path, t
     assert path.read_text() == text
 
 
+def test_a_file_with_bytes_that_are_not_utf8_is_refused_as_not_json_and_left_alone(tmp_path):
+    path = tmp_path / "state.json"
+    path.write_bytes(b'{"schema": 1, \xff}')
+    for call in (
+        lambda: rs.read(str(path), "kube_upgrade"),
+        lambda: rs.merge(str(path), "kube_upgrade", {"a": 1}),
+    ):
+        with pytest.raises(rs.StateError, match=r"state.json: not JSON"):
+            call()
+    assert path.read_bytes() == b'{"schema": 1, \xff}'
+
+
 def test_the_legacy_flat_upgrade_file_is_split_by_operation_and_rewritten_at_the_first_merge(tmp_path):
     path = tmp_path / "state.json"
     legacy = {"target": "v1.23.17", "done": ["master1"], "draining": "worker1", "snapshot": "/s.db",

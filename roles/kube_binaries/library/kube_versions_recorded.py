@@ -17,7 +17,7 @@ import re
 import time
 from typing import Any
 
-from ansible.module_utils.node_files import converge_file, read_text, write_atomically
+from ansible.module_utils.node_files import converge_file, read_text
 
 DOCUMENTATION = r"""
 module: kube_versions_recorded
@@ -60,7 +60,7 @@ def recorded(path: str) -> dict[str, Any]:
     """The last record, or {} when there is none or it cannot be read (then it is rewritten)."""
     try:
         value = json.loads(read_text(path) or "{}")
-    except ValueError:  # not JSON, or not UTF-8 (UnicodeDecodeError is a ValueError)
+    except ValueError:  # not JSON (bytes that are not UTF-8 included)
         return {}
     return value if isinstance(value, dict) else {}
 
@@ -120,17 +120,7 @@ def converge(module: Any, now: Any = time.gmtime) -> dict[str, Any]:
         json.dumps({**installed, "installed_at": stamp}, indent=2, sort_keys=True, separators=(",", ": "))
         + "\n"
     )
-    try:
-        diff = converge_file(p["record"], text, 0o644, module.check_mode)
-    except UnicodeDecodeError:  # a record that is not UTF-8: replaced whole
-        if not module.check_mode:
-            write_atomically(p["record"], text.encode("utf-8"), 0o644)
-        diff = {
-            "before": "(not UTF-8)\n",
-            "after": text,
-            "before_header": p["record"],
-            "after_header": p["record"],
-        }
+    diff = converge_file(p["record"], text, 0o644, module.check_mode)  # a record not UTF-8 included
     return {
         "changed": diff is not None,
         "probed": True,

@@ -84,7 +84,7 @@ def index_current(params: dict[str, Any]) -> bool:
         return False
     try:
         text = read_text(params["index_record"])
-    except (OSError, UnicodeDecodeError):
+    except OSError:
         return False
     return text is not None and text.strip() == params["index_key"].strip()
 

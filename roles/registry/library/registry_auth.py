@@ -12,7 +12,7 @@ import os
 import secrets
 from typing import Any
 
-from ansible.module_utils.node_files import owned
+from ansible.module_utils.node_files import owned, printable, read_text
 from ansible.module_utils.registry_files import group_id
 
 DOCUMENTATION = r"""
@@ -51,8 +51,14 @@ def converge(module: Any) -> dict[str, Any]:
 
     password = ""
     if os.path.exists(p["password_file"]):
-        with open(p["password_file"], encoding="utf-8") as f:
-            password = f.read().strip()
+        password = read_text(p["password_file"]) or ""
+        if password != printable(password) or not password.strip():
+            # every node's runtime pulls with it: never guessed at, never silently replaced
+            module.fail_json(
+                msg=f"{p['password_file']}: damaged (empty, or bytes that are not UTF-8); restore it from"
+                " the last `appliance backup`, or remove it and run `appliance install` again for a new one"
+            )
+        password = password.strip()
         changed |= owned(p["password_file"], 0, 0o600, check)
     elif check:  # a fresh master in check mode: nothing generated yet
         return {"changed": True, "password": "", "htpasswd_written": True}

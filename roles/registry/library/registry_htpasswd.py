@@ -9,10 +9,9 @@ Stdlib only, Python >= 3.8."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from ansible.module_utils.node_files import owned, write_atomically
+from ansible.module_utils.node_files import owned, printable, read_text, write_atomically
 from ansible.module_utils.registry_files import group_id
 
 DOCUMENTATION = r"""
@@ -75,10 +74,8 @@ def converge(module: Any) -> dict[str, Any]:
             module.fail_json(msg=f"researcher registry user {user}: not usable in htpasswd")
     gid = group_id(module, p["group"])
     path = p["path"]
-    text = ""
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+    # a line damaged past UTF-8 is one more entry to drop or re-hash (U+FFFD where a byte was)
+    text = printable(read_text(path) or "")
     current = parse_htpasswd(text)
     verified = set()
     for user in sorted(u for u in users if u in current):
