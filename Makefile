@@ -45,17 +45,15 @@ E2E_PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
 # process (test_standin_apiserver's drain test reads the node its label test added; split over
 # two processes it failed in a fresh clone of 89e8f0c with nodes "w1" not found).
 LOCAL_PARALLEL := -n 2 --dist loadfile
+# The unit and integration tests run beside the lab tests, at a lower CPU priority (scripts/test.sh).
 test: lint
-	@t0=$$SECONDS; export APPLIANCE_SKIP_IS_FAILURE=1; APPLIANCE_TIMINGS_JSON=$(CURDIR)/build/suite-times-local.json pytest -q -rfEs $(LOCAL_PARALLEL) tests/unit tests/integration \
-	  && APPLIANCE_TIMINGS_JSON=$(CURDIR)/build/suite-times-e2e.json pytest -q -rfEs $(E2E_PARALLEL) tests/e2e \
-	  && echo "make test: pytest (molecule's scenarios included) took $$((SECONDS - t0)) s"
+	@LOCAL_ARGS="$(LOCAL_PARALLEL)" E2E_ARGS="$(E2E_PARALLEL)" LOCAL_TIMES=$(CURDIR)/build/suite-times-local.json \
+	  E2E_TIMES=$(CURDIR)/build/suite-times-e2e.json scripts/test.sh
 
 # The same tests with the modules in reverse order: no module may rely on another's leftovers.
-test-reverse: export APPLIANCE_SKIP_IS_FAILURE=1
 test-reverse: bootstrap
-	APPLIANCE_TEST_ORDER=reverse pytest -q -rfEs $(LOCAL_PARALLEL) tests/unit tests/integration
-	APPLIANCE_TEST_ORDER=reverse APPLIANCE_TIMINGS_JSON=$(CURDIR)/build/suite-times-reverse.json \
-	  pytest -q -rfEs $(E2E_PARALLEL) tests/e2e
+	@APPLIANCE_TEST_ORDER=reverse LOCAL_ARGS="$(LOCAL_PARALLEL)" E2E_ARGS="$(E2E_PARALLEL)" \
+	  E2E_TIMES=$(CURDIR)/build/suite-times-reverse.json scripts/test.sh
 
 # Every role's molecule scenario on the rehearsal lab (root), one at a time, each timed and logged
 # to build/molecule/ROLE.log, in the order and the way the suite runs them

@@ -4,8 +4,14 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests._support.timings import SuiteTimings, skip_reason
+
+# Hypothesis judges no example by wall time: the unit tests run beside the lab tests at a lower
+# priority (scripts/test.sh), where a quick example may wait its turn for a core.
+settings.register_profile("appliance", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("appliance")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# `make test` (and `make test-reverse`): the unit and integration tests run beside the lab (e2e)
+# tests, not before them, at a lower CPU priority (nice 10): the lab tests leave about a fifth of
+# the two cores idle while nodes boot, shut down, sleep in waits and copy trees, and the unit and
+# integration tests (about 400 core-s) fit in it. Run one after the other they added their own
+# ~3.5 min to the wall time. Their output goes to build/test-local.log and is printed when they
+# end; if they fail, the lab tests are stopped at once (pytest's own teardown brings their labs
+# down) and the run fails: a broken unit test still ends the run in minutes.
+# Env (from the Makefile): LOCAL_ARGS, E2E_ARGS (pytest options of each run), LOCAL_TIMES,
+# E2E_TIMES (where each writes its time table, tests/_support/timings.py; empty: none);
+# LOCAL_PATHS, E2E_PATHS, LOCAL_LOG (what each runs, and where the first one's output goes;
+# tests/unit/test_test_script.py gives probes).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+mkdir -p build
+log=${LOCAL_LOG:-build/test-local.log}
+t0=$SECONDS
+export APPLIANCE_SKIP_IS_FAILURE=1
+read -r -a local_args <<<"${LOCAL_ARGS:-}"
+read -r -a e2e_args <<<"${E2E_ARGS:-}"
+read -r -a local_paths <<<"${LOCAL_PATHS:-tests/unit tests/integration}"
+read -r -a e2e_paths <<<"${E2E_PATHS:-tests/e2e}"
+
+# Each run in a process group of its own (setsid), as a terminal's Ctrl-C would reach it: pytest
+# and its xdist workers alike get SIGINT, which background jobs of a script would otherwise ignore,
+# and tear their labs down.
+APPLIANCE_TIMINGS_JSON=${LOCAL_TIMES:-} setsid nice -n 10 env --default-signal=INT \
+  pytest -q -rfEs "${local_args[@]}" "${local_paths[@]}" >"$log" 2>&1 &
+local_pid=$!
+APPLIANCE_TIMINGS_JSON=${E2E_TIMES:-} setsid env --default-signal=INT \
+  pytest -q -rfEs "${e2e_args[@]}" "${e2e_paths[@]}" &
+e2e_pid=$!
+stop() { kill -INT -- "-$1" 2>/dev/null; }
+trap 'stop $local_pid; stop $e2e_pid' INT TERM
+
+wait "$local_pid"
+local_rc=$?
+printf '\n==== unit and integration tests (ran beside the lab tests; %s), rc %s ====\n' "$log" "$local_rc"
+cat "$log"
+if ((local_rc != 0)); then
+  echo "make test: the unit or integration tests failed (rc $local_rc): the lab tests are stopped" >&2
+  stop "$e2e_pid"
+  wait "$e2e_pid"
+  exit "$local_rc"
+fi
+wait "$e2e_pid"
+e2e_rc=$?
+((e2e_rc == 0)) || exit "$e2e_rc"
+echo "make test: pytest (molecule's scenarios included) took $((SECONDS - t0)) s"

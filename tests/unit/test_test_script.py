@@ -1,0 +1,84 @@
+"""scripts/test.sh (`make test`): the unit and integration run beside the lab run, at a lower
+priority, its output printed when it ends; when it fails, the lab run is interrupted as Ctrl-C
+would (its fixtures torn down) and the whole run fails at once. Probe modules stand in for both."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from tests._support.labsnap import REPO
+
+SCRIPT = REPO / "scripts" / "test.sh"
+
+
+def _probe(path: Path, body: str) -> Path:
+    path.write_text(body)
+    return path
+
+
+def _run(
+    tmp_path: Path, local: Path, e2e: Path, timeout: float = 120
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "APPLIANCE_TIMINGS"))}
+    env |= {"LOCAL_PATHS": str(local), "E2E_PATHS": str(e2e), "LOCAL_ARGS": "-p no:cacheprovider",
+            "E2E_ARGS": "-p no:cacheprovider", "PROBE_DIR": str(tmp_path),
+            "LOCAL_LOG": str(tmp_path / "local.log")}  # fmt: skip
+    t0 = time.monotonic()
+    r = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=timeout, env=env)
+    return r, time.monotonic() - t0
+
+
+NICENESS = """import os, pathlib
+def test_niceness():
+    pathlib.Path(os.environ["PROBE_DIR"], "{name}.nice").write_text(str(os.nice(0)))
+"""
+
+
+def test_both_runs_pass_and_the_unit_run_is_niced(tmp_path: Path) -> None:
+    local = _probe(tmp_path / "test_probe_local.py", NICENESS.format(name="local"))
+    e2e = _probe(tmp_path / "test_probe_e2e.py", NICENESS.format(name="e2e"))
+    r, _ = _run(tmp_path, local, e2e)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (
+        f"==== unit and integration tests (ran beside the lab tests; {tmp_path / 'local.log'}), rc 0 ===="
+        in r.stdout
+    )
+    assert "make test: pytest (molecule's scenarios included) took " in r.stdout
+    assert r.stdout.count("1 passed") == 2, r.stdout  # the local run's, from its log, and the e2e run's
+    local_nice, e2e_nice = (int((tmp_path / f"{n}.nice").read_text()) for n in ("local", "e2e"))
+    assert local_nice == min(e2e_nice + 10, 19), (local_nice, e2e_nice)
+
+
+def test_a_failing_unit_run_interrupts_the_lab_run_which_tears_down(tmp_path: Path) -> None:
+    started, torn_down = tmp_path / "e2e.started", tmp_path / "e2e.torn-down"
+    local = _probe(
+        tmp_path / "test_probe_local.py",
+        f"""import pathlib, time
+def test_fails_once_the_lab_run_is_under_way():
+    end = time.monotonic() + 60
+    while not pathlib.Path({str(started)!r}).exists() and time.monotonic() < end:
+        time.sleep(0.1)
+    assert False, "a broken unit test"
+""",
+    )
+    e2e = _probe(
+        tmp_path / "test_probe_e2e.py",
+        f"""import pathlib, time, pytest
+@pytest.fixture(scope="module")
+def lab():
+    pathlib.Path({str(started)!r}).write_text("")
+    yield
+    pathlib.Path({str(torn_down)!r}).write_text("")
+def test_a_long_lab_test(lab):
+    time.sleep(300)
+""",
+    )
+    r, seconds = _run(tmp_path, local, e2e)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert seconds < 90, seconds  # not the lab test's 300 s
+    assert "a broken unit test" in r.stdout  # the unit run's log, printed
+    assert "the unit or integration tests failed (rc 1): the lab tests are stopped" in r.stderr
+    assert torn_down.exists(), r.stdout + r.stderr  # the lab run's fixtures were torn down
