@@ -31,7 +31,7 @@ APPLIANCE_TIMINGS_JSON=${E2E_TIMES:-} setsid env --default-signal=INT \
   pytest -q -rfEs "${e2e_args[@]}" "${e2e_paths[@]}" &
 e2e_pid=$!
 stop() { kill -INT -- "-$1" 2>/dev/null; }
-trap 'stop $local_pid; stop $e2e_pid' INT TERM
+trap 'stop $local_pid; stop $e2e_pid' INT TERM HUP
 
 wait "$local_pid"
 local_rc=$?
