@@ -75,8 +75,8 @@ def pytest_collection_modifyitems(items):
 # naming what it did not run. Once the e2e run has used APPLIANCE_E2E_DEADLINE_S (from its
 # collection; 0: none), each test of a module not yet started fails at once (no lab is brought
 # up for it), naming the module and the command that runs it alone; one already started runs to
-# its end; the run ends with the list (pytest_terminal_summary). 4600 s: up to 10 min of bootstrap,
-# lint, unit and integration before it, and the five modules ORDER starts last are short (14 to
+# its end; the run ends with the list (pytest_terminal_summary). 4600 s: up to 10 min of bootstrap
+# and lint before it (about 1.5 min now: the unit and integration tests run beside it), and the five modules ORDER starts last are short (14 to
 # 33 s each in the run of a38fbb6; about twice that on the slower days of earlier stops), so a
 # module started just before it ends, and the session labs come down, inside CI's 90 min. CI's
 # runs of stops 43 to 45 took 4737 to 4876 s in all (under the old budget of 4200 s).
