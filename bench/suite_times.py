@@ -1,8 +1,11 @@
 """Where the suite's time went in the last `make test` (or `make test-reverse`): each module's lab
 setup and tests, slowest first, and the run's wall time, read from the JSON pytest wrote
-(tests/_support/timings.py). Prints figures; asserts nothing.
+(tests/_support/timings.py). Given two such files (a baseline run and a new one), each module's
+total in both side by side with their ratio, and the two runs' totals and wall times. Prints
+figures; asserts nothing.
 
-    .venv/bin/python bench/suite_times.py [build/suite-times.json]
+    .venv/bin/python bench/suite_times.py [build/suite-times-e2e.json]
+    .venv/bin/python bench/suite_times.py BASELINE.json NEW.json
 """
 
 from __future__ import annotations
@@ -14,13 +17,41 @@ from pathlib import Path
 DEFAULT = Path(__file__).resolve().parents[1] / "build" / "suite-times-e2e.json"
 
 
-def main(argv: list[str]) -> int:
-    path = Path(argv[0]) if argv else DEFAULT
+def _load(path: Path) -> dict | None:
     if not path.is_file():
         print(f"error: {path}: no timings yet", file=sys.stderr)
         print("hint: run `./make.sh test` first (it writes them)", file=sys.stderr)
+        return None
+    return json.loads(path.read_text())
+
+
+def _ratio(new: float, base: float) -> str:
+    return f"{new / base:6.2f}x" if base else "     -"
+
+
+def compare(base: dict, new: dict) -> None:
+    """Each module's total in both runs, the new run's slowest first, with new/base."""
+    totals = [{r["module"]: r["setup"] + r["tests"] for r in d["modules"]} for d in (base, new)]
+    print(f"{'module':<58} {'base s':>8} {'new s':>8} {'new/base':>8}")
+    for module in sorted(totals[0].keys() | totals[1].keys(), key=lambda m: -totals[1].get(m, 0.0)):
+        b, n = totals[0].get(module, 0.0), totals[1].get(module, 0.0)
+        print(f"{module:<58} {b:8.1f} {n:8.1f} {_ratio(n, b):>8}")
+    b, n = sum(totals[0].values()), sum(totals[1].values())
+    print(f"{'all modules (work)':<58} {b:8.1f} {n:8.1f} {_ratio(n, b):>8}")
+    b, n = base["wall_s"], new["wall_s"]
+    print(f"{'pytest wall time':<58} {b:8.1f} {n:8.1f} {_ratio(n, b):>8}")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 2:
+        base, new = _load(Path(argv[0])), _load(Path(argv[1]))
+        if base is None or new is None:
+            return 2
+        compare(base, new)
+        return 0
+    data = _load(Path(argv[0]) if argv else DEFAULT)
+    if data is None:
         return 2
-    data = json.loads(path.read_text())
     rows = data["modules"]
     layers: dict[str, list[float]] = {}
     print(f"{'module':<58} {'setup s':>8} {'tests s':>8} {'total s':>8}")
