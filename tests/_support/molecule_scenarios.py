@@ -28,13 +28,12 @@ from pathlib import Path
 import yaml
 
 from tests._support.paths import e2e_build_cache
+from tests._support.timings import inner_run_env
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO = "molecule/lab/molecule.yml"
 # a failed task (ansible's "fatal: [host]: FAILED!"), or an error a script printed
 _FAILURE = re.compile(r"fatal: \[|FAILED!|\berror: |^Traceback \(most recent call last\)")
-# what an outer pytest run sets for itself, which the scenario's own pytest (testinfra) must not read
-_OUTER_ENV = ("APPLIANCE_TIMINGS_JSON", "APPLIANCE_TEST_ORDER", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
 
 
 def scenario_env(role: str, repo: Path = REPO) -> dict[str, str]:
@@ -131,7 +130,7 @@ def run(
     line goes to stdout too (`make molecule`)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{role}.log"
-    env = {k: v for k, v in os.environ.items() if k not in _OUTER_ENV and not k.startswith("PYTEST_")}
+    env = inner_run_env()  # the scenario's own pytest (testinfra) reads none of the outer run's settings
     env["PATH"] = f"{venv_bin or Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["APPLIANCE_LAB_NAME"] = lab
     # the e2e lab bundle's build cache: the lanes' bundles and the e2e tests' share one apt closure

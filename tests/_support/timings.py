@@ -23,6 +23,17 @@ import pytest
 NOT_STARTED_FOR_TIME = "not started: the e2e run had passed its deadline"
 
 
+# What an outer pytest run sets for itself (its time table, its module order, pytest's own and
+# xdist's settings), which a pytest run a test starts (a probe run, a scenario's testinfra) must
+# not read.
+_OUTER_ENV = ("APPLIANCE_TIMINGS_JSON", "APPLIANCE_TEST_ORDER")
+
+
+def inner_run_env() -> dict[str, str]:
+    """This process's environment without the outer pytest run's own settings."""
+    return {k: v for k, v in os.environ.items() if k not in _OUTER_ENV and not k.startswith("PYTEST_")}
+
+
 def skip_reason(report: pytest.TestReport) -> str:
     """Why a skipped test was skipped, as pytest keeps it (a (file, line, reason) tuple or text)."""
     return report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)

@@ -76,9 +76,10 @@ def pytest_collection_modifyitems(items):
 # collection; 0: none), each test of a module not yet started fails at once (no lab is brought
 # up for it), naming the module and the command that runs it alone; one already started runs to
 # its end; the run ends with the list (pytest_terminal_summary). 4600 s: up to 10 min of bootstrap
-# and lint before it (about 1.5 min now: the unit and integration tests run beside it), and the five modules ORDER starts last are short (14 to
-# 33 s each in the run of a38fbb6; about twice that on the slower days of earlier stops), so a
-# module started just before it ends, and the session labs come down, inside CI's 90 min. CI's
+# and lint before it (about 1.5 min now: the unit and integration tests run beside it), and the
+# five modules ORDER starts last are short (14 to 33 s each in the run of a38fbb6; about twice
+# that on the slower days of earlier stops), so a module started just before it ends, and the
+# session labs come down, inside CI's 90 min. CI's
 # runs of stops 43 to 45 took 4737 to 4876 s in all (under the old budget of 4200 s).
 # The whole run takes far less on this machine now (README has figures): the deadline only turns
 # a machine too slow for CI into a failure that says so, where a skip would pass in silence.

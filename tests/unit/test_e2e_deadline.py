@@ -11,13 +11,7 @@ import sys
 from pathlib import Path
 
 from tests._support.labsnap import REPO
-
-# the probe run reads none of the outer run's pytest settings (a -v there changes its summary line)
-_OWN_ENV = {
-    k: v
-    for k, v in os.environ.items()
-    if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_XDIST_WORKER")
-}
+from tests._support.timings import inner_run_env
 
 
 def _run(tmp_path: Path, deadline: str, body: str = "pass") -> subprocess.CompletedProcess[str]:
@@ -28,7 +22,7 @@ def _run(tmp_path: Path, deadline: str, body: str = "pass") -> subprocess.Comple
          "-p", "no:cacheprovider",
          str(tmp_path / "test_probe_a.py"), str(tmp_path / "test_probe_b.py")],
         cwd=REPO, capture_output=True, text=True, timeout=120,
-        env={**_OWN_ENV, "APPLIANCE_E2E_DEADLINE_S": deadline, "APPLIANCE_SKIP_IS_FAILURE": "1"},
+        env={**inner_run_env(), "APPLIANCE_E2E_DEADLINE_S": deadline, "APPLIANCE_SKIP_IS_FAILURE": "1"},
     )  # fmt: skip
 
 

@@ -4,12 +4,12 @@ would (its fixtures torn down) and the whole run fails at once. Probe modules st
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from pathlib import Path
 
 from tests._support.labsnap import REPO
+from tests._support.timings import inner_run_env
 
 SCRIPT = REPO / "scripts" / "test.sh"
 
@@ -22,10 +22,10 @@ def _probe(path: Path, body: str) -> Path:
 def _run(
     tmp_path: Path, local: Path, e2e: Path, timeout: float = 120
 ) -> tuple[subprocess.CompletedProcess[str], float]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "APPLIANCE_TIMINGS"))}
-    env |= {"LOCAL_PATHS": str(local), "E2E_PATHS": str(e2e), "LOCAL_ARGS": "-p no:cacheprovider",
-            "E2E_ARGS": "-p no:cacheprovider", "PROBE_DIR": str(tmp_path),
-            "LOCAL_LOG": str(tmp_path / "local.log")}  # fmt: skip
+    env = inner_run_env() | {
+        "LOCAL_PATHS": str(local), "E2E_PATHS": str(e2e), "LOCAL_ARGS": "-p no:cacheprovider",
+        "E2E_ARGS": "-p no:cacheprovider", "PROBE_DIR": str(tmp_path), "LOCAL_LOG": str(tmp_path / "local.log"),
+    }  # fmt: skip
     t0 = time.monotonic()
     r = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=timeout, env=env)
     return r, time.monotonic() - t0
