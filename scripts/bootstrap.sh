@@ -8,10 +8,11 @@ cd "$(dirname "$0")/.."
 # containerd and shellcheck are for the unit tests only (containerd loads the rendered
 # config.toml; shellcheck reads install-toolkit.sh): without them those tests skip. chromium
 # (headless) renders the diagnose HTML report in its e2e test. gnupg signs the bundle's apt repositories.
+# zsh runs `appliance completion zsh` in its unit test.
 HOST_PACKAGES=(
   make python3 python3-venv
   mmdebstrap systemd-container zstd dpkg-dev iproute2 openssh-client netcat-openbsd
-  skopeo busybox-static apt-utils docker-registry apache2-utils openssl containerd shellcheck chromium gnupg
+  skopeo busybox-static apt-utils docker-registry apache2-utils openssl containerd shellcheck chromium gnupg zsh
 )
 missing=()
 for p in "${HOST_PACKAGES[@]}"; do

@@ -17,7 +17,9 @@
 #  3. a venv at $PREFIX/venv (`python -m venv --without-pip`: no ensurepip / python3-venv
 #     needed), the toolkit installed into it by pip run from the bundled pip wheel itself,
 #     with --no-index: nothing is fetched from any network.
-#  4. /usr/local/bin/appliance -> $PREFIX/venv/bin/appliance; prints the version and what next.
+#  4. bash completion, written by the installed toolkit from its own parser (`appliance completion
+#     bash`) to /usr/share/bash-completion/completions/appliance, where bash-completion finds it.
+#  5. /usr/local/bin/appliance -> $PREFIX/venv/bin/appliance; prints the version and what next.
 #
 # Before it trusts anything on the stick, it checks manifest.sig over manifest.json (Ed25519, with
 # `openssl pkeyutl -verify -rawin`; where openssl is 1.1.1, as on Ubuntu 20.04, RFC 8032's
@@ -32,13 +34,15 @@
 # a re-run with another bundle replaces the install. Exit codes as the CLI's: 2 a bad argument,
 # 3 a missing prerequisite (root, Python, a command, the key or its confirmation), 4 the bundle is
 # incomplete, corrupt or not signed by that key, 1 otherwise.
-# APPLIANCE_PREFIX (default /opt/appliance) and APPLIANCE_BIN_LINK (default
-# /usr/local/bin/appliance) move the install and the link (the tests use them).
+# APPLIANCE_PREFIX (default /opt/appliance), APPLIANCE_BIN_LINK (default /usr/local/bin/appliance)
+# and APPLIANCE_BASH_COMPLETION (default /usr/share/bash-completion/completions/appliance) move the
+# install, the link and the completion script (the tests use them).
 set -eu
 
 PROG=install-toolkit.sh
 PREFIX=${APPLIANCE_PREFIX:-/opt/appliance}
 BIN_LINK=${APPLIANCE_BIN_LINK:-/usr/local/bin/appliance}
+COMPLETION=${APPLIANCE_BASH_COMPLETION:-/usr/share/bash-completion/completions/appliance}
 
 # @@BUNDLE-DATA@@
 
@@ -103,7 +107,8 @@ MANIFEST=$BUNDLE/manifest.json
 # stick from here on is read once, into a private directory, and used from there.
 CHECK=$(mktemp -d "${TMPDIR:-/tmp}/install-toolkit.XXXXXX") || die 1 "cannot make a temporary directory"
 WORK=
-trap 'rm -rf "$CHECK" ${WORK:+"$WORK"}' EXIT
+COMPLETION_NEW=
+trap 'rm -rf "$CHECK" ${WORK:+"$WORK"} ${COMPLETION_NEW:+"$COMPLETION_NEW"}' EXIT
 trap 'exit 130' INT TERM
 
 [ -f "$BUNDLE/manifest.sig" ] ||
@@ -310,8 +315,26 @@ next:
 EOF
 }
 
+install_completion() { # the installed toolkit's bash completion, replaced whole when it differs
+	dir=${COMPLETION%/*}
+	mkdir -p "$dir" || die 1 "cannot make the directory $dir for the bash completion"
+	COMPLETION_NEW=$(mktemp "$dir/.appliance.XXXXXX") || die 1 "cannot write in $dir"
+	"$PREFIX/venv/bin/appliance" completion bash >"$COMPLETION_NEW" ||
+		die 1 "$PREFIX/venv/bin/appliance completion bash failed (see above)"
+	if [ -f "$COMPLETION" ] &&
+		[ "$(sha256sum <"$COMPLETION_NEW")" = "$(sha256sum <"$COMPLETION")" ]; then
+		rm -f "$COMPLETION_NEW"
+	else
+		chmod 644 "$COMPLETION_NEW"
+		mv -f "$COMPLETION_NEW" "$COMPLETION" || die 1 "cannot write $COMPLETION"
+		say "bash completion: $COMPLETION (zsh: add 'source <(appliance completion zsh)' to ~/.zshrc)"
+	fi
+	COMPLETION_NEW=
+}
+
 if [ -f "$STAMP_FILE" ] && [ "$(cat "$STAMP_FILE")" = "$STAMP" ] &&
 	[ "$(installed_version || true)" = "$TOOLKIT_VERSION" ]; then
+	install_completion
 	link_and_report "already installed from this bundle, nothing to do"
 	exit 0
 fi
@@ -400,5 +423,6 @@ PIP_CONFIG_FILE=/dev/null "$PREFIX/venv/bin/python" "$WORK/wheels/$PIP_WHEEL/pip
 	"$WORK/wheels/$TOOLKIT_WHEEL" || die 1 "pip install from the bundle's wheels failed (see above)"
 printf '%s\n' "$STAMP" >"$STAMP_FILE"
 
-# 4. on PATH
+# 4. bash completion; 5. on PATH
+install_completion
 link_and_report "installed"

@@ -15,6 +15,7 @@ from appliance_cli.cli import (
     backup_cmd,
     bundle_cmd,
     cluster_cmd,
+    completion_cmd,
     diagnose_cmd,
     install_cmd,
     integrations_cmd,
@@ -46,6 +47,7 @@ COMMAND_MODULES = (
     integrations_cmd,
     bundle_cmd,
     lab_cmd,
+    completion_cmd,
 )
 
 

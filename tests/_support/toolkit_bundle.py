@@ -29,6 +29,9 @@ def main():
     if sys.argv[1:] == ["--version"]:
         print("appliance {TOOLKIT_VERSION}")
         return 0
+    if sys.argv[1:] == ["completion", "bash"]:
+        print("complete -W 'install status' appliance")
+        return 0
     print("stand-in appliance", tinydep.GREETING, sys.prefix)
     return 0
 """

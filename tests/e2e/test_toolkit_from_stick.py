@@ -8,6 +8,7 @@ the USB stick is mounted on a real master, as a plain directory tree like a FAT 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import time
@@ -98,6 +99,13 @@ def test_node_installs_the_toolkit_from_the_stick_offline(layout: LabLayout, lab
         "ls /opt/appliance/venv/lib/python3.11/site-packages/appliance_cli/bundle/install-toolkit.sh"
     )
     assert shipped.returncode == 0  # the wheel carries the template, for bundles built on site
+
+    # bash completion, from the installed toolkit's own parser, where bash-completion loads it
+    completion = "/usr/share/bash-completion/completions/appliance"
+    assert f"bash completion: {completion}" in first.stdout
+    drive = f"source {completion}; COMP_WORDS=(appliance node d); COMP_CWORD=2; _appliance; echo ${{COMPREPLY[*]}}"
+    tab = ssh(f"bash -c {shlex.quote(drive)}")
+    assert tab.returncode == 0 and tab.stdout.strip() == "drain", tab.stdout + tab.stderr
 
     # idempotent
     again = ssh(f"sudo sh {STICK}/{INSTALL_SCRIPT} --key /root/bundle.pub")

@@ -83,6 +83,7 @@ def run(
         "PATH": path,
         "APPLIANCE_PREFIX": str(tmp / "opt"),
         "APPLIANCE_BIN_LINK": str(tmp / "bin" / "appliance"),
+        "APPLIANCE_BASH_COMPLETION": str(tmp / "completions" / "appliance"),
         "LANG": "C",
         **(env or {}),
     }
@@ -110,12 +111,26 @@ def test_installs_offline_and_a_rerun_changes_nothing(built, bundle: Path, tmp_p
     out = subprocess.run([str(link)], capture_output=True, text=True, check=True).stdout
     assert "hello from tinydep" in out  # the dependency came from the bundle too
     assert not list((tmp_path / "opt").glob(".install.*"))  # the temp dir is gone
+    # the bash completion, as the installed toolkit prints it
+    completion = tmp_path / "completions" / "appliance"
+    assert completion.read_text() == "complete -W 'install status' appliance\n"
+    assert f"bash completion: {completion} (zsh: " in first.stdout
+    assert oct(completion.stat().st_mode & 0o777) == "0o644"
+    assert [p.name for p in completion.parent.iterdir()] == ["appliance"]
 
     venv_mtime = (tmp_path / "opt" / "venv").stat().st_mtime_ns
+    completion_inode = completion.stat().st_ino
     second = run(bundle, tmp_path, default_path(tmp_path), *trusted(built))
     assert second.returncode == 0, second.stderr
     assert "already installed from this bundle, nothing to do" in second.stdout
     assert (tmp_path / "opt" / "venv").stat().st_mtime_ns == venv_mtime
+    assert "bash completion" not in second.stdout and completion.stat().st_ino == completion_inode
+    # a completion script lost since (or from an older toolkit) is written again by the no-op
+    completion.write_text("complete -W 'old' appliance\n")
+    third = run(bundle, tmp_path, default_path(tmp_path), *trusted(built))
+    assert third.returncode == 0 and "nothing to do" in third.stdout, third.stderr
+    assert completion.read_text() == "complete -W 'install status' appliance\n"
+    assert [p.name for p in completion.parent.iterdir()] == ["appliance"]
 
 
 def test_uses_the_bundles_controller_runtime(built, tmp_path: Path) -> None:
@@ -456,6 +471,7 @@ def test_run_from_inside_the_bundle_imports_nothing_from_it(built, bundle: Path,
         "PATH": default_path(tmp_path),
         "APPLIANCE_PREFIX": str(tmp_path / "opt"),
         "APPLIANCE_BIN_LINK": str(tmp_path / "bin" / "appliance"),
+        "APPLIANCE_BASH_COMPLETION": str(tmp_path / "completions" / "appliance"),
         "LANG": "C",
     }
     offline = (UNSHARE, "--net") if UNSHARE else ()
