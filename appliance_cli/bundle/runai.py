@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from appliance_cli import yamlfile
 from appliance_cli.bundle import oci
 from appliance_cli.bundle.model import (
+    BLOB_DIR,
     MANIFEST,
     OCI_INDEX,
     OCI_LAYOUT,
@@ -33,7 +34,12 @@ from appliance_cli.bundle.progress import ProgressEvent, ProgressFn, no_progress
 from appliance_cli.bundle.store import BlobStore
 from appliance_cli.errors import BundleError
 
-_VERSION_RE = re.compile(r"(?i)run[:_-]?ai[-_](.+?)\.(tar|tar\.gz|tgz)")
+# The names Run:ai support ships: runai-<version>.tar for an install, runai-air-gapped-<version>.tar
+# for an update (the appliance guide's "Updating the appliance"; "Run:ai-" as the guide prints it).
+# Both are imported as file/runai-<version>, the artifact bundlegate looks for.
+_VERSION_RE = re.compile(
+    r"(?i)run[:_-]?ai[-_](?:air[-_]gapped[-_])?(?P<version>[0-9][0-9A-Za-z.+_-]*?)\.(?:tar|tar\.gz|tgz)"
+)
 MT_LAYER_TAR = "application/vnd.oci.image.layer.v1.tar"
 
 
@@ -87,7 +93,13 @@ def import_runai(
     if not tar_path.is_file():
         raise BundleError(f"{tar_path}: no such file")
     m = _VERSION_RE.fullmatch(tar_path.name)
-    version = m.group(1) if m else "unknown"
+    if m is None:
+        raise BundleError(
+            f"{label}: no Run:ai version in the file's name",
+            hint="import the tar under the name Run:ai support gave it: runai-<version>.tar "
+            "(install) or runai-air-gapped-<version>.tar (update), e.g. runai-air-gapped-2.9.0.tar",
+        )
+    version = m.group("version")
     manifest, _ = load_manifest(root)
     # Check every member before extracting anything.
     with _open_tar(tar_path, label) as tar:
@@ -108,7 +120,18 @@ def import_runai(
     (root / SIGNATURE).unlink(missing_ok=True)  # the old signature covers the old manifest
     atomic_write(root / MANIFEST, manifest.to_json())
     store.clean_staging()
+    _drop_replaced_blobs(root, manifest.blob_owners())
     return new
+
+
+def _drop_replaced_blobs(root: Path, owners: dict) -> None:
+    """An update tar replaces the charts, images and files of the version before it: their blobs,
+    which the new manifest no longer names, go (verify refuses a bundle with blobs it does not
+    name). After the manifest is written, so a crash between the two leaves extra blobs, never a
+    manifest naming missing ones."""
+    for p in (root / BLOB_DIR).iterdir():
+        if p.name not in owners:
+            p.unlink()
 
 
 def _collect(store: BlobStore, work: Path, version: str, label: str) -> list[Artifact]:

@@ -146,3 +146,44 @@ def test_the_imported_vendor_tar_passes_the_gate(tmp_path: Path, bundles) -> Non
     assert charts == {"runai-backend": "2.9.0", "runai-cluster": "2.9.0"}
     refs = sorted(a.image.reference for a in m.artifacts if a.image and "run-ai-prod" in a.image.reference)
     assert len(refs) == 8 and "gcr.io/run-ai-prod/backend:2.9.0" in refs
+
+
+@pytest.mark.parametrize("name", ["runai-air-gapped-2.13.0.tar", "Run:ai-air-gapped-2.13.0.tar"])
+def test_the_guides_update_tar_is_imported_under_the_name_the_gate_looks_for(
+    tmp_path: Path, bundles, name: str
+) -> None:
+    """The appliance guide's update: "Ask for a tar file runai-air-gapped-<new-version>.tar" (the
+    seed prints it Run:ai-air-gapped-…). Imported over the 2.9.0 bundle, install's gate takes it
+    for scheduler.version 2.13.0; it was file/runai-air-gapped-2.13.0 before, and install exit 4."""
+    _, with_runai, _ = bundles
+    bundle = tmp_path / "bundle"
+    shutil.copytree(with_runai, bundle)
+    tar = make_vendor_tar(tmp_path / "vendor", "2.13.0", BUSYBOX).rename(tmp_path / name)
+    new = import_runai(tar, bundle)
+    assert "file/runai-2.13.0" in {a.label for a in new}
+    priv, _, _ = keygen(tmp_path / "key")
+    sign_bundle(bundle, priv)
+    site = tmp_path / "site"
+    site.mkdir()
+    cfg = load_site(_site(site, None))
+    cfg = cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"version": "2.13.0"})})
+    assert bundlegate.check(cfg, bundle=str(bundle), key=str(tmp_path / "key.pub")).warning is None
+    m, _ = load_manifest(bundle)
+    assert not [a.label for a in m.artifacts if "air-gapped" in a.label]
+
+
+@pytest.mark.parametrize("name", ["runai.tar", "Run:ai-latest.tar", "vendor-2.13.0.tar"])
+def test_a_tar_without_the_version_in_its_name_is_refused_and_the_bundle_kept(
+    tmp_path: Path, bundles, capsys, name: str
+) -> None:
+    _, with_runai, _ = bundles
+    bundle = tmp_path / "bundle"
+    shutil.copytree(with_runai, bundle)
+    before = (bundle / "manifest.json").read_bytes()
+    tar = make_vendor_tar(tmp_path / "vendor", "2.13.0", BUSYBOX).rename(tmp_path / name)
+    assert main(["bundle", "import-runai", str(tar), "--into", str(bundle)]) == 4
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {name}: no Run:ai version in the file's name\n"), err
+    assert "hint: import the tar under the name Run:ai support gave it: runai-<version>.tar" in err
+    assert "Traceback" not in err
+    assert (bundle / "manifest.json").read_bytes() == before and (bundle / "manifest.sig").exists()
