@@ -418,9 +418,10 @@ class ResearcherRegistry(_Model):
 
 
 class Mig(_Model):
-    """MIG on the A100s. `none` keeps every GPU whole: Run:ai's fractions and its dynamic MIG
-    carve them on demand. `single`/`mixed` has mig-manager apply a fixed profile per hardware
-    class: the partitions are then fixed until the site config changes (SEED-COVERAGE K5)."""
+    """MIG on the A100s. `none` keeps every GPU whole (Run:ai's fractions share them; its Dynamic
+    MIG is not enabled: roles/gpu_operator/README.md). `single`/`mixed` has mig-manager apply a
+    fixed profile per hardware class: the partitions are then fixed until the site config
+    changes (SEED-COVERAGE K5)."""
 
     strategy: Literal["none", "single", "mixed"] = "none"
     profiles: dict[str, str] = Field(
@@ -989,6 +990,15 @@ def site_warnings(cfg: SiteConfig) -> list[str]:
         warnings.append(
             "bundle.require_signature: false: THE BUNDLE'S SIGNATURE IS NOT CHECKED; whoever can write "
             "the stick decides what runs as root on every node"
+        )
+    total, gpus = sum(p.gpus for p in cfg.scheduler.projects), site_gpus(cfg)
+    if cfg.scheduler.projects and total < gpus:
+        # TR-4858: "As a rule, the sum of the project allocation should be equal to the number of
+        # GPUs in the cluster." The rest is guaranteed to no one: only lent over quota.
+        warnings.append(
+            f"scheduler.projects: the quotas sum to {_fmt_gpus(total)} GPUs and the site has {gpus}: "
+            f"{_fmt_gpus(gpus - total)} are guaranteed to no project, only lent over quota "
+            "(TR-4858 sets the sum equal to the site's GPUs)"
         )
     system = [n.name for n in cfg.nodes if "runai-system" in n.roles]
     if cfg.scheduler.stack == "runai" and len(system) < 2:

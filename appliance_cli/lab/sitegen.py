@@ -80,7 +80,8 @@ def site_data(
 
 def _fit_quotas(data: dict[str, Any]) -> None:
     """A lab with fewer GPU workers than the template gets the template's project quotas scaled
-    down to its GPUs (whole GPUs, rounded down), so `--nodes 2` still validates."""
+    down to its GPUs in whole GPUs, so `--nodes 2` still validates: each rounded down, then the
+    GPUs left one each to the largest remainders, so that they sum to the lab's GPUs (TR-4858)."""
     projects = (data.get("scheduler") or {}).get("projects") or []
     classes = data.get("hardware_classes") or {}
 
@@ -91,8 +92,13 @@ def _fit_quotas(data: dict[str, Any]) -> None:
     have = sum(gpus_of(n["hardware_class"]) for n in data["nodes"] if "gpu-worker" in n.get("roles", []))
     wanted = sum(p.get("gpus", 0) for p in projects)
     if wanted > have:
-        for p in projects:
-            p["gpus"] = int(p.get("gpus", 0) * have // wanted)
+        shares = [p.get("gpus", 0) * have / wanted for p in projects]
+        for p, share in zip(projects, shares, strict=True):
+            p["gpus"] = int(share)
+        left = have - sum(p["gpus"] for p in projects)
+        by_remainder = sorted(range(len(projects)), key=lambda i: int(shares[i]) - shares[i])
+        for i in by_remainder[:left]:
+            projects[i]["gpus"] += 1
 
 
 def lab_nodes(cfg: SiteConfig) -> list[LabNode]:

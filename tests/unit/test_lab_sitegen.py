@@ -26,6 +26,18 @@ def test_site_data_validates(layout: LabLayout, count: int) -> None:
     assert cfg.ssh.proxy_command == "ip netns exec t1-net nc %h %p"
 
 
+@pytest.mark.parametrize("count, quotas", [(1, [0, 0, 0, 0]), (2, [1, 1, 1, 1]), (4, [4, 2, 2, 4])])
+def test_the_labs_quotas_sum_to_its_gpus_and_nothing_warns(layout: LabLayout, count: int, quotas) -> None:
+    """Scaled to a smaller lab, the template's quotas (4, 2, 2, 4 of 12) still sum to its GPUs:
+    the remainders go to the largest fractions (2 nodes: 1.33, 0.67, 0.67, 1.33 of 4)."""
+    from appliance_cli.core.siteconfig import site_gpus, site_warnings
+
+    cfg = parse_site(sitegen.site_data(layout, count))
+    assert [p.gpus for p in cfg.scheduler.projects] == quotas
+    assert sum(quotas) == site_gpus(cfg)
+    assert site_warnings(cfg) == []
+
+
 def test_extra_nodes_are_cpu_workers(layout: LabLayout) -> None:
     cfg = parse_site(sitegen.site_data(layout, 6))
     extra = cfg.nodes[4:]

@@ -341,6 +341,22 @@ def test_one_runai_system_node_is_a_warning_not_an_error(example):
     assert site_warnings(parse_site(_mutate(example, lambda d: d["scheduler"].update(stack="open")))) == []
 
 
+def test_quotas_that_leave_gpus_to_no_project_are_a_warning(example):
+    """TR-4858: "the sum of the project allocation should be equal to the number of GPUs in the
+    cluster" (12 in the example: 4 + 2 + 2 + 4)."""
+    from appliance_cli.core.siteconfig import site_warnings
+
+    open_stack = _mutate(example, lambda d: d["scheduler"].update(stack="open"))
+    assert site_warnings(parse_site(open_stack)) == []
+    fewer = _mutate(open_stack, lambda d: d["scheduler"]["projects"][3].update(gpus=1.5))
+    assert site_warnings(parse_site(fewer)) == [
+        "scheduler.projects: the quotas sum to 9.5 GPUs and the site has 12: 2.5 are guaranteed to no "
+        "project, only lent over quota (TR-4858 sets the sum equal to the site's GPUs)"
+    ]
+    none = _mutate(open_stack, lambda d: d["scheduler"].update(projects=[]))
+    assert site_warnings(parse_site(none)) == []
+
+
 def test_oidc_defaults_to_runai_identity_provider(example):
     from appliance_cli.core.siteconfig import oidc_settings
 
