@@ -105,6 +105,8 @@ def _show_drain(plan: nodeops.DrainPlan, force: bool) -> None:
         else "cordon + evict (PodDisruptionBudgets respected, daemonset pods stay)"
     )
     ui.info(f"{plan.node}: {how}")
+    for warning in plan.warnings:
+        ui.warn(warning)
     for pod in plan.evicted:
         ui.info(f"  will go: {pod.namespace}/{pod.name} ({pod.owner or 'no controller: lost for good'})")
     if not plan.evicted:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from appliance_cli.core.paths import PATHS
@@ -49,6 +49,7 @@ class DrainPlan:
     method: str  # "runai-taint" or "evict"
     commands: list[list[str]]  # kubectl arguments (argv after `kubectl`), in order
     pods: list[PodOnNode]
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def evicted(self) -> list[PodOnNode]:
@@ -115,11 +116,25 @@ def plan_drain(
     pods = pods_on(pods_doc, node)
     if cfg.scheduler.stack == "runai":
         commands = [["cordon", node], ["taint", "nodes", node, RUNAI_DRAIN_TAINT, "--overwrite"]]
-        return DrainPlan(node, "runai-taint", commands, pods)
+        return DrainPlan(node, "runai-taint", commands, pods, _only_system_node(cfg, node))
     drain = ["drain", node, "--ignore-daemonsets", "--delete-emptydir-data", f"--timeout={DRAIN_TIMEOUT}"]
     drain += ["--force"] if force else []
     drain += ["--skip-wait-for-delete-timeout=1"] if silent else []
     return DrainPlan(node, "evict", [drain], pods)
+
+
+def _only_system_node(cfg: SiteConfig, node: str) -> list[str]:
+    """The appliance guide (Run:ai System Nodes): with no second system node, "designate an
+    arbitrary node on the cluster as a Run:ai system node" before the maintenance."""
+    system = [n.name for n in cfg.nodes if "runai-system" in n.roles]
+    if system != [node]:
+        return []
+    return [
+        f"{node} is the only runai-system node: Run:ai's system services have nowhere to go while it "
+        "is drained; designate another node first, as the guide says (add 'runai-system' to its "
+        "roles in appliance.yml, then `appliance install --limit <that node>`, which sets the label "
+        "`runai-adm set node-role --runai-system-worker` sets)"
+    ]
 
 
 def plan_uncordon(cfg: SiteConfig, node: str, node_doc: dict[str, Any]) -> list[list[str]]:

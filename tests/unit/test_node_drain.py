@@ -56,6 +56,39 @@ def test_runai_drains_with_its_taint_and_a_cordon():
     assert [p.name for p in plan.evicted] == ["bare", "notebook", "train-0"]  # the flannel pod stays
 
 
+def test_draining_the_only_runai_system_node_warns_and_names_the_remedy(tmp_path, capsys):
+    """The guide: with no second system node, designate another before the maintenance. Here the
+    system role moves from the master (which is never drained) to gpu1, then to gpu1 and gpu2."""
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["nodes"][0]["roles"] = ["master"]
+    data["nodes"][1]["roles"] = ["gpu-worker", "runai-system"]
+    (tmp_path / "appliance.yml").write_text(yaml.safe_dump(data))
+    (plan_warning,) = nodeops.plan_drain(parse_site(copy.deepcopy(data)), "gpu1", PODS).warnings
+    assert plan_warning.startswith(
+        "gpu1 is the only runai-system node: Run:ai's system services have nowhere to go while it is drained; "
+        "designate another node first"
+    )
+    assert "`appliance install --limit <that node>`" in plan_warning
+    assert nodeops.plan_drain(parse_site(copy.deepcopy(data)), "gpu2", PODS).warnings == []
+    data["nodes"][2]["roles"].append("runai-system")
+    assert nodeops.plan_drain(parse_site(copy.deepcopy(data)), "gpu1", PODS).warnings == []
+    data["scheduler"]["stack"] = "open"
+    data["nodes"][2]["roles"] = ["gpu-worker"]
+    assert nodeops.plan_drain(parse_site(copy.deepcopy(data)), "gpu1", PODS).warnings == []
+
+    # the CLI prints it before it asks (and without --yes and a terminal, asks nothing more)
+    from appliance_cli.cli import node_cmd
+
+    node_cmd._show_drain(
+        nodeops.plan_drain(
+            parse_site(yaml.safe_load((tmp_path / "appliance.yml").read_text())), "gpu1", PODS
+        ),
+        False,
+    )
+    err = capsys.readouterr().err
+    assert err.startswith("warning: gpu1 is the only runai-system node: ") and err.count("\n") == 1, err
+
+
 def test_other_stacks_evict_with_kubectl_drain():
     plan = nodeops.plan_drain(_site("open"), "gpu1", PODS)
     assert plan.method == "evict"
