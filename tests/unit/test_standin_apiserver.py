@@ -187,8 +187,12 @@ def test_kubelet_tls_bootstrap_and_node_authz(
     assert ready["status"] == "False" and "container runtime is down" in ready["message"]
     assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.23.17"
     kl.heartbeat()
-    with pytest.raises(ApiError) as e:  # a node may not touch another node
-        kl.client.call("PUT", "/api/v1/nodes/w1", cluster.admin().get("/api/v1/nodes/w1"))
+    # a node may not touch another node (one of this test's own: under xdist, the module's first
+    # test, which adds w1, may run in another process)
+    cluster.add_node("w2-neighbour")
+    other = cluster.admin().get("/api/v1/nodes/w2-neighbour")
+    with pytest.raises(ApiError) as e:
+        kl.client.call("PUT", "/api/v1/nodes/w2-neighbour", other)
     assert e.value.code == 403
 
 
