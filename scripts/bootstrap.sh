@@ -8,11 +8,12 @@ cd "$(dirname "$0")/.."
 # containerd and shellcheck are for the unit tests only (containerd loads the rendered
 # config.toml; shellcheck reads install-toolkit.sh): without them those tests skip. chromium
 # (headless) renders the diagnose HTML report in its e2e test. gnupg signs the bundle's apt repositories.
-# zsh runs `appliance completion zsh` in its unit test.
+# zsh runs `appliance completion zsh` in its unit test; xmllint (libxml2-utils) checks the GPU
+# probe fixtures against NVIDIA's DTD.
 HOST_PACKAGES=(
   make python3 python3-venv
   mmdebstrap systemd-container zstd dpkg-dev iproute2 openssh-client netcat-openbsd
-  skopeo busybox-static apt-utils docker-registry apache2-utils openssl containerd shellcheck chromium gnupg zsh
+  skopeo busybox-static apt-utils docker-registry apache2-utils openssl containerd shellcheck chromium gnupg zsh libxml2-utils
 )
 missing=()
 for p in "${HOST_PACKAGES[@]}"; do
@@ -61,3 +62,7 @@ if ! compgen -G "build/debs/kubernetes-client_*.deb" >/dev/null; then
     apt-get update -qq && (cd build/debs && apt-get download -qq kubernetes-client)
   }
 fi
+
+# NVIDIA's nvsmi_device_v12.dtd (the 550 driver's), cut out of Debian's nvidia-smi 550 package by
+# its pinned sha256, into build/nvidia: the GPU probe fixtures are checked against it.
+.venv/bin/python scripts/fetch_nvsmi_dtd.py

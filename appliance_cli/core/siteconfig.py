@@ -244,6 +244,13 @@ class HardwareClass(_Model):
     gpu_count: int = Field(default=0, ge=0)
     nic_model: str = ""
     nic_speed_gbps: int = Field(ge=1)
+    pcie_gen: int | None = Field(
+        default=None,
+        ge=1,
+        le=6,
+        description="the PCIe generation its GPUs' slots give (the guide's GZ2: Gen 4.0); preflight and "
+        "diagnose name a GPU whose link can do less",
+    )
 
     @model_validator(mode="after")
     def _one_gpu_spelling(self) -> HardwareClass:

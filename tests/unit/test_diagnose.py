@@ -134,14 +134,22 @@ def test_html_report_is_self_contained_with_one_chart_per_metric(cfg: SiteConfig
     assert "Bottleneck: <b>storage</b> on <b>gpu1</b>" in text
 
 
-def test_gpu_lines_from_nvidia_smi() -> None:
-    """Fixture lines in nvidia-smi's documented --query-gpu CSV format (no GPU was lent to this
-    task: see tests/fixtures/gpu/README.md)."""
-    text = (FIXTURES / "query-gpu-a100x2.csv").read_text()
-    facts = parse("gpu2", "".join(f"gpu={line}\n" for line in text.splitlines()) + "probe_end=1\n")
-    ok, bad = gpu_results(_node("gpu2"), facts)
-    assert ok.status is Status.PASS and "NVIDIA A100-SXM4-80GB, 81920 MiB" in ok.value
-    assert bad.status is Status.WARN and "uncorrected ECC 2" in bad.value
+def test_gpu_lines_from_nvidia_smi(cfg: SiteConfig) -> None:
+    """diag.sh's --query-gpu CSV (tests/fixtures/gpu/README.md: written after nvidia-smi's formats,
+    no GPU was lent): a result per GPU, judged against the GZ2 class's PCIe gen 4."""
+    text = (FIXTURES / "query-gpu-gz2-degraded.csv").read_text()
+    facts = parse("gpu2", "".join(f"gpu_csv={line}\n" for line in text.splitlines()) + "probe_end=1\n")
+    res = gpu_results(cfg, _node("gpu2"), facts)
+    assert [r.check for r in res] == [f"gpu{i}" for i in range(8)]
+    assert res[0].status is Status.PASS
+    assert res[0].value == "NVIDIA A100-SXM4-80GB, PCIe gen4/4 x16/16, uncorrected ECC 0, MIG off"
+    assert [r.status for r in res] == [Status.PASS, Status.PASS, Status.FAIL, Status.PASS,
+                                       Status.WARN, Status.FAIL, Status.WARN, Status.WARN]  # fmt: skip
+    assert res[2].value.endswith("; PCIe gen 3 at most (hardware class: gen 4)") and "BIOS" in res[2].hint
+    assert "2 uncorrected ECC errors since the driver loaded" in res[5].value
+    garbled = parse("gpu2", "gpu_csv=NVIDIA-SMI has failed\nprobe_end=1\n")
+    (bad,) = gpu_results(cfg, _node("gpu2"), garbled)
+    assert bad.status is Status.WARN and "no header line" in bad.value
 
 
 def _node(name: str):

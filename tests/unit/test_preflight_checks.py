@@ -3,6 +3,7 @@ check's verdict, the value it measured, and that container nodes skip what they 
 
 from __future__ import annotations
 
+import base64
 import shutil
 from pathlib import Path
 
@@ -13,6 +14,14 @@ from appliance_cli.core.checks.preflight import node_results, site_checks
 from appliance_cli.core.checks.probe import parse
 from appliance_cli.core.siteconfig import SiteConfig, load_site
 from tests._support.paths import EXAMPLE
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
+
+
+def _xml_line(fixture: str) -> str:
+    """probe.sh's gpu_xml_b64 line for one of the nvidia-smi -q -x fixtures."""
+    return "gpu_xml_b64=" + base64.b64encode((FIXTURES / fixture).read_bytes()).decode() + "\n"
+
 
 # A healthy GZ2 GPU worker on bare metal, as probe.sh prints it (8 A100s, driver on the host).
 BARE_GPU_NODE = """probe_version=1
@@ -39,7 +48,8 @@ ip_forward=1
 bridge_nf_call_iptables=1
 cgroup_fs=tmpfs
 """ + "".join(f"tool.{t}=/usr/bin/{t}\n" for t in (["conntrack", "ip", "iptables", "mount", "nsenter", "ebtables", "ethtool", "socat", "tc", "touch"])) + (
-    "".join(f"gpu_pci=0000:{i:02x}:00.0 0x20b2\ngpu_smi=NVIDIA A100-SXM4-80GB, 535.104.12\n" for i in range(8))
+    "".join(f"gpu_pci=0000:{i:02x}:00.0 0x20b2\ngpu_smi=NVIDIA A100-SXM4-80GB, 550.90.07\n" for i in range(8))
+    + _xml_line("gz2-healthy.xml")
     + "cri_socket=absent\nkubelet_conf=absent\nmanifests=0\nport=22\n"
     + "resolve.master1=192.168.10.11\nresolve.gpu1=192.168.10.21\nresolve.gpu2=192.168.10.22\n"
     + "resolve.runai.acme.example=192.168.10.100\nprobe_end=1\n"
@@ -48,9 +58,11 @@ cgroup_fs=tmpfs
 
 @pytest.fixture(scope="module")
 def cfg(tmp_path_factory: pytest.TempPathFactory) -> SiteConfig:
+    """The example site with the driver on the hosts, as BARE_GPU_NODE has it."""
     d = tmp_path_factory.mktemp("site")
     shutil.copy(EXAMPLE, d / "appliance.yml")
-    return load_site(d)
+    site = load_site(d)
+    return site.model_copy(update={"gpu": site.gpu.model_copy(update={"driver": "host"})})
 
 
 def _facts(text: str, node: str = "gpu2", **changes: str) -> NodeFacts:
@@ -366,3 +378,48 @@ def test_the_probe_is_asked_for_the_export_with_a_per_node_file(cfg: SiteConfig)
     from appliance_cli.core.checks.preflight import probe_args
 
     assert "nfs=192.168.10.5,.appliance-preflight-gpu2,/export/runai" in probe_args(cfg, cfg.node("gpu2"))
+
+
+def test_the_gpus_state_from_nvidia_smi_xml_names_each_broken_gpu(cfg: SiteConfig) -> None:
+    """The degraded fixture (tests/fixtures/gpu/README.md): GPU 47 held at PCIe gen 3 on a gen 4
+    class, 87 at x8, 90 with uncorrected ECC errors and a row remapping pending, B7 without
+    persistence and a MIG change pending, BD with one uncorrected error in its life."""
+    text = BARE_GPU_NODE.replace(_xml_line("gz2-healthy.xml"), _xml_line("gz2-degraded.xml"))
+    res = _by_check(cfg, _facts(text))
+    assert res["gpu_driver"] == (Status.PASS, "driver 550.90.07, 8 GPUs", "")
+    assert res["gpu_pcie"][:2] == (
+        Status.FAIL,
+        "00000000:47:00.0: PCIe gen 3 at most (hardware class: gen 4); 00000000:87:00.0: PCIe x8 of x16",
+    )
+    assert "BIOS" in res["gpu_pcie"][2]
+    assert res["gpu_ecc"][:2] == (
+        Status.FAIL,
+        "00000000:90:00.0: 2 uncorrected ECC errors since the driver loaded; "
+        "00000000:BD:00.0: 1 uncorrected ECC errors in its life",
+    )
+    assert res["gpu_memory"][:2] == (Status.FAIL, "00000000:90:00.0: row remapping pending")
+    assert "nvidia-smi -r" in res["gpu_memory"][2]
+    assert res["gpu_persistence"][:2] == (Status.WARN, "00000000:B7:00.0: persistence mode off")
+    assert res["gpu_mig"][:2] == (Status.WARN, "00000000:B7:00.0: MIG mode off, on after a reset")
+    healthy = _by_check(cfg, _facts(BARE_GPU_NODE))
+    assert {k: v[:2] for k, v in healthy.items() if k.startswith("gpu_")} == {
+        "gpu_driver": (Status.PASS, "driver 550.90.07, 8 GPUs"),
+        **{f"gpu_{k}": (Status.PASS, "8 GPUs") for k in ("pcie", "ecc", "memory", "persistence", "mig")},
+    }
+
+
+def test_a_host_driver_on_a_driver_container_site_fails(cfg: SiteConfig) -> None:
+    container = cfg.model_copy(update={"gpu": cfg.gpu.model_copy(update={"driver": "container"})})
+    status, value, hint = _by_check(container, _facts(BARE_GPU_NODE))["gpu_driver"]
+    assert (status, value) == (Status.FAIL, "host driver 550.90.07 (nvidia-smi on the host)")
+    assert "driver container" in hint and "gpu.driver: host" in hint
+    # before the install, a container site's GPU node has no driver at all: that is right
+    bare = "".join(
+        ln + "\n" for ln in BARE_GPU_NODE.splitlines() if not ln.startswith(("gpu_smi=", "gpu_xml_b64="))
+    )
+    assert _by_check(container, _facts(bare))["gpu_driver"][:2] == (Status.PASS, "no host driver")
+    # the host site without one fails; a reply that is no XML is named
+    assert _by_check(cfg, _facts(bare))["gpu_driver"][:2] == (Status.FAIL, "no nvidia-smi on the host")
+    broken = BARE_GPU_NODE.replace(_xml_line("gz2-healthy.xml"), "gpu_xml_b64=PG5vdCB4bWw=\n")  # "<not xml"
+    status, value, _ = _by_check(cfg, _facts(broken))["gpu_driver"]
+    assert status is Status.FAIL and value.startswith("nvidia-smi -q -x: not XML")

@@ -38,8 +38,9 @@ disk=$(for _ in 1 2; do
 done)
 if [ -n "$disk" ]; then measured disk_write_mbps "$disk"; else kv disk_write_error "dd could not write $MB MB in $DIAG_DIR"; fi
 if command -v nvidia-smi >/dev/null 2>&1; then
-  nvidia-smi --query-gpu=index,name,memory.total,clocks.max.sm,ecc.errors.uncorrected.volatile.total,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader,nounits 2>/dev/null |
-    while IFS= read -r line; do kv gpu "$line"; done
+  # a header line naming the fields, then a line per GPU (read by name: core/checks/nvsmi.py)
+  nvidia-smi --query-gpu=index,pci.bus_id,name,memory.total,clocks.max.sm,driver_version,persistence_mode,mig.mode.current,mig.mode.pending,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,ecc.mode.current,ecc.errors.uncorrected.volatile.total,ecc.errors.uncorrected.aggregate.total,retired_pages.pending --format=csv,nounits 2>/dev/null |
+    while IFS= read -r line; do kv gpu_csv "$line"; done
 fi
 # the kubelet: Kubernetes' own binary (ELF), or the lab's stand-in (a script that runs no pods)
 if k=$(command -v kubelet 2>/dev/null); then

@@ -16,6 +16,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from appliance_cli.core import cluster
+from appliance_cli.core.checks import nvsmi
 from appliance_cli.core.checks.model import NOISE_FLOOR, CheckResult, NodeFacts, Report, Status
 from appliance_cli.core.checks.preflight import REGISTRY_CA_TRUST, REGISTRY_PASSWORD_FILE
 from appliance_cli.core.checks.probe import parse
@@ -405,15 +406,34 @@ def second_look(cfg: SiteConfig, nodes: list[Node], facts: dict[str, NodeFacts],
                 values[f"{key}_first"], values[key] = values[key], f"{pick([first, *own[key]])}"
 
 
-def gpu_results(node: Node, facts: NodeFacts) -> list[CheckResult]:
+def gpu_results(cfg: SiteConfig, node: Node, facts: NodeFacts) -> list[CheckResult]:
+    """A result per GPU from diag.sh's `nvidia-smi --query-gpu` CSV, judged as preflight judges
+    the XML (core/checks/nvsmi.py): the class's PCIe generation, ECC, MIG as gpu.mig says."""
+    lines = facts.lists.get("gpu_csv", [])
+    if not lines:
+        return []
+    try:
+        gpus = nvsmi.parse_csv("\n".join(lines))
+    except nvsmi.NvsmiError as exc:
+        return [CheckResult("gpus", "gpu", node.name, Status.WARN, str(exc), "nvidia-smi's CSV",
+                            "run the query on the node by hand: the driver may be broken")]  # fmt: skip
+    hw = cfg.hardware_classes.get(node.hardware_class)
+    mig = cfg.gpu.mig
+    wanted = mig.strategy != "none" and node.hardware_class in mig.profiles
     out = []
-    for line in facts.lists.get("gpu", []):
-        idx, name, mem, clock, ecc, gen, width = (p.strip() for p in (line.split(",") + [""] * 7)[:7])
-        ok = ecc in ("0", "[N/A]", "N/A", "") and gen not in ("1",)
-        out.append(CheckResult(f"gpu{idx}", "gpu", node.name, Status.PASS if ok else Status.WARN,
-                               f"{name}, {mem} MiB, {clock} MHz, PCIe gen{gen} x{width}, uncorrected ECC {ecc}",
-                               "no uncorrected ECC errors, PCIe gen >= 3",
-                               "" if ok else "reseat the GPU or check its slot; uncorrected ECC errors mean replace it"))  # fmt: skip
+    for i, gpu in enumerate(gpus):
+        found = nvsmi.findings(gpu, hw.pcie_gen if hw else None, wanted)
+        status = (
+            Status.FAIL
+            if any(f.status is Status.FAIL for f in found)
+            else Status.WARN
+            if found
+            else Status.PASS
+        )
+        value = "; ".join([nvsmi.summary(gpu), *(f.what for f in found)])
+        hint = next((f.hint for f in found if f.status is status), "")
+        out.append(CheckResult(f"gpu{i}", "gpu", node.name, status, value,
+                               "ECC clean, the class's PCIe link, MIG as gpu.mig says", hint))  # fmt: skip
     return out
 
 
@@ -445,7 +465,7 @@ def run_diagnose(cfg: SiteConfig, transport: Transport | None = None, mb: int = 
                 CheckResult("reachable", "network", n.name, Status.FAIL, facts[n.name].error)
             )
             continue
-        report.results += gpu_results(n, facts[n.name]) + nfs_results(cfg, n, facts[n.name])
+        report.results += gpu_results(cfg, n, facts[n.name]) + nfs_results(cfg, n, facts[n.name])
         report.results += [
             r for r in (registry_result(n, facts[n.name]), pod_network_result(n, facts[n.name])) if r
         ]

@@ -5,12 +5,14 @@ and what a container node cannot show is a skip with the reason, never a pass.""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from appliance_cli.core.checks import probe
+from appliance_cli.core.checks import nvsmi, probe
 from appliance_cli.core.checks.model import CheckResult, NodeFacts, Report, Status
 from appliance_cli.core.checks.tls import tls_results
 from appliance_cli.core.paths import PATHS
@@ -185,6 +187,93 @@ def nouveau(ctx: Ctx) -> CheckResult | None:
         return ctx.result("nouveau", "gpu", Status.WARN, "not blacklisted", "blacklisted",
                           "add 'blacklist nouveau' to /etc/modprobe.d so it never loads before the NVIDIA driver")  # fmt: skip
     return ctx.result("nouveau", "gpu", Status.PASS, "not loaded, blacklisted", "not loaded")
+
+
+def _host_gpus(ctx: Ctx) -> list[nvsmi.GpuState] | str | None:
+    """The GPUs as the host's nvidia-smi reads them (the probe's `nvidia-smi -q -x`); None: no
+    host driver; a str: why it could not be read."""
+    raw = ctx.facts.values.get("gpu_xml_b64")
+    if raw is None:
+        return "nvidia-smi answers, -q -x printed nothing" if ctx.facts.lists.get("gpu_smi") else None
+    try:
+        return nvsmi.parse_xml(base64.b64decode(raw, validate=True).decode("utf-8", "replace"))
+    except (binascii.Error, ValueError) as exc:
+        return str(exc) if isinstance(exc, nvsmi.NvsmiError) else f"nvidia-smi -q -x: unreadable ({exc})"
+
+
+def gpu_driver(ctx: Ctx) -> CheckResult | None:
+    """gpu.driver container wants no driver on the host (the driver container loads its own);
+    host wants one that nvidia-smi can read."""
+    if not ctx.hw.gpu_total:
+        return None
+    gpus, want = _host_gpus(ctx), ctx.cfg.gpu.driver
+    if isinstance(gpus, str):
+        return ctx.result("gpu_driver", "gpu", Status.FAIL, gpus, "nvidia-smi answers",
+                          "run nvidia-smi -q -x on the node: the driver or its library is broken")  # fmt: skip
+    version = next((g.driver_version for g in gpus or [] if g.driver_version), "?")
+    if want == "container":
+        if gpus is None:
+            return ctx.result(
+                "gpu_driver", "gpu", Status.PASS, "no host driver", "none (gpu.driver: container)"
+            )
+        return ctx.result("gpu_driver", "gpu", Status.FAIL, f"host driver {version} (nvidia-smi on the host)",
+                          "none (gpu.driver: container)",
+                          "it fights the GPU Operator's driver container: remove it (apt purge the nvidia driver "
+                          "packages, reboot) or set gpu.driver: host")  # fmt: skip
+    if gpus is None:
+        if ctx.facts.in_container:
+            return ctx.result("gpu_driver", "gpu", Status.SKIP, hint=CONTAINER + "no GPU is passed in")
+        return ctx.result("gpu_driver", "gpu", Status.FAIL, "no nvidia-smi on the host", "a driver (gpu.driver: host)",
+                          "install the NVIDIA driver on the host, or set gpu.driver: container")  # fmt: skip
+    return ctx.result(
+        "gpu_driver", "gpu", Status.PASS, f"driver {version}, {len(gpus)} GPUs", "a driver (gpu.driver: host)"
+    )
+
+
+_GPU_EXPECTED = {
+    "pcie": "each GPU's link at the class's PCIe generation, full width",
+    "ecc": "ECC on, no uncorrected errors",
+    "memory": "no row remapping or page retirement pending or failed",
+    "persistence": "persistence mode on",
+    "mig": "MIG mode as gpu.mig says, nothing pending",
+}
+
+
+def _gpu_check(ctx: Ctx, kind: str) -> CheckResult | None:
+    """One kind of nvsmi finding over the node's GPUs (nothing to read: gpu_driver says why)."""
+    gpus = _host_gpus(ctx)
+    if not ctx.hw.gpu_total or not isinstance(gpus, list) or not gpus:
+        return None
+    mig = ctx.cfg.gpu.mig
+    wanted = mig.strategy != "none" and ctx.node.hardware_class in mig.profiles
+    found = [(g, f) for g in gpus for f in nvsmi.findings(g, ctx.hw.pcie_gen, wanted) if f.check == kind]
+    check, expected = f"gpu_{kind}", _GPU_EXPECTED[kind]
+    if not found:
+        return ctx.result(check, "gpu", Status.PASS, f"{len(gpus)} GPUs", expected)
+    status = Status.FAIL if any(f.status is Status.FAIL for _, f in found) else Status.WARN
+    worst = next(f for _, f in found if f.status is status)
+    value = "; ".join(f"{g.bus_id}: {f.what}" for g, f in found)
+    return ctx.result(check, "gpu", status, value, expected, worst.hint)
+
+
+def gpu_pcie(ctx: Ctx) -> CheckResult | None:
+    return _gpu_check(ctx, "pcie")
+
+
+def gpu_ecc(ctx: Ctx) -> CheckResult | None:
+    return _gpu_check(ctx, "ecc")
+
+
+def gpu_memory(ctx: Ctx) -> CheckResult | None:
+    return _gpu_check(ctx, "memory")
+
+
+def gpu_persistence(ctx: Ctx) -> CheckResult | None:
+    return _gpu_check(ctx, "persistence")
+
+
+def gpu_mig(ctx: Ctx) -> CheckResult | None:
+    return _gpu_check(ctx, "mig")
 
 
 def secure_boot(ctx: Ctx) -> CheckResult | None:
@@ -462,7 +551,8 @@ def nfs_space(ctx: Ctx) -> CheckResult | None:
 
 
 CHECKS: tuple[NodeCheck, ...] = (
-    cpu, memory, disk, nic_speed, gpus, nouveau, secure_boot, os_release, swap, sysctls, tools,
+    cpu, memory, disk, nic_speed, gpus, gpu_driver, gpu_pcie, gpu_ecc, gpu_memory, gpu_persistence, gpu_mig,
+    nouveau, secure_boot, os_release, swap, sysctls, tools,
     cgroups, hostname, name_resolution, scheduler_domain, ports, manifests, runtime, bundle_on_master, registry,
     nfs_export, nfs_space,
 )  # fmt: skip

@@ -40,6 +40,8 @@ for dev in /sys/bus/pci/devices/*; do
 done
 if command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | while IFS= read -r line; do kv gpu_smi "$line"; done
+  # the whole state, as NVIDIA's XML (nvsmi_device_v12.dtd), on one line (core/checks/nvsmi.py)
+  xml=$(nvidia-smi -q -x 2>/dev/null | base64 | tr -d '\n') && kv gpu_xml_b64 "$xml"
 fi
 kv nouveau_loaded "$( [ -d /sys/module/nouveau ] && echo yes || echo no)"
 kv nouveau_blacklisted "$(grep -rhsE '^[[:space:]]*blacklist[[:space:]]+nouveau' /etc/modprobe.d /lib/modprobe.d /usr/lib/modprobe.d | first_line)"
