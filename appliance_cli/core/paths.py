@@ -25,6 +25,9 @@ class Paths:
     admin_conf: str
     kubelet_conf: str
     containerd_config: str
+    docker_daemon: str
+    kubelet_config: str
+    cni_conf_dir: str
     kubelet_auth: str
     registry_ca: str
     registry_password: str

@@ -137,6 +137,14 @@ def kubernetes_version_problem(value: str) -> str | None:
     return None
 
 
+# An NVIDIA driver release as nvidia-smi prints it (550.90.07, 535.104.12, 470.82)
+_NVIDIA_DRIVER = re.compile(r"[1-9][0-9]{1,3}\.[0-9]{1,4}(?:\.[0-9]{1,4})?")
+
+
+def nvidia_driver_problem(value: str) -> str | None:
+    return None if _NVIDIA_DRIVER.fullmatch(value) else "is not an NVIDIA driver version (e.g. 550.90.07)"
+
+
 def semver_problem(value: str) -> str | None:
     return None if _SEMVER.fullmatch(value) else "is not a version MAJOR.MINOR.PATCH (e.g. 2.9.0)"
 
@@ -210,6 +218,7 @@ AbsolutePath = Annotated[str, _typed(absolute_path_problem)]
 SitePath = Annotated[str, _typed(path_problem)]  # on the controller, relative to the site directory
 KubernetesVersion = Annotated[str, _typed(kubernetes_version_problem)]
 SemVer = Annotated[str, _typed(semver_problem)]
+NvidiaDriverVersion = Annotated[str, _typed(nvidia_driver_problem)]
 TokenTtl = Annotated[str, _typed(token_ttl_problem)]
 UserName = Annotated[str, _typed(user_name_problem)]
 Url = Annotated[str, _typed(url_problem)]
@@ -244,6 +253,11 @@ class HardwareClass(_Model):
     gpu_count: int = Field(default=0, ge=0)
     nic_model: str = ""
     nic_speed_gbps: int = Field(ge=1)
+    driver_version: NvidiaDriverVersion | None = Field(
+        default=None,
+        description="with gpu.driver: host, the NVIDIA driver its hosts run (e.g. 550.90.07); preflight "
+        "names a host with another",
+    )
     pcie_gen: int | None = Field(
         default=None,
         ge=1,

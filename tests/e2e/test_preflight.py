@@ -88,6 +88,45 @@ def test_a_resolver_that_does_not_answer_is_named(fresh, cli, tmp_path):
     )
 
 
+# A GPU node's driver where the lab has no GPU: an nvidia-smi that answers as the 550 driver does
+# (tests/fixtures/gpu/README.md), enough for the probe's two calls.
+FAKE_NVIDIA_SMI = """#!/bin/sh
+case "$*" in
+  *-q*-x*) printf '%s\\n' '<?xml version="1.0" ?><nvidia_smi_log><driver_version>550.90.07</driver_version><gpu id="00000000:07:00.0"><product_name>NVIDIA A100-SXM4-80GB</product_name></gpu></nvidia_smi_log>' ;;
+  *--query-gpu=name,driver_version*) echo 'NVIDIA A100-SXM4-80GB, 550.90.07' ;;
+  *) exit 6 ;;
+esac
+"""
+
+
+def test_an_earlier_clusters_leftovers_and_a_host_driver_are_named(fresh, cli):
+    """Another pod network's CNI configuration (kubeadm reset keeps it), etcd data on the master,
+    and an NVIDIA driver on the host of a `gpu.driver: container` site: each a failure naming it."""
+    master = fresh.master.name
+    worker = next(n.name for n in fresh.nodes if "gpu-worker" in n.roles)
+    assert fresh.gpu.driver == "container"
+    calico = '{"cniVersion": "0.3.1", "name": "k8s-pod-network", "plugins": [{"type": "calico"}]}'
+    run_as_root(
+        worker, f"mkdir -p /etc/cni/net.d && printf '%s' '{calico}' > /etc/cni/net.d/10-calico.conflist"
+    )
+    run_as_root(master, "mkdir -p /var/lib/etcd/member && touch /var/lib/etcd/member/wal")
+    smi = FAKE_NVIDIA_SMI.replace("'", "'\\''")
+    run_as_root(
+        worker, f"printf '%s' '{smi}' > /usr/local/bin/nvidia-smi && chmod 755 /usr/local/bin/nvidia-smi"
+    )
+    try:
+        r = cli("preflight", str(fresh.site_dir))
+    finally:
+        run_as_root(worker, "rm -f /etc/cni/net.d/10-calico.conflist /usr/local/bin/nvidia-smi")
+        run_as_root(master, "rm -rf /var/lib/etcd/member")
+    assert r.rc == 3, r.err[-2000:]
+    assert f"error: {worker}: kubernetes/leftovers: /etc/cni/net.d/10-calico.conflist" in r.err
+    assert f"error: {master}: kubernetes/leftovers: /var/lib/etcd (not empty)" in r.err
+    assert f"error: {worker}: gpu/gpu_driver: host driver 550.90.07 (nvidia-smi on the host)" in r.err
+    again = cli("preflight", str(fresh.site_dir))
+    assert "leftovers" not in again.err and "gpu_driver" not in again.err, again.err[-2000:]
+
+
 def test_an_installed_site_passes(site, installs, cli, tmp_path):
     r = cli("preflight", str(site.site_dir), "--json", str(tmp_path / "p.json"))
     assert r.rc == 0, r.err[-2000:]
@@ -103,6 +142,21 @@ def test_an_installed_site_passes(site, installs, cli, tmp_path):
     if site.nfs is not None:  # on the master only, and not a skip once the client is there
         assert by[(site.master.name, "nfs_space")]["value"].endswith("GB free")
         assert not [n for n, c in by if c == "nfs_space" and n != site.master.name]
+    for n in site.nodes:  # as the install set them
+        assert by[(n.name, "cgroup_driver")]["value"] == "kubelet systemd, containerd systemd"
+
+
+def test_a_kubelet_on_another_cgroup_driver_than_containerd_is_named(site, installs, cli):
+    worker = next(n.name for n in site.nodes if "master" not in n.roles)
+    conf = "/var/lib/kubelet/config.yaml"
+    run_as_root(worker, f"sed -i.pre 's/^cgroupDriver: systemd$/cgroupDriver: cgroupfs/' {conf}")
+    try:
+        r = cli("preflight", str(site.site_dir))
+    finally:
+        run_as_root(worker, f"mv {conf}.pre {conf}")
+    assert r.rc == 3
+    assert f"error: {worker}: runtime/cgroup_driver: kubelet cgroupfs, containerd systemd" in r.err
+    assert f"appliance install --limit {worker}" in r.err
 
 
 def test_installed_nodes_reach_the_registry_and_a_stopped_registry_is_named(

@@ -38,6 +38,9 @@ CLI_CONSTANTS = {
     "upgradestate.CHART_VALUES_DIR": (upgradestate.CHART_VALUES_DIR, "appliance_paths_upgrade_values"),
     "backups.BACKUP_ROOT": (backups.BACKUP_ROOT, "appliance_paths_backups"),
     "backups.RESTORE_STATE_FILE": (backups.RESTORE_STATE_FILE, "appliance_paths_restore_state"),
+    "preflight.DOCKER_DAEMON": (preflight.DOCKER_DAEMON, "appliance_paths_docker_daemon"),
+    "preflight.KUBELET_CONFIG": (preflight.KUBELET_CONFIG, "appliance_paths_kubelet_config"),
+    "preflight.CNI_CONF_DIR": (preflight.CNI_CONF_DIR, "appliance_paths_cni_conf_dir"),
 }
 
 

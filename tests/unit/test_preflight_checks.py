@@ -423,3 +423,50 @@ def test_a_host_driver_on_a_driver_container_site_fails(cfg: SiteConfig) -> None
     broken = BARE_GPU_NODE.replace(_xml_line("gz2-healthy.xml"), "gpu_xml_b64=PG5vdCB4bWw=\n")  # "<not xml"
     status, value, _ = _by_check(cfg, _facts(broken))["gpu_driver"]
     assert status is Status.FAIL and value.startswith("nvidia-smi -q -x: not XML")
+
+
+INSTALLED = {"kubelet_conf": "present"}
+
+
+def test_an_earlier_clusters_cni_configuration_and_etcd_data_fail_before_the_install(cfg: SiteConfig) -> None:
+    flannel = "cni_conf=10-flannel.conflist flannel\n"
+    calico = "cni_conf=10-calico.conflist other\n"
+    assert _by_check(cfg, _facts(BARE_GPU_NODE + flannel))["leftovers"][:2] == (Status.PASS, "none")
+    status, value, hint = _by_check(cfg, _facts(BARE_GPU_NODE + flannel + calico))["leftovers"]
+    assert (status, value) == (Status.FAIL, "/etc/cni/net.d/10-calico.conflist")
+    assert "kubeadm reset -f" in hint and "keeps CNI configuration" in hint
+    master = BARE_GPU_NODE.replace("hostname=gpu2", "hostname=master1") + "entries./var/lib/etcd=1\n"
+    status, value, _ = _by_check(cfg, _facts(master, node="master1"), node="master1")["leftovers"]
+    assert (status, value) == (Status.FAIL, "/var/lib/etcd (not empty)")
+    # a worker's etcd directory is not asked for; an installed node's files are its own
+    assert _by_check(cfg, _facts(BARE_GPU_NODE + "entries./var/lib/etcd=3\n"))["leftovers"][0] is Status.PASS
+    assert "leftovers" not in _by_check(cfg, _facts(BARE_GPU_NODE + calico, **INSTALLED))
+
+
+def test_the_cgroup_driver_the_kubelet_and_the_runtime_are_set_to(cfg: SiteConfig) -> None:
+    def verdict(kubelet: str, containerd: str, **extra: str) -> tuple[Status, str]:
+        text = BARE_GPU_NODE + f"cgroup_driver.kubelet={kubelet}\ncgroup_driver.containerd={containerd}\n"
+        return _by_check(cfg, _facts(text, **extra))["cgroup_driver"][:2]
+
+    assert verdict("absent", "absent") == (Status.PASS, "kubelet absent, containerd absent")  # a fresh node
+    assert verdict("absent", "cgroupfs")[0] is Status.WARN  # the install rewrites containerd's
+    assert verdict("systemd", "systemd", **INSTALLED) == (Status.PASS, "kubelet systemd, containerd systemd")
+    assert verdict("cgroupfs", "systemd", **INSTALLED) == (
+        Status.FAIL,
+        "kubelet cgroupfs, containerd systemd",
+    )
+    assert verdict("systemd", "unset", **INSTALLED) == (Status.FAIL, "kubelet systemd, containerd unset")
+    _, _, hint = _by_check(cfg, _facts(BARE_GPU_NODE + "cgroup_driver.kubelet=cgroupfs\n", **INSTALLED))[
+        "cgroup_driver"
+    ]
+    assert "appliance install --limit gpu2" in hint
+
+
+def test_a_host_driver_other_than_the_class_says_fails(cfg: SiteConfig) -> None:
+    gz2 = cfg.hardware_classes["GZ2"].model_copy(update={"driver_version": "550.54.15"})
+    declared = cfg.model_copy(update={"hardware_classes": {**cfg.hardware_classes, "GZ2": gz2}})
+    status, value, hint = _by_check(declared, _facts(BARE_GPU_NODE))["gpu_driver"]
+    assert (status, value) == (Status.FAIL, "driver 550.90.07, 8 GPUs") and "driver_version" in hint
+    gz2 = gz2.model_copy(update={"driver_version": "550.90.07"})
+    right = cfg.model_copy(update={"hardware_classes": {**cfg.hardware_classes, "GZ2": gz2}})
+    assert _by_check(right, _facts(BARE_GPU_NODE))["gpu_driver"][0] is Status.PASS

@@ -44,6 +44,12 @@ SKEW_WARN_S, SKEW_FAIL_S = 1.0, 60.0
 # its defaults registry_ca_trust_path and registry_auth_password_file take them from roles/appliance_paths.
 REGISTRY_CA_TRUST = PATHS.registry_ca
 REGISTRY_PASSWORD_FILE = PATHS.registry_password
+# Where the probe looks for what decides the cgroup driver and for an earlier cluster's leftovers.
+CONTAINERD_CONFIG, DOCKER_DAEMON = PATHS.containerd_config, PATHS.docker_daemon
+KUBELET_CONFIG, CNI_CONF_DIR = PATHS.kubelet_config, PATHS.cni_conf_dir
+# kubeadm's own default for a local etcd's data (DefaultEtcdDataDir, cmd/kubeadm/app/apis/kubeadm/
+# <version>/defaults.go); control_plane leaves it so. kubeadm init's preflight refuses it non-empty.
+KUBEADM_ETCD_DATA_DIR = "/var/lib/etcd"
 CONTAINER = "container node: "
 
 
@@ -225,9 +231,12 @@ def gpu_driver(ctx: Ctx) -> CheckResult | None:
             return ctx.result("gpu_driver", "gpu", Status.SKIP, hint=CONTAINER + "no GPU is passed in")
         return ctx.result("gpu_driver", "gpu", Status.FAIL, "no nvidia-smi on the host", "a driver (gpu.driver: host)",
                           "install the NVIDIA driver on the host, or set gpu.driver: container")  # fmt: skip
-    return ctx.result(
-        "gpu_driver", "gpu", Status.PASS, f"driver {version}, {len(gpus)} GPUs", "a driver (gpu.driver: host)"
-    )
+    declared = ctx.hw.driver_version
+    expected = f"driver {declared} (hardware class)" if declared else "a driver (gpu.driver: host)"
+    if declared and version != declared:
+        return ctx.result("gpu_driver", "gpu", Status.FAIL, f"driver {version}, {len(gpus)} GPUs", expected,
+                          "install the class's driver on this host, or correct its driver_version")  # fmt: skip
+    return ctx.result("gpu_driver", "gpu", Status.PASS, f"driver {version}, {len(gpus)} GPUs", expected)
 
 
 _GPU_EXPECTED = {
@@ -420,6 +429,50 @@ def manifests(ctx: Ctx) -> CheckResult | None:
     return ctx.result("manifests_empty", "kubernetes", Status.PASS, "empty", "empty before kubeadm")
 
 
+def leftovers(ctx: Ctx) -> CheckResult | None:
+    """What an earlier cluster leaves that this install would trip over: another pod network's
+    CNI configuration (kubeadm reset keeps CNI_CONF_DIR: "The reset process does not clean CNI
+    configuration"; the first file there wins over flannel's), and on the master etcd's data
+    (kubeadm init refuses a non-empty data directory)."""
+    if ctx.installed:
+        return None
+    found = [
+        f"{CNI_CONF_DIR}/{c.split()[0]}" for c in ctx.facts.lists.get("cni_conf", []) if c.endswith(" other")
+    ]
+    if ctx.is_master and int(ctx.facts.get(f"entries.{KUBEADM_ETCD_DATA_DIR}", "0") or 0):
+        found.append(f"{KUBEADM_ETCD_DATA_DIR} (not empty)")
+    expected = "no other pod network's CNI configuration, no etcd data"
+    if not found:
+        return ctx.result("leftovers", "kubernetes", Status.PASS, "none", expected)
+    return ctx.result("leftovers", "kubernetes", Status.FAIL, ", ".join(found), expected,
+                      "an earlier cluster's: `kubeadm reset -f`, then remove them by hand (reset keeps CNI "
+                      "configuration), after saving what must be kept")  # fmt: skip
+
+
+def cgroup_driver(ctx: Ctx) -> CheckResult:
+    """The cgroup driver the kubelet and the runtime are set to: both systemd (kubeadm's default
+    since 1.22, and what container_runtime writes). Before the install a runtime configuration is
+    rewritten by it; on an installed node a mismatch keeps pods from starting."""
+    runtime = ctx.cfg.kubernetes.container_runtime
+    kubelet, rt = (
+        ctx.facts.get("cgroup_driver.kubelet", "absent"),
+        ctx.facts.get(f"cgroup_driver.{runtime}", "absent"),
+    )
+    value, expected = f"kubelet {kubelet}, {runtime} {rt}", "kubelet systemd, runtime systemd"
+    if kubelet == rt == "systemd":
+        return ctx.result("cgroup_driver", "runtime", Status.PASS, value, expected)
+    if not ctx.installed:
+        if rt in ("absent", "systemd") and kubelet == "absent":
+            return ctx.result(
+                "cgroup_driver", "runtime", Status.PASS, value, expected + " (the install sets both)"
+            )
+        return ctx.result("cgroup_driver", "runtime", Status.WARN, value, expected,
+                          f"the install rewrites {runtime}'s configuration with the systemd driver")  # fmt: skip
+    return ctx.result("cgroup_driver", "runtime", Status.FAIL, value, expected,
+                      f"the kubelet and {runtime} must agree on systemd: `appliance install --limit {ctx.node.name}` "
+                      f"writes {runtime}'s configuration again; a kubelet set otherwise was changed by hand")  # fmt: skip
+
+
 def runtime(ctx: Ctx) -> CheckResult:
     if ctx.facts.get("cri_socket") == "present":
         return ctx.result("cri_socket", "runtime", Status.PASS, "/run/containerd/containerd.sock", "present")
@@ -553,7 +606,8 @@ def nfs_space(ctx: Ctx) -> CheckResult | None:
 CHECKS: tuple[NodeCheck, ...] = (
     cpu, memory, disk, nic_speed, gpus, gpu_driver, gpu_pcie, gpu_ecc, gpu_memory, gpu_persistence, gpu_mig,
     nouveau, secure_boot, os_release, swap, sysctls, tools,
-    cgroups, hostname, name_resolution, scheduler_domain, ports, manifests, runtime, bundle_on_master, registry,
+    cgroups, hostname, name_resolution, scheduler_domain, ports, manifests, leftovers, runtime, cgroup_driver,
+    bundle_on_master, registry,
     nfs_export, nfs_space,
 )  # fmt: skip
 
@@ -645,6 +699,15 @@ def probe_args(cfg: SiteConfig, node: Node) -> list[str]:
     names = [n.name for n in cfg.nodes] + runai_domain
     args = [f"resolve={n}" for n in names]
     args.append(f"kubelet_conf={PATHS.kubelet_conf}")
+    args += [f"cni_dir={CNI_CONF_DIR}", f"cgroup=kubelet:{KUBELET_CONFIG}"]
+    runtime = cfg.kubernetes.container_runtime
+    args.append(
+        f"cgroup=containerd:{CONTAINERD_CONFIG}"
+        if runtime == "containerd"
+        else f"cgroup=docker:{DOCKER_DAEMON}"
+    )
+    if "master" in node.roles:
+        args.append(f"entries={KUBEADM_ETCD_DATA_DIR}")
     args.append(f"registry={cfg.registry.address},{REGISTRY_CA_TRUST},{REGISTRY_PASSWORD_FILE}")
     if cfg.nfs is not None:
         args.append(f"nfs={cfg.nfs.server},.appliance-preflight-{node.name},{cfg.nfs.path}")

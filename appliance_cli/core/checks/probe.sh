@@ -2,7 +2,10 @@
 # The preflight probe: everything the checks read, gathered on one node in one round trip and
 # printed as key=value lines (a key may repeat). Read-only: it changes nothing on the node.
 # Arguments: resolve=NAME (look NAME up as the node's resolver does), path=PATH (does it exist),
-# kubelet_conf=PATH (the kubelet's kubeconfig: does the node belong to a cluster).
+# kubelet_conf=PATH (the kubelet's kubeconfig: does the node belong to a cluster), cni_dir=PATH
+# (each CNI configuration there, flannel's or another's), entries=PATH (how many entries a
+# directory holds), cgroup=RUNTIME:PATH (the cgroup driver a configuration file sets: containerd's
+# SystemdCgroup, docker's native.cgroupdriver, the kubelet's cgroupDriver).
 # POSIX sh and coreutils only: it runs before anything is installed.
 set -u
 kv() { printf '%s=%s\n' "$1" "$2"; }
@@ -146,8 +149,32 @@ lib.nfs_set_gid(ctx, 0)
 sys.exit(1 if lib.nfs_mount(ctx, sys.argv[1].encode(), sys.argv[2].encode()) or lib.nfs_unlink(ctx, ("/" + sys.argv[3]).encode()) else 0)
 PY
 }
+# A CNI configuration: flannel's (its plugin list names type flannel) or another cluster's.
+cni_confs() {
+  for f in "$1"/*; do
+    [ -f "$f" ] || continue
+    if grep -qE '"type"[[:space:]]*:[[:space:]]*"flannel"' "$f" 2>/dev/null; then kv cni_conf "${f##*/} flannel"; else kv cni_conf "${f##*/} other"; fi
+  done
+}
+# The cgroup driver a runtime's configuration file sets ("absent": no file; "unset": not in it).
+cgroup_driver() {
+  kind=$1 file=$2
+  [ -f "$file" ] || { kv "cgroup_driver.$kind" absent; return; }
+  case $kind in
+    containerd) v=$(sed -n 's/^[[:space:]]*SystemdCgroup[[:space:]]*=[[:space:]]*\([a-z]*\).*/\1/p' "$file" | first_line)
+      case $v in true) v=systemd ;; false) v=cgroupfs ;; esac ;;
+    docker) v=$(grep -o 'native.cgroupdriver=[a-z]*' "$file" | first_line); v=${v#native.cgroupdriver=} ;;
+    kubelet) v=$(sed -n 's/^cgroupDriver:[[:space:]]*\([a-z]*\).*/\1/p' "$file" | first_line) ;;
+  esac
+  kv "cgroup_driver.$kind" "${v:-unset}"
+}
 for arg in "$@"; do
   case "$arg" in
+    cni_dir=*) cni_confs "${arg#cni_dir=}" ;;
+    entries=*) p=${arg#entries=}; n=0
+      for f in "$p"/* "$p"/.[!.]*; do [ -e "$f" ] && n=$((n + 1)); done
+      kv "entries.$p" "$n" ;;
+    cgroup=*) spec=${arg#cgroup=}; cgroup_driver "${spec%%:*}" "${spec#*:}" ;;
     resolve=*) lookup "${arg#resolve=}" & ;;
     path=*) p=${arg#path=}; kv "path.$p" "$( [ -e "$p" ] && echo present || echo absent)" ;;
     kubelet_conf=*) p=${arg#kubelet_conf=}; kv kubelet_conf "$( [ -e "$p" ] && echo present || echo absent)" ;;
