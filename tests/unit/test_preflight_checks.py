@@ -395,7 +395,7 @@ def test_the_gpus_state_from_nvidia_smi_xml_names_each_broken_gpu(cfg: SiteConfi
     assert res["gpu_ecc"][:2] == (
         Status.FAIL,
         "00000000:90:00.0: 2 uncorrected ECC errors since the driver loaded; "
-        "00000000:BD:00.0: 1 uncorrected ECC errors in its life",
+        "00000000:BD:00.0: 1 uncorrected ECC error in its life",
     )
     assert res["gpu_memory"][:2] == (Status.FAIL, "00000000:90:00.0: row remapping pending")
     assert "nvidia-smi -r" in res["gpu_memory"][2]

@@ -198,10 +198,10 @@ def findings(gpu: GpuState, pcie_gen: int | None = None, mig_wanted: bool | None
         out.append(Finding(Status.WARN, "pcie", f"PCIe x{gpu.pcie_width} of x{gpu.pcie_width_max}",
                            "a link narrower than the GPU's: reseat the GPU or its riser"))  # fmt: skip
     if gpu.ecc_volatile_uncorrected:
-        out.append(Finding(Status.FAIL, "ecc", f"{gpu.ecc_volatile_uncorrected} uncorrected ECC errors since the driver loaded",
+        out.append(Finding(Status.FAIL, "ecc", f"{_errors(gpu.ecc_volatile_uncorrected)} since the driver loaded",
                            "jobs on it may crash: look for Xid 48 in the kernel log, drain the node and reset the GPU"))  # fmt: skip
     elif gpu.ecc_aggregate_uncorrected:
-        out.append(Finding(Status.WARN, "ecc", f"{gpu.ecc_aggregate_uncorrected} uncorrected ECC errors in its life",
+        out.append(Finding(Status.WARN, "ecc", f"{_errors(gpu.ecc_aggregate_uncorrected)} in its life",
                            "none since the driver loaded; watch it, and ask the vendor if it grows"))  # fmt: skip
     if gpu.ecc_enabled is False:
         out.append(
@@ -227,6 +227,10 @@ def findings(gpu: GpuState, pcie_gen: int | None = None, mig_wanted: bool | None
         out.append(Finding(Status.WARN, "mig", "MIG mode on, gpu.mig strategy none",
                            "the GPUs are partitioned where the site wants them whole: nvidia-smi -mig 0, or set gpu.mig"))  # fmt: skip
     return out
+
+
+def _errors(n: int) -> str:
+    return f"{n} uncorrected ECC error{'' if n == 1 else 's'}"
 
 
 def _onoff(value: bool) -> str:
