@@ -449,6 +449,10 @@ class Mig(_Model):
         default={}, description="hardware class -> mig-parted profile, e.g. {GZ2: all-1g.10gb}"
     )
 
+    def partitions(self, hardware_class: str) -> bool:
+        """Whether the site wants the GPUs of this class partitioned."""
+        return self.strategy != "none" and hardware_class in self.profiles
+
 
 class Gpu(_Model):
     operator: bool = Field(default=True, description="install the NVIDIA GPU Operator (when a node has GPUs)")

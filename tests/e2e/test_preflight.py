@@ -5,6 +5,7 @@ container node cannot show is a skip with its reason, never a pass)."""
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterator
 
 import pytest
@@ -108,14 +109,16 @@ def test_an_earlier_clusters_leftovers_and_a_host_driver_are_named(fresh, cli):
     data.setdefault("gpu", {})["driver"] = "container"  # the lab's own site says host: it has no GPUs
     site = fresh.site_dir / "driver-container.yml"
     site.write_text(yaml.safe_dump(data))
-    calico = '{"cniVersion": "0.3.1", "name": "k8s-pod-network", "plugins": [{"type": "calico"}]}'
+    calico = shlex.quote(
+        '{"cniVersion": "0.3.1", "name": "k8s-pod-network", "plugins": [{"type": "calico"}]}'
+    )
     run_as_root(
-        worker, f"mkdir -p /etc/cni/net.d && printf '%s' '{calico}' > /etc/cni/net.d/10-calico.conflist"
+        worker, f"mkdir -p /etc/cni/net.d && printf '%s' {calico} > /etc/cni/net.d/10-calico.conflist"
     )
     run_as_root(master, "mkdir -p /var/lib/etcd/member && touch /var/lib/etcd/member/wal")
-    smi = FAKE_NVIDIA_SMI.replace("'", "'\\''")
+    smi = shlex.quote(FAKE_NVIDIA_SMI)
     run_as_root(
-        worker, f"printf '%s' '{smi}' > /usr/local/bin/nvidia-smi && chmod 755 /usr/local/bin/nvidia-smi"
+        worker, f"printf '%s' {smi} > /usr/local/bin/nvidia-smi && chmod 755 /usr/local/bin/nvidia-smi"
     )
     try:
         r = cli("preflight", str(site))

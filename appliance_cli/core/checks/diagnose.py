@@ -418,18 +418,11 @@ def gpu_results(cfg: SiteConfig, node: Node, facts: NodeFacts) -> list[CheckResu
         return [CheckResult("gpus", "gpu", node.name, Status.WARN, str(exc), "nvidia-smi's CSV",
                             "run the query on the node by hand: the driver may be broken")]  # fmt: skip
     hw = cfg.hardware_classes.get(node.hardware_class)
-    mig = cfg.gpu.mig
-    wanted = mig.strategy != "none" and node.hardware_class in mig.profiles
+    wanted = cfg.gpu.mig.partitions(node.hardware_class)
     out = []
     for i, gpu in enumerate(gpus):
         found = nvsmi.findings(gpu, hw.pcie_gen if hw else None, wanted)
-        status = (
-            Status.FAIL
-            if any(f.status is Status.FAIL for f in found)
-            else Status.WARN
-            if found
-            else Status.PASS
-        )
+        status = nvsmi.worst(found)
         value = "; ".join([nvsmi.summary(gpu), *(f.what for f in found)])
         hint = next((f.hint for f in found if f.status is status), "")
         out.append(CheckResult(f"gpu{i}", "gpu", node.name, status, value,

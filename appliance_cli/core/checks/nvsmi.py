@@ -16,7 +16,7 @@ import csv
 import io
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -227,6 +227,12 @@ def findings(gpu: GpuState, pcie_gen: int | None = None, mig_wanted: bool | None
         out.append(Finding(Status.WARN, "mig", "MIG mode on, gpu.mig strategy none",
                            "the GPUs are partitioned where the site wants them whole: nvidia-smi -mig 0, or set gpu.mig"))  # fmt: skip
     return out
+
+
+def worst(found: Iterable[Finding]) -> Status:
+    """The findings' verdict: FAIL over WARN, PASS for none."""
+    statuses = {f.status for f in found}
+    return Status.FAIL if Status.FAIL in statuses else Status.WARN if statuses else Status.PASS
 
 
 def _errors(n: int) -> str:

@@ -253,13 +253,12 @@ def _gpu_check(ctx: Ctx, kind: str) -> CheckResult | None:
     gpus = _host_gpus(ctx)
     if not ctx.hw.gpu_total or not isinstance(gpus, list) or not gpus:
         return None
-    mig = ctx.cfg.gpu.mig
-    wanted = mig.strategy != "none" and ctx.node.hardware_class in mig.profiles
+    wanted = ctx.cfg.gpu.mig.partitions(ctx.node.hardware_class)
     found = [(g, f) for g in gpus for f in nvsmi.findings(g, ctx.hw.pcie_gen, wanted) if f.check == kind]
     check, expected = f"gpu_{kind}", _GPU_EXPECTED[kind]
     if not found:
         return ctx.result(check, "gpu", Status.PASS, f"{len(gpus)} GPUs", expected)
-    status = Status.FAIL if any(f.status is Status.FAIL for _, f in found) else Status.WARN
+    status = nvsmi.worst(f for _, f in found)
     worst = next(f for _, f in found if f.status is status)
     value = "; ".join(f"{g.bus_id}: {f.what}" for g, f in found)
     return ctx.result(check, "gpu", status, value, expected, worst.hint)
