@@ -2,8 +2,10 @@
 suite runs them in, and one scenario run as `make molecule` runs it.
 
 * The build lane: the roles that build the cluster, each starting from the roles before it
-  (MOLECULE_LAB_PREPARE), shortest start first, so that each scenario's create boots from the
-  snapshot the one before it saved (tests/molecule/lab.py).
+  (MOLECULE_LAB_PREPARE), depth first over those states: a scenario whose start is the end of
+  the one before it takes that one's lab over, up (tests/molecule/lab.py save-next, with
+  MOLECULE_LAB_HAND_TO naming it); one that starts where several do boots from the snapshot
+  the scenario it starts after saved.
 * The cluster lane: the roles that act on an installed cluster (MOLECULE_LAB_INSTALLED), those on
   the current version first: the first installs the lab and saves it, the others boot from it.
   Then the upgrades: kube_upgrade saves the lab it upgraded, where chart_upgrade starts.
@@ -48,12 +50,12 @@ def lanes(repo: Path = REPO) -> tuple[list[str], list[str]]:
     roles = sorted(p.parts[-4] for p in (repo / "roles").glob(f"*/{SCENARIO}"))
     envs = {r: scenario_env(r, repo) for r in roles}
 
-    def start(role: str) -> int:
-        return len([t for t in envs[role].get("MOLECULE_LAB_PREPARE", "").split(",") if t])
-
     cluster = [r for r in roles if envs[r].get("MOLECULE_LAB_INSTALLED") == "1"]
     build = [r for r in roles if r not in cluster]
-    build.sort(key=lambda r: (start(r), r))
+    # Depth first over the states: each role's path is the roles before it and itself, so a
+    # scenario comes right after the one whose end is its start (helm, then scheduler_stack), and
+    # that one hands it the lab up (lab.py save-next); the others boot from a saved snapshot.
+    build.sort(key=lambda r: [*(t for t in envs[r].get("MOLECULE_LAB_PREPARE", "").split(",") if t), r])
     # the upgrades last, the one whose end state the other starts from (MOLECULE_LAB_LEAVES) first
     cluster.sort(
         key=lambda r: (
@@ -121,6 +123,7 @@ def run(
     timeout: float = 1800.0,
     venv_bin: Path | None = None,
     echo: bool = False,
+    hand_to: str | None = None,
 ) -> ScenarioRun:
     """`molecule test -s lab` in roles/ROLE on the lab named LAB, as `make molecule` runs it; every
     line of its output goes to LOG_DIR/ROLE.log, stamped with the seconds since the start. Past
@@ -133,6 +136,7 @@ def run(
     env = inner_run_env()  # the scenario's own pytest (testinfra) reads none of the outer run's settings
     env["PATH"] = f"{venv_bin or Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["APPLIANCE_LAB_NAME"] = lab
+    env["MOLECULE_LAB_HAND_TO"] = hand_to or ""  # tests/molecule/lab.py HAND_TO_ENV
     # the e2e lab bundle's build cache: the lanes' bundles and the e2e tests' share one apt closure
     env["APPLIANCE_MOLECULE_BUNDLE_CACHE"] = str(e2e_build_cache())
     # Molecule's own state starts empty: it keeps it per role *name* under ~/.ansible/tmp, where a
@@ -184,11 +188,14 @@ def main(argv: list[str], log_dir: Path = REPO / "build" / "molecule", venv_bin:
         print("usage: python -m tests._support.molecule_scenarios [run ROLE...]", file=sys.stderr)
         return 2
     lab = os.environ.get("APPLIANCE_LAB_NAME") or "mol"
-    for role in argv[1:]:
+    roles = argv[1:]
+    for role in roles:
         if not (REPO / "roles" / role / SCENARIO).is_file():
             print(f"molecule: roles/{role} has no {SCENARIO}", file=sys.stderr)
             return 2
-        done = run(role, lab, log_dir, venv_bin=venv_bin, echo=True)
+    for i, role in enumerate(roles):
+        after = roles[i + 1] if i + 1 < len(roles) else None
+        done = run(role, lab, log_dir, venv_bin=venv_bin, echo=True, hand_to=after)
         if done.rc != 0:
             print(
                 f"molecule: {role} failed (rc {done.rc}) after {done.seconds:.0f} s; its log: {done.log}",

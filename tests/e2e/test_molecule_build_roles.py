@@ -1,6 +1,7 @@
 """Molecule's lab scenario of every role that builds the cluster (tests/_support/molecule_scenarios.py,
-the build lane), one after another in one lab: each scenario's create boots from the snapshot the
-one before it saved. `make molecule` runs the same scenarios by hand."""
+the build lane), one after another in one lab: each scenario takes over, up, the lab the one before
+it left, when it alone starts from that state, or boots from the snapshot saved of its start
+(tests/molecule/lab.py save-next). `make molecule` runs the same scenarios by hand."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def lab(own_lab_cm) -> Iterator[str]:
 
 @pytest.mark.parametrize("role", BUILD)
 def test_the_roles_molecule_scenario_passes(lab: str, role: str) -> None:
-    run = molecule_scenarios.run(role, lab, LOGS)
+    i = BUILD.index(role)
+    run = molecule_scenarios.run(role, lab, LOGS, hand_to=BUILD[i + 1] if i + 1 < len(BUILD) else None)
     assert run.rc == 0, (
         f"`molecule test -s lab` in roles/{role} failed (rc {run.rc}) after {run.seconds:.0f} s; "
         f"its log: {run.log}\n{run.tail()}"

@@ -1,8 +1,8 @@
 """Molecule's lab scenario of every role that acts on an installed cluster (backup, restore,
 upgrades: tests/_support/molecule_scenarios.py, the cluster lane), one after another in a lab of
 their own: the first installs it and saves it, the others boot from that snapshot; kube_upgrade
-installs the old bundle's lab and saves it upgraded, and chart_upgrade boots from that. `make
-molecule` runs the same scenarios by hand."""
+installs the old bundle's lab and hands it, upgraded and up, to chart_upgrade, which runs next
+(lab.py save-next). `make molecule` runs the same scenarios by hand."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def lab(own_lab_cm) -> Iterator[str]:
 
 @pytest.mark.parametrize("role", CLUSTER)
 def test_the_roles_molecule_scenario_passes(lab: str, role: str) -> None:
-    run = molecule_scenarios.run(role, lab, LOGS)
+    i = CLUSTER.index(role)
+    run = molecule_scenarios.run(role, lab, LOGS, hand_to=CLUSTER[i + 1] if i + 1 < len(CLUSTER) else None)
     assert run.rc == 0, (
         f"`molecule test -s lab` in roles/{role} failed (rc {run.rc}) after {run.seconds:.0f} s; "
         f"its log: {run.log}\n{run.tail()}"

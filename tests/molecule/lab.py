@@ -12,12 +12,16 @@
                             state (from the snapshot of a shorter run of them, when there is one)
     lab.py save-next ROLE   after verify (the scenario's side_effect, run only when all before it
                             passed): the lab as its prepare and ROLE left it, saved and left down,
-                            when another scenario starts from that state; its create then boots it
+                            when another scenario starts from that state; its create then boots it.
+                            Handed over instead, up and unsaved, when that scenario is the only one
+                            and it runs next (MOLECULE_LAB_HAND_TO names it: the suite's lanes and
+                            `make molecule` do): its create takes the running lab, no boot
     lab.py new-stick        prepare of an upgrade: the lab bundle on master1's second stick, verified
                             as `appliance upgrade apply --bundle` verifies it; the inventory then carries
                             what that command passes to upgrade.yml
     lab.py down             destroy: `appliance lab down --purge`; a lab made from a snapshot keeps
-                            its nodes' trees (the next create's restore syncs them)
+                            its nodes' trees (the next create's restore syncs them); a lab handed
+                            over stays up for the next scenario
     lab.py --list           dynamic inventory: the lab's own site, rendered exactly as
                             `appliance install --site lab` renders it (hosts.yml + group_vars),
                             plus the manifest digest the bundle gate verified at `up`
@@ -46,6 +50,12 @@ GATE_FILE = "molecule-gate.json"  # in the lab's site directory: what `up` verif
 # In the lab's site directory: the snapshot `up` booted the lab from, for the prepare that follows
 # (read and removed by it: it restores nothing the lab already is)
 START_FILE = "molecule-start.json"
+# In the lab's site directory: save-next handed the running lab to the lane's next scenario rather
+# than saving it: {"name", "key"} of the state it is in (the snapshot that scenario would boot
+# from), "to" (its role). Read and removed by that scenario's create; destroy leaves the lab up.
+HANDOVER_FILE = "molecule-handover.json"
+# The lane's next scenario (set by tests/_support/molecule_scenarios.py for each one it runs)
+HAND_TO_ENV = "MOLECULE_LAB_HAND_TO"
 
 
 def appliance(*args: str) -> None:
@@ -119,8 +129,16 @@ def up(nodes: int, old: str | None = None, installed: bool = False) -> None:
         stick = _old_bundle(old) if old else bundle
     layout = LabLayout.default()
     site_dir = layout.site_dir
-    start = _start(layout, nodes, old, installed)
-    if start is None:
+    handed = _handed_over(layout, nodes, old, installed)
+    start = None if handed else _start(layout, nodes, old, installed)
+    if handed:
+        name, key = handed
+        print(
+            f"lab '{layout.name}' taken over, up, as the scenario before left it ({name}-{key}): no boot",
+            flush=True,
+        )
+        (site_dir / START_FILE).write_text(json.dumps({"name": name, "key": key}) + "\n")
+    elif start is None:
         # a lab left by a killed run goes first (restore purges by itself): no destroy precedes
         # create in the scenarios' sequence
         if layout.state_file.exists() or layout.nodes_dir.exists():
@@ -143,8 +161,53 @@ def up(nodes: int, old: str | None = None, installed: bool = False) -> None:
     gate = bundlegate.check(load_site(site_dir))
     print(gate.summary, flush=True)
     (site_dir / GATE_FILE).write_text(json.dumps(gate.extravars) + "\n")
-    if installed and start is None:
+    if installed and start is None and not handed:
         install(nodes, old)
+
+
+def _wanted(layout: Any, nodes: int, old: str | None, installed: bool) -> tuple[str, str] | None:
+    """(name, key) of the state the scenario starts from when another scenario's end can be it:
+    the roles before its own (a build scenario), or the lab kube_upgrade upgraded (chart_upgrade).
+    None for the scenarios that start from the installed lab: each acts on it (a snapshot, a
+    backup, a restore) and starts from it as installed."""
+    from tests._support import labsnap
+
+    if installed:
+        if old and os.environ.get("MOLECULE_UPGRADE_PREPARE") == "kubernetes":
+            return _upgraded_key(layout, nodes, old)
+        return None
+    tags = _prepare_tags()
+    return _prepared_key(layout, tags, nodes, labsnap.tree_digest()) if tags and not old else None
+
+
+def _handed_over(layout: Any, nodes: int, old: str | None, installed: bool) -> tuple[str, str] | None:
+    """The running lab the scenario before handed over (save-next), when it is in the state this
+    scenario starts from (the same name and key: the same inputs) and every node of it runs:
+    (name, key). Else None, saying why when there was a record: create then boots as usual (a
+    restore or a fresh lab, either of which first purges what is there)."""
+    from appliance_cli.lab import lifecycle
+    from appliance_cli.lab.state import LabState
+
+    record = layout.site_dir / HANDOVER_FILE
+    try:
+        data = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return None
+    record.unlink(missing_ok=True)
+    want = _wanted(layout, nodes, old, installed)
+    state = LabState.load(layout.state_file)
+    got = (data.get("name"), data.get("key")) if isinstance(data, dict) else None
+    why = (
+        "this scenario starts from the installed lab" if want is None
+        else f"it is in state {got[0]}-{got[1]}, not {want[0]}-{want[1]}" if got != want
+        else f"it has not {nodes} nodes" if state is None or state.count != nodes
+        else "not every node of it runs" if not all(n.running for n in lifecycle.status())
+        else None
+    )  # fmt: skip
+    if why is not None:
+        print(f"the lab handed over is not taken ({why}): booted as usual", flush=True)
+        return None
+    return want
 
 
 def _site_text(layout: Any, nodes: int, stick: Path, old: str | None = None) -> str:
@@ -355,6 +418,13 @@ def prepare(tags: list[str]) -> None:
     nodes = state.count
     product = labsnap.tree_digest()
     name, key = _prepared_key(layout, tags, nodes, product)
+    if booted == {"name": name, "key": key} and not snapshot.exists(layout, name, key):
+        # create took over the lab the scenario before handed over, in this very state
+        print(
+            f"lab '{layout.name}' is as {tags[-1]} and the roles before it left it: nothing to run",
+            flush=True,
+        )
+        return
     start = _prepared_start(layout, tags, nodes, product)
     if start is None or start[2] != tags:
         _remove_stale(layout, name, key)
@@ -404,6 +474,7 @@ def save_next(role: str) -> None:
     when a scenario starts from it. That scenario's create boots from it, and its prepare runs no
     role (before, it ran ROLE a third time, and booted the lab again after saving it)."""
     _repository()
+    from appliance_cli.fsutil import atomic_write
     from appliance_cli.lab import snapshot
     from appliance_cli.lab.layout import LabLayout
     from appliance_cli.lab.state import LabState
@@ -427,6 +498,14 @@ def save_next(role: str) -> None:
         name, key = _upgraded_key(layout, state.count, old)
     else:
         name, key = _prepared_key(layout, tags, state.count, labsnap.tree_digest())
+    if nexts == [os.environ.get(HAND_TO_ENV)]:
+        # The one scenario that starts here runs next: the lab is its start as it stands. Saving
+        # would stop the nodes and copy their trees, and its create would boot them again.
+        atomic_write(
+            layout.site_dir / HANDOVER_FILE, json.dumps({"name": name, "key": key, "to": nexts[0]}) + "\n"
+        )
+        print(f"the start of {nexts[0]}, which runs next: the lab is handed over up, not saved", flush=True)
+        return
     if snapshot.exists(layout, name, key):
         print(f"snapshot {name}-{key} exists (the start of {', '.join(nexts)}): nothing saved", flush=True)
         return
@@ -451,11 +530,13 @@ def new_stick() -> None:
 
     layout = LabLayout.default()
     record = layout.site_dir / START_FILE
-    if record.is_file():  # create booted the lab kube_upgrade saved: the stick and its variables are in it
+    # create booted (or took over) the lab kube_upgrade left: the stick and its variables are in it
+    if record.is_file():
         booted = json.loads(record.read_text())
         record.unlink()
         print(
-            f"lab '{layout.name}' was booted from snapshot {booted['name']} by create: {UPGRADED}", flush=True
+            f"lab '{layout.name}' was booted from (or taken over as) {booted['name']} by create: {UPGRADED}",
+            flush=True,
         )
         return
     bundle = bundle_dir()
@@ -483,6 +564,13 @@ def down() -> None:
     from appliance_cli.lab.snapshot import RESTORED
 
     layout = LabLayout.default()
+    handover = layout.site_dir / HANDOVER_FILE
+    if handover.is_file() and layout.state_file.exists():
+        print(
+            f"lab '{layout.name}' stays up: handed over to {json.loads(handover.read_text()).get('to')}",
+            flush=True,
+        )
+        return
     if not (layout.nodes_dir / RESTORED).is_file():
         appliance("lab", "down", "--purge")
         return

@@ -224,6 +224,72 @@ def test_a_passed_scenario_saves_the_next_ones_start_left_down_and_that_one_then
     assert lab.log == []
 
 
+def _running(monkeypatch: pytest.MonkeyPatch, *running: bool) -> None:
+    from appliance_cli.lab import lifecycle
+
+    monkeypatch.setattr(lifecycle, "status", lambda: [SimpleNamespace(running=r) for r in running])
+
+
+def test_the_next_scenario_when_it_alone_starts_there_takes_the_lab_over_up_not_saved_nor_booted(
+    lab: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _running(monkeypatch, True, True)
+    monkeypatch.setattr(lab.mod, "appliance", lambda *args: lab.log.append(("appliance", " ".join(args))))
+    (lab.site_dir / "state.json").write_text("{}")
+    monkeypatch.setenv("MOLECULE_LAB_PREPARE", ",".join(ORDER[:5]))
+    monkeypatch.setenv(lab.mod.HAND_TO_ENV, "node_join")  # the lane's next: it alone starts from ORDER[:6]
+    lab.save_next("control_plane")
+    assert lab.log == [] and not lab.saved
+    lab.mod.down()  # destroy: the lab stays up
+    assert lab.log == []
+    assert "stays up: handed over to node_join" in capsys.readouterr().out
+    steps = _create_then_prepare(lab, ORDER[:6], monkeypatch)
+    assert steps == []  # no boot, no restore, no role, no save
+    out = capsys.readouterr().out
+    assert "taken over, up" in out and "nothing to run" in out
+    assert not (lab.site_dir / lab.mod.HANDOVER_FILE).exists()
+    assert not (lab.site_dir / lab.mod.START_FILE).exists()
+
+
+def test_a_lab_handed_over_is_not_taken_when_it_is_not_this_scenarios_start_or_a_node_is_down(
+    lab: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lab.prepare(ORDER[:6])  # node_join's start has a snapshot
+    monkeypatch.setenv("MOLECULE_LAB_PREPARE", ",".join(ORDER[:5]))
+    monkeypatch.setenv(lab.mod.HAND_TO_ENV, "node_join")
+    _running(monkeypatch, True, False)
+    lab.save_next("control_plane")
+    assert _create_then_prepare(lab, ORDER[:6], monkeypatch) == [
+        ("restore", repr(("prepare", *ORDER[:6]))), ("api",)
+    ]  # fmt: skip
+    assert "not taken (not every node of it runs)" in capsys.readouterr().out
+    _running(monkeypatch, True, True)
+    monkeypatch.setenv("MOLECULE_LAB_PREPARE", ",".join(ORDER[:5]))
+    lab.save_next("control_plane")
+    monkeypatch.setattr(labsnap_mod(), "tree_digest", lambda: "a role changed since")
+    steps = _create_then_prepare(lab, ORDER[:6], monkeypatch)
+    assert "not taken (it is in state" in capsys.readouterr().out
+    assert steps[0][0] != "restore" and ("run", ORDER[:6], False) in steps  # the stale snapshot is not used
+    assert not (lab.site_dir / lab.mod.HANDOVER_FILE).exists()
+
+
+def test_a_start_several_scenarios_share_is_saved_even_with_the_first_of_them_next(
+    lab: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    flannel = [*ORDER, "node_roles"]
+    monkeypatch.setenv("MOLECULE_LAB_PREPARE", ",".join(flannel))
+    monkeypatch.setenv(lab.mod.HAND_TO_ENV, "gpu_operator")  # helm and storage_nfs start there too
+    lab.save_next("cni_flannel")
+    assert lab.log == [("save, left down", [*flannel, "cni_flannel"])]
+    assert not (lab.site_dir / lab.mod.HANDOVER_FILE).exists()
+
+
+def labsnap_mod() -> Any:
+    from tests._support import labsnap
+
+    return labsnap
+
+
 def test_a_state_no_scenario_starts_from_is_not_saved(lab: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     flannel = [*ORDER, "node_roles", "cni_flannel"]
     monkeypatch.setenv("MOLECULE_LAB_PREPARE", ",".join(flannel))

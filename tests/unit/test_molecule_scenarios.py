@@ -33,6 +33,27 @@ def test_each_build_scenario_starts_from_roles_the_lane_has_run_before_it() -> N
         assert [r for r in build[:i] if r in start] == start, role
 
 
+def test_a_scenario_comes_right_after_the_one_whose_end_is_its_start_when_there_is_one() -> None:
+    """Depth first: so the one before can hand it the lab up (lab.py save-next) instead of saving
+    it for a boot. helm's end is scheduler_stack's start: the two run back to back."""
+    build, _ = molecule_scenarios.lanes()
+    ends = {
+        ",".join(
+            [*(t for t in molecule_scenarios.scenario_env(r)["MOLECULE_LAB_PREPARE"].split(",") if t), r]
+        ): r
+        for r in build
+    }
+    handed = 0
+    for i, role in enumerate(build[1:], 1):
+        before = ends.get(molecule_scenarios.scenario_env(role)["MOLECULE_LAB_PREPARE"])
+        if before is not None and build[i - 1] != before:
+            # a later sibling: the lab it starts from was saved once the first of them came next
+            assert build.index(before) < i - 1, role
+        handed += build[i - 1] == before
+    assert build.index("scheduler_stack") == build.index("helm") + 1
+    assert handed >= 9, build  # bundle_repo..cni_flannel's chain, and helm to scheduler_stack
+
+
 def test_a_scenario_another_starts_from_saves_its_lab_after_verify_and_none_destroys_first() -> None:
     import yaml
 
@@ -94,7 +115,8 @@ def test_a_scenario_runs_molecule_in_the_roles_directory_on_the_named_lab_and_lo
     """With a `molecule` on PATH that records what it was given, and no outer pytest's settings."""
     fake = _fake_molecule(
         tmp_path,
-        '#!/bin/sh\necho "args=$* cwd=$(pwd) lab=$APPLIANCE_LAB_NAME timings=${APPLIANCE_TIMINGS_JSON:-none}"\n'
+        '#!/bin/sh\necho "args=$* cwd=$(pwd) lab=$APPLIANCE_LAB_NAME timings=${APPLIANCE_TIMINGS_JSON:-none}'
+        ' next=$MOLECULE_LAB_HAND_TO"\n'
         "echo second line\nexit 3\n",
     )
     saved = {k: os.environ.get(k) for k in ("PATH", "APPLIANCE_TIMINGS_JSON")}
@@ -102,7 +124,7 @@ def test_a_scenario_runs_molecule_in_the_roles_directory_on_the_named_lab_and_lo
     os.environ["APPLIANCE_TIMINGS_JSON"] = str(tmp_path / "outer.json")
     try:
         # the venv's bin goes first on PATH, so give the fake the same place in the search
-        run = molecule_scenarios.run("registry", "mol-x", tmp_path / "logs", venv_bin=fake)
+        run = molecule_scenarios.run("registry", "mol-x", tmp_path / "logs", venv_bin=fake, hand_to="helm")
     finally:
         for k, v in saved.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
@@ -111,7 +133,7 @@ def test_a_scenario_runs_molecule_in_the_roles_directory_on_the_named_lab_and_lo
     assert len(lines) == 2
     first = lines[0].split(maxsplit=1)
     float(first[0])  # stamped with the seconds since the start
-    assert first[1] == f"args=test -s lab cwd={REPO / 'roles/registry'} lab=mol-x timings=none"
+    assert first[1] == f"args=test -s lab cwd={REPO / 'roles/registry'} lab=mol-x timings=none next=helm"
     assert lines[1].endswith(" second line")
     assert run.tail(1).endswith("second line")
 
@@ -211,3 +233,36 @@ def test_a_scenario_of_a_run_still_alive_is_left_alone(tmp_path: Path) -> None:
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_each_verify_multiplexes_its_ssh_connections_on_sockets_of_its_own_lab_and_role(
+    tmp_path: Path,
+) -> None:
+    """testinfra's ssh backend gets ansible.cfg's ControlMaster=auto but no ControlPath: without
+    the verify ssh config each command was a new connection through the netns proxy. Each
+    scenario's sockets are its own, so none reaches nodes an earlier scenario's lab stopped."""
+    import yaml
+
+    config = REPO / "tests" / "molecule" / "verify_ssh_config"
+    paths = set()
+    build, cluster = molecule_scenarios.lanes()
+    for role in build + cluster:
+        data = yaml.safe_load((REPO / "roles" / role / molecule_scenarios.SCENARIO).read_text())
+        assert data["verifier"]["options"]["ssh-config"] == (
+            "${MOLECULE_PROJECT_DIRECTORY}/../../tests/molecule/verify_ssh_config"
+        ), role
+        sockets = data["ansible"]["env"]["MOLECULE_VERIFY_SOCKETS"]
+        assert sockets == f"${{APPLIANCE_LAB_NAME:-mol}}-{role}", role
+        # what ssh makes of it, for the lane's lab name (ssh -G prints the configuration, connects nowhere)
+        env = {**os.environ, "MOLECULE_VERIFY_SOCKETS": sockets.replace("${APPLIANCE_LAB_NAME:-mol}", "mol")}
+        got = subprocess.run(
+            ["ssh", "-F", str(config), "-G", "localhost"], env=env, capture_output=True, text=True,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert got.returncode == 0, got.stderr
+        out = got.stdout
+        path = next(line.split(None, 1)[1] for line in out.splitlines() if line.startswith("controlpath "))
+        assert path.startswith(f"/tmp/appliance-verify-mol-{role}-"), path
+        assert len(path) < 104, path  # a unix socket's path limit (108 with the ssh's own suffix)
+        paths.add(path)
+    assert len(paths) == 19
