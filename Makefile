@@ -15,12 +15,7 @@ demo: bootstrap
 	@scripts/demo.sh
 
 lint: bootstrap
-	ruff check appliance_cli tests bench module_utils roles/*/library roles/*/filter_plugins roles/*/action_plugins roles/*/molecule
-	ruff format --check appliance_cli tests bench module_utils roles/*/library roles/*/filter_plugins roles/*/action_plugins roles/*/molecule
-	mypy
-	pytest -q tests/unit/test_layering.py
-	yamllint -s .
-	ansible-lint --profile production --offline playbooks roles
+	@scripts/lint.sh
 
 unit: bootstrap
 	pytest -q tests/unit
@@ -45,9 +40,10 @@ E2E_PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
 # process (test_standin_apiserver's drain test reads the node its label test added; split over
 # two processes it failed in a fresh clone of 89e8f0c with nodes "w1" not found).
 LOCAL_PARALLEL := -n 2 --dist loadfile
-# The unit and integration tests run beside the lab tests, at a lower CPU priority (scripts/test.sh).
-test: lint
-	@LOCAL_ARGS="$(LOCAL_PARALLEL)" E2E_ARGS="$(E2E_PARALLEL)" LOCAL_TIMES=$(CURDIR)/build/suite-times-local.json \
+# Lint, then the unit and integration tests, run beside the lab tests, at a lower CPU priority
+# (scripts/test.sh); lint or a unit test failing stops the lab tests.
+test: bootstrap
+	@LOCAL_PRE=scripts/lint.sh LOCAL_ARGS="$(LOCAL_PARALLEL)" E2E_ARGS="$(E2E_PARALLEL)" LOCAL_TIMES=$(CURDIR)/build/suite-times-local.json \
 	  E2E_TIMES=$(CURDIR)/build/suite-times-e2e.json scripts/test.sh
 
 # The same tests with the modules in reverse order: no module may rely on another's leftovers.

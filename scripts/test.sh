@@ -6,6 +6,8 @@
 # this way against 2682 s one after the other (README). Their output goes to build/test-local.log and is printed when they
 # end; if they fail, the lab tests are stopped at once (pytest's own teardown brings their labs
 # down) and the run fails: a broken unit test still ends the run in minutes.
+# LOCAL_PRE (from the Makefile: scripts/lint.sh): a script the unit and integration run starts
+# with, in the same lane; when it fails, that run fails without its pytest, as a failing unit test would.
 # Env (from the Makefile): LOCAL_ARGS, E2E_ARGS (pytest options of each run), LOCAL_TIMES,
 # E2E_TIMES (where each writes its time table, tests/_support/timings.py; empty: none);
 # LOCAL_PATHS, E2E_PATHS, LOCAL_LOG (what each runs, and where the first one's output goes;
@@ -24,8 +26,10 @@ read -r -a e2e_paths <<<"${E2E_PATHS:-tests/e2e}"
 # Each run in a process group of its own (setsid), as a terminal's Ctrl-C would reach it: pytest
 # and its xdist workers alike get SIGINT, which background jobs of a script would otherwise ignore,
 # and tear their labs down.
+# shellcheck disable=SC2016 # $1 and $@ are the inner bash's: LOCAL_PRE, then pytest's arguments
 APPLIANCE_TIMINGS_JSON=${LOCAL_TIMES:-} setsid nice -n 10 env --default-signal=INT \
-  pytest -q -rfEs "${local_args[@]}" "${local_paths[@]}" >"$log" 2>&1 &
+  bash -c '[[ -z $1 ]] || "$1" || exit; shift; exec pytest -q -rfEs "$@"' test-local "${LOCAL_PRE:-}" \
+  "${local_args[@]}" "${local_paths[@]}" >"$log" 2>&1 &
 local_pid=$!
 APPLIANCE_TIMINGS_JSON=${E2E_TIMES:-} setsid env --default-signal=INT \
   pytest -q -rfEs "${e2e_args[@]}" "${e2e_paths[@]}" &
@@ -35,10 +39,11 @@ trap 'stop $local_pid; stop $e2e_pid' INT TERM HUP
 
 wait "$local_pid"
 local_rc=$?
-printf '\n==== unit and integration tests (ran beside the lab tests; %s), rc %s ====\n' "$log" "$local_rc"
+printf '\n==== %sunit and integration tests (ran beside the lab tests; %s), rc %s ====\n' \
+  "${LOCAL_PRE:+$LOCAL_PRE, }" "$log" "$local_rc"
 cat "$log"
 if ((local_rc != 0)); then
-  echo "make test: the unit or integration tests failed (rc $local_rc): the lab tests are stopped" >&2
+  echo "make test: ${LOCAL_PRE:+$LOCAL_PRE or }the unit or integration tests failed (rc $local_rc): the lab tests are stopped" >&2
   stop "$e2e_pid"
   wait "$e2e_pid"
   exit "$local_rc"

@@ -20,11 +20,12 @@ def _probe(path: Path, body: str) -> Path:
 
 
 def _run(
-    tmp_path: Path, local: Path, e2e: Path, timeout: float = 120
+    tmp_path: Path, local: Path, e2e: Path, timeout: float = 120, pre: Path | None = None
 ) -> tuple[subprocess.CompletedProcess[str], float]:
     env = inner_run_env() | {
         "LOCAL_PATHS": str(local), "E2E_PATHS": str(e2e), "LOCAL_ARGS": "-p no:cacheprovider",
         "E2E_ARGS": "-p no:cacheprovider", "PROBE_DIR": str(tmp_path), "LOCAL_LOG": str(tmp_path / "local.log"),
+        "LOCAL_PRE": str(pre or ""),
     }  # fmt: skip
     t0 = time.monotonic()
     r = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=timeout, env=env)
@@ -82,3 +83,30 @@ def test_a_long_lab_test(lab):
     assert "a broken unit test" in r.stdout  # the unit run's log, printed
     assert "the unit or integration tests failed (rc 1): the lab tests are stopped" in r.stderr
     assert torn_down.exists(), r.stdout + r.stderr  # the lab run's fixtures were torn down
+
+
+def test_lint_runs_first_in_the_unit_lane_and_its_failure_stops_both_runs(tmp_path: Path) -> None:
+    """`make test` gives LOCAL_PRE=scripts/lint.sh: lint runs beside the lab tests, before the unit
+    run in its lane; a lint failure fails the run as a unit test failure does, the unit run unstarted."""
+    ran = tmp_path / "local.ran"
+    local = _probe(
+        tmp_path / "test_probe_local.py",
+        f"import pathlib\ndef test_ran():\n    pathlib.Path({str(ran)!r}).write_text('')\n",
+    )
+    e2e = _probe(
+        tmp_path / "test_probe_e2e.py", "import time\ndef test_a_long_lab_test():\n    time.sleep(300)\n"
+    )
+    lint = tmp_path / "lint.sh"
+    lint.write_text("#!/bin/sh\necho 'ruff: E501 line too long'\nexit 3\n")
+    lint.chmod(0o755)
+    r, seconds = _run(tmp_path, local, e2e, pre=lint)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert seconds < 90, seconds
+    assert "ruff: E501 line too long" in r.stdout and not ran.exists()
+    assert f"make test: {lint} or the unit or integration tests failed (rc 3)" in r.stderr
+    lint.write_text("#!/bin/sh\necho lint passed\n")
+    e2e.write_text("def test_quick():\n    pass\n")
+    r, _ = _run(tmp_path, local, e2e, pre=lint)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"==== {lint}, unit and integration tests (ran beside" in r.stdout
+    assert "lint passed" in r.stdout and ran.exists()
