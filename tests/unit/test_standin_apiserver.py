@@ -318,3 +318,48 @@ def test_a_pod_on_a_silent_node_stays_terminating_and_drain_waits_for_it(cluster
     with pytest.raises(ApiError) as e:
         admin.get("/api/v1/namespaces/default/pods/stuck")
     assert e.value.code == 404
+
+
+def test_a_restarted_kubelet_keeps_the_api_server_running_from_the_same_manifests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real kubelet that restarts keeps a static pod's running container whose spec hash is the
+    pod's; the stand-in restarted its API server unit on every kubelet start, which no node does
+    (kube_upgrade's molecule converge met "connection refused" right after restarting the kubelet).
+    A changed manifest, or a unit someone else restarted since, is still started anew."""
+    monkeypatch.setattr(util, "ROOT", str(tmp_path))
+    manifests = tmp_path / "etc/kubernetes/manifests"
+    manifests.mkdir(parents=True)
+    (tmp_path / "etc/systemd/system").mkdir(parents=True)
+    (tmp_path / f"etc/systemd/system/{util.APISERVER_UNIT}").write_text("[Service]\n")
+    (tmp_path / "var/lib/kubelet").mkdir(parents=True)
+    api = manifests / "kube-apiserver.yaml"
+    api.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: kube-apiserver}\nspec: {containers: []}\n")
+    (manifests / "etcd.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: etcd}\n")
+    unit = {"invocation": "inv-1", "restarts": 0}
+
+    def systemctl(*args: str) -> tuple[int, str]:
+        if args[0] == "restart":
+            unit["restarts"] += 1
+            unit["invocation"] = f"inv-{unit['restarts'] + 1}"
+        return (0, unit["invocation"] + "\n") if args[0] == "show" else (0, "")
+
+    monkeypatch.setattr(kubelet, "systemctl", systemctl)
+
+    def kubelet_starts() -> Kubelet:
+        kl = Kubelet({"hostname-override": "m1"}, {})
+        kl.sync_static_pods()
+        return kl
+
+    kubelet_starts()  # the first start: no record of what runs
+    assert unit["restarts"] == 1
+    kl = kubelet_starts()  # restarted: the same manifests run, kept
+    assert unit["restarts"] == 1 and kl.static_pod and kl.static_mtime == api.stat().st_mtime
+    kl.sync_static_pods()  # and its next pass leaves it alone too
+    assert unit["restarts"] == 1
+    api.write_text(api.read_text().replace("containers: []", "containers: [{name: a}]"))
+    kubelet_starts()  # a manifest rewritten meanwhile: a new pod
+    assert unit["restarts"] == 2
+    unit["invocation"] = "inv-by-hand"  # `systemctl restart` by someone else: not the one recorded
+    kubelet_starts()
+    assert unit["restarts"] == 3

@@ -8,6 +8,7 @@ import datetime as dt
 import hashlib
 import http.client
 import http.server
+import json
 import os
 import re
 import secrets
@@ -46,6 +47,9 @@ from .util import (
 )
 
 # --------------------------------------------------------------------------- kube-apiserver stand-in process
+
+# What the API server unit was last started from (_start_static_pod): a restarted kubelet keeps it
+STATIC_POD_RECORD = f"{KUBELET_DIR}/standin-static-pod.json"
 
 APISERVER_FLAGS = {
     "advertise-address", "allow-privileged", "authorization-mode", "client-ca-file", "enable-admission-plugins",
@@ -408,6 +412,12 @@ class Kubelet:
         if mtime is None:
             if active:
                 systemctl("stop", APISERVER_UNIT)
+        elif self.static_mtime is None and active and self._adopt_static_pod(manifest):
+            # a kubelet (re)start finds the API server running from this very manifest (and etcd's):
+            # as the real kubelet, whose sync keeps a container whose spec hash is the pod's, it
+            # keeps it. Before, each kubelet restart restarted the API server, which no real node
+            # does (kube_upgrade's scenario then met "connection refused" right after one).
+            mtime = self.static_mtime
         elif mtime != self.static_mtime or etcd != self.etcd_mtime:
             if self.static_mtime is not None:
                 log_klog(
@@ -436,7 +446,32 @@ class Kubelet:
         mtime = self._load_static_pod(manifest)
         systemctl("restart", APISERVER_UNIT)
         self.static_next_start = now() + self.static_backoff
+        # what runs, as the real kubelet labels a container with its pod's spec hash: the unit's
+        # InvocationID (crictl's container ID for it) with the manifests' digests
+        write_file(hp(STATIC_POD_RECORD), json.dumps(self._static_identity()) + "\n")
         return mtime
+
+    def _static_identity(self) -> dict[str, str]:
+        """The running API server unit's InvocationID and the digests of the two manifests now."""
+        _, invocation = systemctl("show", "-p", "InvocationID", "--value", APISERVER_UNIT)
+        digests = {
+            name: hashlib.sha256((read_text(os.path.join(hp(self.cfg.get("staticPodPath", MANIFESTS)), name)) or "").encode()).hexdigest()
+            for name in ("kube-apiserver.yaml", "etcd.yaml")
+        }  # fmt: skip
+        return {"invocation": invocation.strip(), **digests}
+
+    def _adopt_static_pod(self, manifest: str) -> bool:
+        """The running unit is the one this kubelet's predecessor started from the manifests as they
+        are now: take it over (its mirror pod from the manifest) and return True."""
+        try:
+            record = json.loads(read_text(hp(STATIC_POD_RECORD)) or "null")
+        except ValueError:
+            return False
+        if not isinstance(record, dict) or not record.get("invocation") or record != self._static_identity():
+            return False
+        self.static_mtime = self._load_static_pod(manifest)
+        self.etcd_mtime = self._etcd_mtime()
+        return True
 
     def _load_static_pod(self, manifest: str) -> float | None:
         """What the unit is about to start from: the mirror pod's spec (the real kubelet posts the
