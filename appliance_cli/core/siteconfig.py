@@ -462,6 +462,11 @@ class Gpu(_Model):
         "from the bundle's apt repository; host: the driver is preinstalled on the hosts",
     )
     mig: Mig = Mig()
+    nfd: bool = Field(
+        default=True,
+        description="the GPU Operator deploys Node Feature Discovery (its nfd.enabled); false where the "
+        "site runs one already (preflight names a node that does)",
+    )
 
 
 class Ssh(_Model):

@@ -133,6 +133,32 @@ def test_an_earlier_clusters_leftovers_and_a_host_driver_are_named(fresh, cli):
     assert "leftovers" not in again.err and "gpu_driver" not in again.err, again.err[-2000:]
 
 
+def test_a_node_feature_discovery_already_running_is_named_with_the_value_to_set(fresh, cli):
+    """A daemon named as NFD's worker, outside Kubernetes: with gpu.nfd (the default) the GPU
+    Operator would deploy a second NFD over it: a failure naming the node, the daemon and the
+    value; with gpu.nfd: false the site's own is what the operator uses."""
+    worker = next(n.name for n in fresh.nodes if "gpu-worker" in n.roles)
+    run_as_root(
+        worker,
+        "cp /bin/sleep /usr/local/bin/nfd-worker && systemd-run --unit fake-nfd /usr/local/bin/nfd-worker 600",
+    )
+    data = yaml.safe_load((fresh.site_dir / "appliance.yml").read_text())
+    data.setdefault("gpu", {})["nfd"] = False
+    own = fresh.site_dir / "own-nfd.yml"
+    own.write_text(yaml.safe_dump(data))
+    try:
+        r = cli("preflight", str(fresh.site_dir))
+        theirs = cli("preflight", str(own))
+    finally:
+        run_as_root(worker, "systemctl stop fake-nfd; rm -f /usr/local/bin/nfd-worker")
+    assert r.rc == 3, r.err[-2000:]
+    line = f"error: {worker}: gpu/nfd: runs: nfd-worker (outside Kubernetes)"
+    assert line in r.err, r.err[-2000:]
+    flat = " ".join(r.err.split())  # the hint as printed, whatever the terminal's width
+    assert "hint: this node has a Node Feature Discovery already: set gpu.nfd: false in appliance.yml" in flat
+    assert theirs.rc == 0 and "gpu/nfd" not in theirs.err, theirs.err[-2000:]
+
+
 def test_an_installed_site_passes(site, installs, cli, tmp_path):
     r = cli("preflight", str(site.site_dir), "--json", str(tmp_path / "p.json"))
     assert r.rc == 0, r.err[-2000:]
@@ -143,6 +169,7 @@ def test_an_installed_site_passes(site, installs, cli, tmp_path):
         assert by[(n.name, "cri_socket")]["status"] == "pass"
         assert by[(n.name, "tools")]["status"] == "pass"
         assert by[(n.name, "ports")]["status"] == "pass"
+        assert by[(n.name, "nfd")]["value"] == "none of another"  # the lab's helm is a stand-in: no pods
         if site.nfs is not None:  # libnfs-utils installed (storage_nfs): the export checked from each node
             assert by[(n.name, "nfs_export")]["status"] == "pass", by[(n.name, "nfs_export")]
     if site.nfs is not None:  # on the master only, and not a skip once the client is there

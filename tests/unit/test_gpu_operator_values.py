@@ -227,3 +227,19 @@ def test_the_driver_containers_apt_reads_the_bundle_with_its_key_only():
     )
     assert cm["data"]["appliance-offline.asc"] == key
     assert "trusted=yes" not in str(cm)
+
+
+def test_a_site_with_its_own_nfd_gets_none_from_the_chart() -> None:
+    """gpu.nfd: false (the site runs Node Feature Discovery already): the chart's nfd.enabled is
+    false, so neither its NFD subchart nor NFD's image is deployed or pulled."""
+    off = g.gpu_operator_values(OURS, REG, nfd=False)
+    assert off["nfd"]["enabled"] is False
+    keys = {i["key"] for i in g.gpu_operator_images(off, chart_values(), "ubuntu20.04")}
+    assert "node-feature-discovery.image" not in keys
+    on = g.gpu_operator_values(OURS, REG)
+    assert on["nfd"]["enabled"] is True
+    assert "node-feature-discovery.image" in {
+        i["key"] for i in g.gpu_operator_images(on, chart_values(), "ubuntu20.04")
+    }
+    defaults = yaml.safe_load((ROOT / "roles" / "gpu_operator" / "defaults" / "main.yml").read_text())
+    assert defaults["gpu_operator_nfd"] == "{{ appliance_gpu_nfd }}"

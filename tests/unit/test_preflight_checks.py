@@ -470,3 +470,61 @@ def test_a_host_driver_other_than_the_class_says_fails(cfg: SiteConfig) -> None:
     gz2 = gz2.model_copy(update={"driver_version": "550.90.07"})
     right = cfg.model_copy(update={"hardware_classes": {**cfg.hardware_classes, "GZ2": gz2}})
     assert _by_check(right, _facts(BARE_GPU_NODE))["gpu_driver"][0] is Status.PASS
+
+
+def _nfd_site(cfg: SiteConfig, nfd: bool) -> SiteConfig:
+    return cfg.model_copy(update={"gpu": cfg.gpu.model_copy(update={"nfd": nfd})})
+
+
+@pytest.mark.parametrize(
+    ("nfd", "lines", "installed", "status", "words"),
+    [
+        (True, [], False, Status.PASS, "none of another"),
+        (True, ["nfd-worker namespace gpu-operator"], True, Status.PASS, "none of another"),  # the operator's own
+        (True, ["nfd-worker host"], False, Status.FAIL, "nfd-worker (outside Kubernetes)"),
+        (True, ["nfd-master namespace node-feature-discovery", "nfd-worker pod"], True, Status.FAIL,
+         "nfd-master (namespace node-feature-discovery), nfd-worker (a pod)"),
+        (False, ["nfd-worker namespace node-feature-discovery"], True, Status.PASS, "node-feature-discovery"),
+        (False, [], False, Status.PASS, "none yet"),
+        (False, [], True, Status.WARN, "none runs"),  # installed, and nothing labels the GPU node
+    ],
+)  # fmt: skip
+def test_a_node_feature_discovery_of_another_is_named_with_the_value_to_set(
+    cfg: SiteConfig, nfd: bool, lines: list[str], installed: bool, status: Status, words: str
+) -> None:
+    text = BARE_GPU_NODE.replace("probe_end=1\n", "".join(f"nfd={x}\n" for x in lines) + "probe_end=1\n")
+    facts = _facts(text, kubelet_conf="present" if installed else "absent")
+    got = _by_check(_nfd_site(cfg, nfd), facts)["nfd"]
+    assert got[0] is status and words in got[1], got
+    if status is Status.FAIL:
+        assert "set gpu.nfd: false in appliance.yml" in got[2]
+
+
+def test_the_probe_names_nfd_daemons_in_a_pod_by_namespace_and_on_the_host(tmp_path: Path) -> None:
+    """probe.sh over a /proc and a /var/log/pods of the test's making (PROBE_PROC, PROBE_PODS):
+    the pod's UID from the process's cgroup (systemd driver: underscores), its namespace from the
+    kubelet's log directory; a process outside pods is the host's; other processes are not named."""
+    import os
+    import subprocess
+
+    uid = "0c2b1d4e-1111-2222-3333-444455556666"
+    procs = {
+        "101": (
+            "nfd-worker",
+            f"0::/kubepods.slice/kubepods-besteffort-pod{uid.replace('-', '_')}.slice/cri-x.scope",
+        ),
+        "102": ("nfd-topology-up", "0::/system.slice/nfd.service"),
+        "103": ("bash", "0::/user.slice"),
+        "104": ("nfd-master", "0::/kubepods/burstable/pod9a9a9a9a-0000-1111-2222-333333333333/abc"),
+    }
+    for pid, (comm, cgroup) in procs.items():
+        (tmp_path / "proc" / pid).mkdir(parents=True)
+        (tmp_path / "proc" / pid / "comm").write_text(comm + "\n")
+        (tmp_path / "proc" / pid / "cgroup").write_text(cgroup + "\n")
+    (tmp_path / "pods" / f"nfd_nfd-worker-x7k2p_{uid}").mkdir(parents=True)
+    script = Path(__file__).resolve().parents[2] / "appliance_cli" / "core" / "checks" / "probe.sh"
+    env = {**os.environ, "PROBE_PROC": str(tmp_path / "proc"), "PROBE_PODS": str(tmp_path / "pods")}
+    out = subprocess.run(["sh", str(script)], env=env, capture_output=True, text=True, timeout=60).stdout
+    assert [ln for ln in out.splitlines() if ln.startswith("nfd=")] == [
+        "nfd=nfd-worker namespace nfd", "nfd=nfd-topology-up host", "nfd=nfd-master pod"
+    ]  # fmt: skip

@@ -11,12 +11,16 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cache
 
+from appliance_cli import yamlfile
+from appliance_cli.content import roles_dir
 from appliance_cli.core.checks import nvsmi, probe
 from appliance_cli.core.checks.model import CheckResult, NodeFacts, Report, Status
 from appliance_cli.core.checks.tls import tls_results
 from appliance_cli.core.paths import PATHS
 from appliance_cli.core.siteconfig import HardwareClass, Node, SiteConfig
+from appliance_cli.errors import ApplianceError
 
 SYSTEM_ROLES = {"master", "runai-system"}
 KUBEADM_MIN_CPUS, SYSTEM_MIN_CPUS = 2, 4
@@ -282,6 +286,53 @@ def gpu_persistence(ctx: Ctx) -> CheckResult | None:
 
 def gpu_mig(ctx: Ctx) -> CheckResult | None:
     return _gpu_check(ctx, "mig")
+
+
+# Node Feature Discovery's daemons as probe.sh names them (`nfd=DAEMON WHERE`)
+_NFD_WHERE = re.compile(r"(nfd-[a-z-]+) (host|pod|namespace [a-z0-9]([-a-z0-9]*[a-z0-9])?)")
+_K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+@cache
+def operator_namespace() -> str:
+    """The namespace the GPU Operator's release (and so its own NFD) runs in: the gpu_operator
+    role's default, its one definition."""
+    path = roles_dir() / "gpu_operator" / "defaults" / "main.yml"
+    try:
+        value = (yamlfile.read(path) or {}).get("gpu_operator_namespace")
+    except (OSError, yamlfile.YamlError, AttributeError) as e:
+        raise ApplianceError(f"{path}: {e}") from e
+    if not isinstance(value, str) or not _K8S_NAME.fullmatch(value):
+        raise ApplianceError(f"{path}: gpu_operator_namespace: {value!r} is not a namespace name")
+    return value
+
+
+def nfd(ctx: Ctx) -> CheckResult | None:
+    """A Node Feature Discovery that runs already, outside the GPU Operator's release: with
+    gpu.nfd (the chart's `nfd.enabled`, true by default in gpu-operator v24.6.2's values.yaml)
+    the operator deploys a second one over it, and two would label and garbage-collect the same
+    nodes. With gpu.nfd false on an installed GPU node, nothing else may label it."""
+    if not ctx.cfg.gpu.operator:
+        return None
+    ours = f"namespace {operator_namespace()}"
+    seen = [m.groups()[:2] for x in ctx.facts.lists.get("nfd", []) if (m := _NFD_WHERE.fullmatch(x))]
+    foreign = sorted(
+        {f"{daemon} ({'outside Kubernetes' if where == 'host' else 'a pod' if where == 'pod' else where})"
+         for daemon, where in seen if where != ours}
+    )  # fmt: skip
+    if ctx.cfg.gpu.nfd:
+        expected = "none but the GPU Operator's (gpu.nfd: true deploys it)"
+        if not foreign:
+            return ctx.result("nfd", "gpu", Status.PASS, "none of another", expected)
+        return ctx.result("nfd", "gpu", Status.FAIL, "runs: " + ", ".join(foreign), expected,
+                          "this node has a Node Feature Discovery already: set gpu.nfd: false in appliance.yml "
+                          "(the GPU Operator's nfd.enabled) so that the operator uses it, or remove it")  # fmt: skip
+    expected = "the site's own (gpu.nfd: false)"
+    if foreign or not ctx.installed or "gpu-worker" not in ctx.node.roles:
+        return ctx.result("nfd", "gpu", Status.PASS, ", ".join(foreign) or "none yet", expected)
+    return ctx.result("nfd", "gpu", Status.WARN, "none runs", expected,
+                      "nothing labels this GPU node for the GPU Operator's components: deploy the site's "
+                      "Node Feature Discovery, or set gpu.nfd: true")  # fmt: skip
 
 
 def secure_boot(ctx: Ctx) -> CheckResult | None:
@@ -604,7 +655,7 @@ def nfs_space(ctx: Ctx) -> CheckResult | None:
 
 CHECKS: tuple[NodeCheck, ...] = (
     cpu, memory, disk, nic_speed, gpus, gpu_driver, gpu_pcie, gpu_ecc, gpu_memory, gpu_persistence, gpu_mig,
-    nouveau, secure_boot, os_release, swap, sysctls, tools,
+    nfd, nouveau, secure_boot, os_release, swap, sysctls, tools,
     cgroups, hostname, name_resolution, scheduler_domain, ports, manifests, leftovers, runtime, cgroup_driver,
     bundle_on_master, registry,
     nfs_export, nfs_space,

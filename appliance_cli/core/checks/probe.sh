@@ -46,6 +46,27 @@ if command -v nvidia-smi >/dev/null 2>&1; then
   # the whole state, as NVIDIA's XML (nvsmi_device_v12.dtd), on one line (core/checks/nvsmi.py)
   xml=$(nvidia-smi -q -x 2>/dev/null | base64 | tr -d '\n') && kv gpu_xml_b64 "$xml"
 fi
+# Node Feature Discovery's daemons already running (by name; comm holds 15 characters): in a pod,
+# whose namespace the kubelet's log directory names (/var/log/pods/NAMESPACE_NAME_UID, the UID from
+# the process's cgroup: cgroupfs writes it with dashes, the systemd driver with underscores), or on
+# the host. One `nfd=DAEMON WHERE` line each. (PROBE_PROC, PROBE_PODS: other roots, for the tests.)
+proc_root=${PROBE_PROC:-/proc} pods_root=${PROBE_PODS:-/var/log/pods}
+for d in "$proc_root"/[0-9]*; do
+  { read -r comm <"$d/comm"; } 2>/dev/null || continue
+  case "$comm" in nfd-worker | nfd-master | nfd-gc | nfd-topology-up*) ;; *) continue ;; esac
+  uid=$(sed -n 's/.*pod\([0-9a-f]\{8\}[-_][0-9a-f]\{4\}[-_][0-9a-f]\{4\}[-_][0-9a-f]\{4\}[-_][0-9a-f]\{12\}\).*/\1/p' \
+    "$d/cgroup" 2>/dev/null | head -n 1 | tr _ -)
+  where=host
+  if [ -n "$uid" ]; then
+    where=pod
+    for p in "$pods_root"/*_*_"$uid"; do
+      [ -d "$p" ] || continue
+      ns=${p#"$pods_root"/}
+      where="namespace ${ns%%_*}"
+    done
+  fi
+  kv nfd "$comm $where"
+done
 kv nouveau_loaded "$( [ -d /sys/module/nouveau ] && echo yes || echo no)"
 kv nouveau_blacklisted "$(grep -rhsE '^[[:space:]]*blacklist[[:space:]]+nouveau' /etc/modprobe.d /lib/modprobe.d /usr/lib/modprobe.d | first_line)"
 if [ -d /sys/firmware/efi ]; then

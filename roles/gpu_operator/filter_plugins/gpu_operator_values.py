@@ -80,10 +80,12 @@ def gpu_operator_values(
     mig_strategy: str = "none",
     driver_repo_configmap: str = "",
     device_plugin: bool = True,
+    nfd: bool = True,
 ) -> dict[str, Any]:
     """The release's values: `base` (upstream image names) moved to the private registry, with
     the site's runtime, driver and MIG choices. `device_plugin` false leaves `nvidia.com/gpu` to
-    another device plugin (HAMi's, with the open scheduler stack): two would both register it."""
+    another device plugin (HAMi's, with the open scheduler stack): two would both register it.
+    `nfd` false: the site runs its own Node Feature Discovery, and the chart deploys none."""
     if driver not in ("container", "host"):
         raise GpuValuesError(f"gpu.driver: '{driver}' is not container or host")
     if mig_strategy not in ("none", "single", "mixed"):
@@ -102,6 +104,7 @@ def gpu_operator_values(
     # mig-manager only when the site asks for fixed partitions: with none the GPUs stay whole
     values.setdefault("migManager", {})["enabled"] = mig_strategy != "none"
     values.setdefault("devicePlugin", {})["enabled"] = bool(device_plugin)
+    values.setdefault("nfd", {})["enabled"] = bool(nfd)
     return values
 
 
