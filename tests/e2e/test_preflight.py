@@ -154,6 +154,7 @@ def test_a_node_feature_discovery_already_running_is_named_with_the_value_to_set
     assert r.rc == 3, r.err[-2000:]
     line = f"error: {worker}: gpu/nfd: runs: nfd-worker (outside Kubernetes)"
     assert line in r.err, r.err[-2000:]
+    print("\n".join(x for x in r.err.splitlines() if "gpu/nfd" in x or "gpu.nfd" in x))  # shown by -rP
     flat = " ".join(r.err.split())  # the hint as printed, whatever the terminal's width
     assert "hint: this node has a Node Feature Discovery already: set gpu.nfd: false in appliance.yml" in flat
     assert theirs.rc == 0 and "gpu/nfd" not in theirs.err, theirs.err[-2000:]
