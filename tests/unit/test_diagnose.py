@@ -64,6 +64,34 @@ def test_a_rate_limited_link_is_the_bottleneck(cfg: SiteConfig) -> None:
     assert [r.node for r in rep.results if r.status is not Status.PASS] == ["gpu2"]
 
 
+def test_a_rate_limited_link_is_the_bottleneck_even_where_its_nfs_write_came_out_lower(
+    cfg: SiteConfig,
+) -> None:
+    """Found in a fresh-clone run of 6940e1b: worker2's link limited to 50 Mb/s (48.4 Mb/s) made its
+    NFS write 6.0 MB/s against a median of 633.5, both 0.01x, the write the lower, and it was named.
+    A node's pull and NFS traffic cross its link: when the link is below too, it is the cause."""
+    facts = _facts(
+        cfg,
+        gpu1={"net_mbps": 5000.0, "nfs_write_mbps": 633.5},
+        gpu2={"net_mbps": 48.4, "nfs_write_mbps": 6.0},
+    )
+    facts["master1"].values.update(net_mbps="5200", nfs_write_mbps="640")
+    rep = _report(cfg, facts)
+    low = {(r.check, r.status) for r in rep.results if r.node == "gpu2" and r.status is not Status.PASS}
+    assert low == {("throughput_to_master", Status.FAIL), ("nfs_write", Status.FAIL)}
+    b = rep.bottleneck
+    assert b is not None and (b.node, b.layer, b.check) == ("gpu2", "network", "throughput_to_master")
+    # a slow NFS write on a node whose link is fine is the storage's own
+    facts = _facts(
+        cfg,
+        gpu1={"net_mbps": 5000.0, "nfs_write_mbps": 633.5},
+        gpu2={"net_mbps": 4900.0, "nfs_write_mbps": 6.0},
+    )
+    facts["master1"].values.update(net_mbps="5200", nfs_write_mbps="640")
+    b = _report(cfg, facts).bottleneck
+    assert b is not None and (b.node, b.check) == ("gpu2", "nfs_write")
+
+
 def test_latency_differences_below_the_noise_floor_pass(cfg: SiteConfig) -> None:
     facts = _facts(cfg, gpu1={"net_rtt_ms": 0.04}, gpu2={"net_rtt_ms": 0.12})
     rep = _report(cfg, facts)

@@ -2,7 +2,8 @@
 (CPU, memory, disk, the network path to the master, a pull from the private registry, writes to
 and reads from the site's NFS export, the GPUs, the cluster's view of each node),
 ranks each measurement against the node's hardware class and against the other nodes, and names
-the bottleneck: the measurement furthest below what it should be."""
+the bottleneck: the measurement furthest below what it should be (a node's link, when what crossed it
+is lower still)."""
 
 from __future__ import annotations
 
@@ -323,10 +324,24 @@ def _ranked(cfg: SiteConfig, node: Node, key: str, value: float, peers: list[flo
                               number=value, unit=unit, better=better)  # fmt: skip
 
 
+# Measured across the node's own link: its pull from the registry and its NFS traffic. On a node
+# whose link to the master is itself below its peers, they are low because of it.
+OVER_THE_LINK = {"pull_throughput", "nfs_write", "nfs_read"}
+
+
 def bottleneck(ranked: list[tuple[float, CheckResult]]) -> CheckResult | None:
-    """The measurement furthest below what it should be, of those not passed."""
+    """The measurement furthest below what it should be, of those not passed; but the node's link
+    when that measurement crossed it and the link is below too: the cause, not its effect (a link
+    limited to 50 Mb/s made the node's NFS write 0.01x as well, and the write came out lower)."""
     below = [(share, r) for share, r in ranked if r.status is not Status.PASS]
-    return min(below, key=lambda pair: pair[0])[1] if below else None
+    if not below:
+        return None
+    worst = min(below, key=lambda pair: pair[0])[1]
+    if worst.check in OVER_THE_LINK:
+        link = [r for _, r in below if r.node == worst.node and r.check == "throughput_to_master"]
+        if link:
+            return link[0]
+    return worst
 
 
 def _not_passed(ranked: list[tuple[float, CheckResult]]) -> set[tuple[str, str]]:
