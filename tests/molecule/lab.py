@@ -194,9 +194,14 @@ def _handed_over(layout: Any, nodes: int, old: str | None, installed: bool) -> t
     except (OSError, ValueError):
         return None
     record.unlink(missing_ok=True)
+    if not isinstance(data, dict):  # valid JSON, but not a record save-next writes
+        print(
+            f"the lab handed over is not taken ({HANDOVER_FILE} holds no record): booted as usual", flush=True
+        )
+        return None
     want = _wanted(layout, nodes, old, installed)
     state = LabState.load(layout.state_file)
-    got = (data.get("name"), data.get("key")) if isinstance(data, dict) else None
+    got = (data.get("name"), data.get("key"))
     why = (
         "this scenario starts from the installed lab" if want is None
         else f"it is in state {got[0]}-{got[1]}, not {want[0]}-{want[1]}" if got != want
@@ -234,10 +239,9 @@ def _start(layout: Any, nodes: int, old: str | None, installed: bool) -> tuple[s
     from tests._support import labsnap
 
     if installed:
-        if old and os.environ.get("MOLECULE_UPGRADE_PREPARE") == "kubernetes":
-            name, key = _upgraded_key(layout, nodes, old)
-            if snapshot.exists(layout, name, key):
-                return name, key, [UPGRADED]
+        upgraded = _wanted(layout, nodes, old, installed)  # kube_upgrade's end, for chart_upgrade
+        if upgraded is not None and snapshot.exists(layout, *upgraded):
+            return *upgraded, [UPGRADED]
         name, key = _installed_key(layout, nodes, old)
         return (name, key, []) if snapshot.exists(layout, name, key) else None
     tags = _prepare_tags()

@@ -273,6 +273,21 @@ def test_a_lab_handed_over_is_not_taken_when_it_is_not_this_scenarios_start_or_a
     assert not (lab.site_dir / lab.mod.HANDOVER_FILE).exists()
 
 
+@pytest.mark.parametrize("record", ["[1, 2]", '"name"', "null"])
+def test_a_hand_over_record_that_is_json_but_not_a_mapping_is_no_record(
+    lab: Any, record: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lab.prepare(ORDER[:6])
+    monkeypatch.setenv("MOLECULE_LAB_PREPARE", ",".join(ORDER[:5]))
+    _running(monkeypatch, True, True)
+    (lab.site_dir / lab.mod.HANDOVER_FILE).write_text(record + "\n")
+    assert _create_then_prepare(lab, ORDER[:6], monkeypatch) == [
+        ("restore", repr(("prepare", *ORDER[:6]))), ("api",)
+    ]  # fmt: skip
+    assert "not taken (molecule-handover.json holds no record)" in capsys.readouterr().out
+    assert not (lab.site_dir / lab.mod.HANDOVER_FILE).exists()
+
+
 def test_a_start_several_scenarios_share_is_saved_even_with_the_first_of_them_next(
     lab: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
