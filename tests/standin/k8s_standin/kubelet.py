@@ -398,7 +398,7 @@ class Kubelet:
 
     def sync_static_pods(self) -> None:
         """The apiserver static pod: its manifest drives the stand-in unit like the kubelet drives a pod."""
-        manifest = os.path.join(hp(self.cfg.get("staticPodPath", MANIFESTS)), "kube-apiserver.yaml")
+        manifest = self._manifest("kube-apiserver.yaml")
         if not os.path.exists(hp(f"/etc/systemd/system/{APISERVER_UNIT}")):
             return
         try:
@@ -434,9 +434,13 @@ class Kubelet:
             mtime = self._start_static_pod(manifest)
         self.static_mtime, self.etcd_mtime = mtime, etcd
 
+    def _manifest(self, name: str) -> str:
+        """Static pod manifest NAME's path on this node: under the config's staticPodPath."""
+        return os.path.join(hp(self.cfg.get("staticPodPath", MANIFESTS)), name)
+
     def _etcd_mtime(self) -> float | None:
         try:
-            return os.stat(os.path.join(hp(self.cfg.get("staticPodPath", MANIFESTS)), "etcd.yaml")).st_mtime
+            return os.stat(self._manifest("etcd.yaml")).st_mtime
         except OSError:
             return None
 
@@ -455,9 +459,9 @@ class Kubelet:
         """The running API server unit's InvocationID and the digests of the two manifests now."""
         _, invocation = systemctl("show", "-p", "InvocationID", "--value", APISERVER_UNIT)
         digests = {
-            name: hashlib.sha256((read_text(os.path.join(hp(self.cfg.get("staticPodPath", MANIFESTS)), name)) or "").encode()).hexdigest()
+            name: hashlib.sha256((read_text(self._manifest(name)) or "").encode()).hexdigest()
             for name in ("kube-apiserver.yaml", "etcd.yaml")
-        }  # fmt: skip
+        }
         return {"invocation": invocation.strip(), **digests}
 
     def _adopt_static_pod(self, manifest: str) -> bool:
