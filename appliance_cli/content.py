@@ -44,5 +44,10 @@ def profiles_dir() -> Path:
     return content_root() / "bundles" / "profiles"
 
 
+def values_dir() -> Path:
+    """The appliance's values per chart version (the gpu_operator role's gpu_operator_values_dir)."""
+    return content_root() / "bundles" / "values"
+
+
 def ansible_cfg() -> Path:
     return content_root() / "ansible.cfg"

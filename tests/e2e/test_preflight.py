@@ -100,9 +100,19 @@ esac
 """
 
 
+# The GPU Operator's driver container root where the lab has none: the node's own shell and its
+# libraries, and an nvidia-smi that answers as another driver (535) does, under /run/nvidia/driver.
+FAKE_DRIVER_ROOT = """R=/run/nvidia/driver
+for f in /bin/sh $(ldd /bin/sh | grep -o '/[^ ]*'); do mkdir -p "$R${f%/*}" && cp -L "$f" "$R$f"; done
+mkdir -p "$R/usr/bin" && printf '%s\\n' '#!/bin/sh' 'echo 535.104.05' > "$R/usr/bin/nvidia-smi"
+chmod 755 "$R/usr/bin/nvidia-smi"
+"""
+
+
 def test_an_earlier_clusters_leftovers_and_a_host_driver_are_named(fresh, cli):
     """Another pod network's CNI configuration (kubeadm reset keeps it), etcd data on the master,
-    and an NVIDIA driver on the host of a `gpu.driver: container` site: each a failure naming it."""
+    an NVIDIA driver on the host of a `gpu.driver: container` site, and a driver container left
+    running another driver than the bundle pins: each a failure naming it."""
     master = fresh.master.name
     worker = next(n.name for n in fresh.nodes if "gpu-worker" in n.roles)
     data = yaml.safe_load((fresh.site_dir / "appliance.yml").read_text())
@@ -120,15 +130,18 @@ def test_an_earlier_clusters_leftovers_and_a_host_driver_are_named(fresh, cli):
     run_as_root(
         worker, f"printf '%s' {smi} > /usr/local/bin/nvidia-smi && chmod 755 /usr/local/bin/nvidia-smi"
     )
+    run_as_root(worker, FAKE_DRIVER_ROOT)
     try:
         r = cli("preflight", str(site))
     finally:
-        run_as_root(worker, "rm -f /etc/cni/net.d/10-calico.conflist /usr/local/bin/nvidia-smi")
+        run_as_root(worker, "rm -rf /etc/cni/net.d/10-calico.conflist /usr/local/bin/nvidia-smi /run/nvidia")
         run_as_root(master, "rm -rf /var/lib/etcd/member")
     assert r.rc == 3, r.err[-2000:]
     assert f"error: {worker}: kubernetes/leftovers: /etc/cni/net.d/10-calico.conflist" in r.err
     assert f"error: {master}: kubernetes/leftovers: /var/lib/etcd (not empty)" in r.err
     assert f"error: {worker}: gpu/gpu_driver: host driver 550.90.07 (nvidia-smi on the host)" in r.err
+    assert f"error: {worker}: gpu/gpu_container_driver: driver container 535.104.05" in r.err
+    print("\n".join(x for x in r.err.splitlines() if "gpu/" in x))  # shown by -rP
     again = cli("preflight", str(site))
     assert "leftovers" not in again.err and "gpu_driver" not in again.err, again.err[-2000:]
 

@@ -528,3 +528,105 @@ def test_the_probe_names_nfd_daemons_in_a_pod_by_namespace_and_on_the_host(tmp_p
     assert [ln for ln in out.splitlines() if ln.startswith("nfd=")] == [
         "nfd=nfd-worker namespace nfd", "nfd=nfd-topology-up host", "nfd=nfd-master pod"
     ]  # fmt: skip
+
+
+def test_the_driver_container_against_the_driver_the_toolkit_pins(cfg: SiteConfig) -> None:
+    """gpu.driver container: what nvidia-smi in the driver container's root reads against the
+    toolkit's values for the operator (550.90.07): a pass, another driver and a silent one each a
+    failure; none before the install is no row (the install deploys it), none after is a warning."""
+    from appliance_cli.core.checks.preflight import driver_pins
+
+    assert driver_pins() == {"v24.6.2": "550.90.07"}
+    container = cfg.model_copy(update={"gpu": cfg.gpu.model_copy(update={"driver": "container"})})
+    bare = "".join(
+        ln + "\n" for ln in BARE_GPU_NODE.splitlines() if not ln.startswith(("gpu_smi=", "gpu_xml_b64="))
+    )
+    expected = "driver 550.90.07 (gpu-operator v24.6.2's values)"
+
+    def row(extra: str = "", **changes: str) -> tuple[Status, str, str] | None:
+        return _by_check(container, _facts(bare + extra, **changes)).get("gpu_container_driver")
+
+    assert row("gpu_container_driver=550.90.07\n", **INSTALLED)[:2] == (
+        Status.PASS,
+        "driver container 550.90.07",
+    )
+    status, value, hint = row("gpu_container_driver=535.104.05\n", **INSTALLED)
+    assert (status, value) == (Status.FAIL, "driver container 535.104.05")
+    assert "appliance install" in hint and "nvidia-driver pod" in hint
+    status, value, _ = row("gpu_container_driver=none\n")
+    assert (status, value) == (Status.FAIL, "the driver container's nvidia-smi answers no version")
+    assert row("gpu_container_driver=550.90.07; rm -rf /\n")[0] is Status.FAIL  # a version, or nothing
+    assert row() is None  # before the install
+    status, value, hint = row(**INSTALLED)
+    assert (status, value) == (Status.WARN, "no driver container (nothing at /run/nvidia/driver)")
+    assert "kubectl -n gpu-operator get pods" in hint
+    results = node_results(
+        container, container.node("gpu2"), _facts(bare + "gpu_container_driver=550.90.07\n")
+    )
+    assert next(r for r in results if r.check == "gpu_container_driver").expected == expected
+    # a host-driver site, or a node without GPUs, has no driver container to check
+    assert "gpu_container_driver" not in _by_check(cfg, _facts(BARE_GPU_NODE + "gpu_container_driver=1.0\n"))
+    master = BARE_GPU_NODE.replace("hostname=gpu2", "hostname=master1") + "gpu_container_driver=1.0\n"
+    assert "gpu_container_driver" not in _by_check(container, _facts(master, node="master1"), node="master1")
+
+
+def test_a_values_file_without_a_driver_version_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from appliance_cli.core.checks import preflight
+    from appliance_cli.errors import ApplianceError
+
+    (tmp_path / "gpu-operator-v9.9.9.yaml").write_text('driver:\n  version: \'{{ lookup("pipe", "id") }}\'\n')
+    monkeypatch.setattr(preflight, "values_dir", lambda: tmp_path)
+    preflight.driver_pins.cache_clear()
+    try:
+        with pytest.raises(
+            ApplianceError, match=r"gpu-operator-v9\.9\.9\.yaml: driver\.version: .* is not an NVIDIA"
+        ):
+            preflight.driver_pins()
+        (tmp_path / "gpu-operator-v9.9.9.yaml").unlink()
+        with pytest.raises(ApplianceError, match=r"no gpu-operator-\*\.yaml"):
+            preflight.driver_pins()
+    finally:
+        preflight.driver_pins.cache_clear()
+
+
+def test_the_probe_reads_the_driver_container_through_its_root(tmp_path: Path) -> None:
+    """probe.sh's driver_root= over a root of the test's making: a shell, its libraries and an
+    nvidia-smi that answers as the 535 driver does, run by chroot as on a node. The probe asks for
+    it on a container-driver site's GPU nodes only."""
+    import subprocess
+
+    from appliance_cli.core.checks.preflight import GPU_DRIVER_ROOT, probe_args
+
+    root = tmp_path / "driver"
+    libs = subprocess.run(["ldd", "/bin/sh"], capture_output=True, text=True, check=True).stdout.split()
+    for f in ["/bin/sh", *(x for x in libs if x.startswith("/"))]:
+        (root / f.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(f, root / f.lstrip("/"))
+    smi = root / "usr" / "bin" / "nvidia-smi"
+    smi.parent.mkdir(parents=True, exist_ok=True)
+    smi.write_text(
+        '#!/bin/sh\ncase "$*" in *--query-gpu=driver_version*) echo 535.104.05 ;; *) exit 6 ;; esac\n'
+    )
+    smi.chmod(0o755)
+    script = Path(__file__).resolve().parents[2] / "appliance_cli" / "core" / "checks" / "probe.sh"
+
+    def probe() -> list[str]:
+        argv = ["sh", str(script), f"driver_root={root}"]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
+        return [ln for ln in out.splitlines() if ln.startswith("gpu_container_driver=")]
+
+    assert probe() == ["gpu_container_driver=535.104.05"]
+    smi.write_text("#!/bin/sh\nexit 9\n")  # no driver loaded: nvidia-smi fails
+    assert probe() == ["gpu_container_driver=none"]
+    smi.unlink()
+    assert probe() == []
+    container = load_site(Path(EXAMPLE).parent)  # the reference appliance: gpu.driver container
+    assert container.gpu.driver == "container"
+    asked = {n.name for n in container.nodes if f"driver_root={GPU_DRIVER_ROOT}" in probe_args(container, n)}
+    assert asked == {
+        n.name for n in container.nodes if container.hardware_classes[n.hardware_class].gpu_total
+    }
+    host = container.model_copy(update={"gpu": container.gpu.model_copy(update={"driver": "host"})})
+    assert asked and not any("driver_root=" in a for n in host.nodes for a in probe_args(host, n))

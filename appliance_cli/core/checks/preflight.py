@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from appliance_cli import yamlfile
-from appliance_cli.content import roles_dir
+from appliance_cli.content import roles_dir, values_dir
 from appliance_cli.core.checks import nvsmi, probe
 from appliance_cli.core.checks.model import CheckResult, NodeFacts, Report, Status
 from appliance_cli.core.checks.tls import tls_results
@@ -54,6 +54,9 @@ KUBELET_CONFIG, CNI_CONF_DIR = PATHS.kubelet_config, PATHS.cni_conf_dir
 # kubeadm's own default for a local etcd's data (DefaultEtcdDataDir, cmd/kubeadm/app/apis/kubeadm/
 # <version>/defaults.go); control_plane leaves it so. kubeadm init's preflight refuses it non-empty.
 KUBEADM_ETCD_DATA_DIR = "/var/lib/etcd"
+# Where the GPU Operator mounts its driver container's root on the host (gpu-operator's
+# DefaultNvidiaDriverRoot, api/nvidia/v1/clusterpolicy_types.go); probe.sh runs nvidia-smi in it.
+GPU_DRIVER_ROOT = "/run/nvidia/driver"
 CONTAINER = "container node: "
 
 
@@ -241,6 +244,56 @@ def gpu_driver(ctx: Ctx) -> CheckResult | None:
         return ctx.result("gpu_driver", "gpu", Status.FAIL, f"driver {version}, {len(gpus)} GPUs", expected,
                           "install the class's driver on this host, or correct its driver_version")  # fmt: skip
     return ctx.result("gpu_driver", "gpu", Status.PASS, f"driver {version}, {len(gpus)} GPUs", expected)
+
+
+# An NVIDIA driver version as nvidia-smi prints it (550.90.07, 535.104.05, 470.82)
+_DRIVER_VERSION = re.compile(r"[0-9]{2,4}(\.[0-9]{1,3}){1,2}")
+# The GPU Operator's values file of each chart version (gpu_operator_values_dir's files)
+_OPERATOR_VALUES = "gpu-operator-*.yaml"
+
+
+@cache
+def driver_pins() -> dict[str, str]:
+    """{chart version: driver.version} of each GPU Operator values file the toolkit carries: the
+    driver the gpu_operator role deploys for that chart (it refuses a chart without one)."""
+    pins = {}
+    for path in sorted(values_dir().glob(_OPERATOR_VALUES)):
+        try:
+            version = ((yamlfile.read(path) or {}).get("driver") or {}).get("version")
+        except (OSError, yamlfile.YamlError, AttributeError) as e:
+            raise ApplianceError(f"{path}: {e}") from e
+        if not isinstance(version, str) or not _DRIVER_VERSION.fullmatch(version):
+            raise ApplianceError(f"{path}: driver.version: {version!r} is not an NVIDIA driver version")
+        pins[path.name.removeprefix("gpu-operator-").removesuffix(".yaml")] = version
+    if not pins:
+        raise ApplianceError(f"{values_dir()}: no {_OPERATOR_VALUES}: the toolkit is incomplete")
+    return pins
+
+
+def gpu_container_driver(ctx: Ctx) -> CheckResult | None:
+    """gpu.driver container: the driver the GPU Operator's driver container runs (nvidia-smi in
+    the container's root, which the operator mounts at GPU_DRIVER_ROOT: probe.sh) against the
+    one the toolkit's values pin. Before the install there is none yet: the install deploys it."""
+    if not ctx.hw.gpu_total or ctx.cfg.gpu.driver != "container" or not ctx.cfg.gpu.operator:
+        return None
+    pins = driver_pins()
+    expected = " or ".join(f"driver {v} (gpu-operator {c}'s values)" for c, v in pins.items())
+    have = ctx.facts.values.get("gpu_container_driver")
+    if have is None:
+        if not ctx.installed:
+            return None
+        return ctx.result("gpu_container_driver", "gpu", Status.WARN, f"no driver container (nothing at {GPU_DRIVER_ROOT})",
+                          expected, f"the GPU Operator's driver pod on {ctx.node.name} is not up: kubectl -n "
+                          f"{operator_namespace()} get pods -o wide; its log names why")  # fmt: skip
+    if not _DRIVER_VERSION.fullmatch(have):
+        return ctx.result("gpu_container_driver", "gpu", Status.FAIL, "the driver container's nvidia-smi answers no version",
+                          expected, f"run chroot {GPU_DRIVER_ROOT} nvidia-smi on the node: its driver is not loaded")  # fmt: skip
+    if have not in pins.values():
+        return ctx.result("gpu_container_driver", "gpu", Status.FAIL, f"driver container {have}", expected,
+                          "it is not the driver this toolkit pins: `appliance install` sets the operator's "
+                          "driver.version; then drain the node and delete its nvidia-driver pod, which "
+                          "comes back with the pinned driver")  # fmt: skip
+    return ctx.result("gpu_container_driver", "gpu", Status.PASS, f"driver container {have}", expected)
 
 
 _GPU_EXPECTED = {
@@ -654,7 +707,7 @@ def nfs_space(ctx: Ctx) -> CheckResult | None:
 
 
 CHECKS: tuple[NodeCheck, ...] = (
-    cpu, memory, disk, nic_speed, gpus, gpu_driver, gpu_pcie, gpu_ecc, gpu_memory, gpu_persistence, gpu_mig,
+    cpu, memory, disk, nic_speed, gpus, gpu_driver, gpu_container_driver, gpu_pcie, gpu_ecc, gpu_memory, gpu_persistence, gpu_mig,
     nfd, nouveau, secure_boot, os_release, swap, sysctls, tools,
     cgroups, hostname, name_resolution, scheduler_domain, ports, manifests, leftovers, runtime, cgroup_driver,
     bundle_on_master, registry,
@@ -758,6 +811,8 @@ def probe_args(cfg: SiteConfig, node: Node) -> list[str]:
     )
     if "master" in node.roles:
         args.append(f"entries={KUBEADM_ETCD_DATA_DIR}")
+    if cfg.gpu.driver == "container" and cfg.hardware_classes[node.hardware_class].gpu_total:
+        args.append(f"driver_root={GPU_DRIVER_ROOT}")
     args.append(f"registry={cfg.registry.address},{REGISTRY_CA_TRUST},{REGISTRY_PASSWORD_FILE}")
     if cfg.nfs is not None:
         args.append(f"nfs={cfg.nfs.server},.appliance-preflight-{node.name},{cfg.nfs.path}")

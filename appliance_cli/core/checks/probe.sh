@@ -189,6 +189,17 @@ cgroup_driver() {
   esac
   kv "cgroup_driver.$kind" "${v:-unset}"
 }
+# driver_root=PATH: the GPU Operator's driver container's root, mounted there on the host. nvidia-smi
+# run in it (chroot: root, else the install user's sudo) reads the driver the container loaded.
+driver_container() {
+  [ -e "$1/usr/bin/nvidia-smi" ] || return 0
+  if [ "$(id -u)" = 0 ]; then
+    v=$(chroot "$1" nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | first_line)
+  else
+    v=$(sudo -n chroot "$1" nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | first_line)
+  fi
+  kv gpu_container_driver "${v:-none}"
+}
 for arg in "$@"; do
   case "$arg" in
     cni_dir=*) cni_confs "${arg#cni_dir=}" ;;
@@ -198,6 +209,7 @@ for arg in "$@"; do
     cgroup=*) spec=${arg#cgroup=}; cgroup_driver "${spec%%:*}" "${spec#*:}" ;;
     resolve=*) lookup "${arg#resolve=}" & ;;
     path=*) p=${arg#path=}; kv "path.$p" "$( [ -e "$p" ] && echo present || echo absent)" ;;
+    driver_root=*) driver_container "${arg#driver_root=}" ;;
     kubelet_conf=*) p=${arg#kubelet_conf=}; kv kubelet_conf "$( [ -e "$p" ] && echo present || echo absent)" ;;
     registry=*) spec=${arg#registry=}  # ADDRESS,CA,PASSWORD_FILE
       r_addr=${spec%%,*}; rest=${spec#*,}; r_ca=${rest%%,*}; r_auth=${rest#*,}
