@@ -14,6 +14,9 @@ from appliance_cli.core.siteconfig import Jumpbox, Node, SiteConfig, load_site, 
 from appliance_cli.errors import ApplianceError, ConfigError, UsageError
 from appliance_cli.runner.events import RunOptions, RunResult
 
+# --force reaches the scheduler_stack role as this extra var (roles/appliance_vars.yml)
+FORCE_VAR = "appliance_delete_busy_projects"
+
 
 def add_run_args(p: argparse.ArgumentParser) -> None:
     add_site_arg(p)
@@ -59,6 +62,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="do not end with a quick `appliance diagnose` (check-mode and partial runs, with --tags, "
         "--skip-tags or --limit, never do)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="delete the Run:ai projects gone from the site config even while jobs run in them "
+        "(without it the install refuses, naming the jobs)",
     )
     p.add_argument(
         "--no-verify-bundle",
@@ -109,7 +118,8 @@ def cmd_install(args: argparse.Namespace) -> int:
             sitelock.site_lock(cfg, "install"),
             Progress(f"install {cfg.site.name}", timings=timings) as progress,
         ):
-            result = install(make_runner(), cfg, run_options(args), progress, extravars=gate.extravars)
+            extravars = {**gate.extravars, **({FORCE_VAR: "true"} if args.force else {})}
+            result = install(make_runner(), cfg, run_options(args), progress, extravars=extravars)
     except ApplianceError as exc:
         if isinstance(exc.run_result, RunResult):  # what each node did, and the run's warnings, first
             print_recap(exc.run_result)

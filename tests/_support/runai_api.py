@@ -27,6 +27,8 @@ current paths are used; the role takes every path from a variable):
   POST /api/v1/org-unit/projects    {name, clusterId, parentId, resources} -> 201; 409; 400 bad
        resources, unknown parent, or projects over their department's deserved GPUs
   PUT  /api/v1/org-unit/departments/{id}/resources | projects/{id}/resources  [resources] -> 200
+  DELETE /api/v1/org-unit/projects/{id} -> 202 {the project}; 404 unknown (202: no source found
+       here says which of 200, 202 or 204 Run:ai answers; the role accepts each)
   GET  /healthz (no auth)
 
 What it enforces, as the real one would: the admin's default password ("password") is valid
@@ -238,6 +240,13 @@ class Api:
         unit["resources"] = changed["resources"]
         return 200, unit
 
+    def delete_project(self, uid: str) -> tuple[int, Any]:
+        unit = next((u for u in self.s.data["projects"] if u["id"] == uid), None)
+        if unit is None:
+            raise ApiError(404, f"project {uid} not found")
+        self.s.data["projects"].remove(unit)
+        return 202, unit
+
 
 class Handler(BaseHTTPRequestHandler):
     api: Api
@@ -306,7 +315,9 @@ class Handler(BaseHTTPRequestHandler):
                 return api.create_unit(kind, self._json() or {})
             if method == "PUT" and len(rest) == 4 and rest[3] == "resources":
                 return api.update_resources(kind, rest[2], self._json())
-        raise ApiError(404 if method in ("GET", "POST", "PUT") else 405, "not found")
+            if method == "DELETE" and len(rest) == 3 and kind == "projects":
+                return api.delete_project(rest[2])
+        raise ApiError(404 if method in ("GET", "POST", "PUT", "DELETE") else 405, "not found")
 
     def do_GET(self) -> None:
         self._dispatch("GET")
@@ -316,6 +327,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_PUT(self) -> None:
         self._dispatch("PUT")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
 
 
 def serve(

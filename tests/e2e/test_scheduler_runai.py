@@ -12,7 +12,8 @@ one for another name, from another CA, expiring in 10 days; exit 4 naming runai-
 bundle without the vendor's tar); then the install: the prerequisites, backend and cluster charts
 through the helm stand-in, every image pulled on a node from the lab registry, the admin password
 changed from the default and stored 0600, departments and projects with their quotas in the API
-server, nothing secret in the run's artifacts, and a re-run that changes nothing.
+server, nothing secret in the run's artifacts, and a re-run that changes nothing; a project
+that leaves the site config is refused while a job of it runs, and deleted with --force.
 Lab only (it adds an address to master1 and starts a server there)."""
 
 from __future__ import annotations
@@ -398,3 +399,55 @@ def test_backup_names_the_volumes_holding_runais_own_data(lab: Path, site, insta
     record = json.loads(run_as_root("master1", f"cat {where}/runai-backend-volumes.json"))
     assert [v["claim"] for v in record["volumes"]] == [f"runai-backend/{claim}"]
     assert "runai-backend-volumes.json" in run_as_root("master1", f"cat {where}/SHA256SUMS")
+
+
+def test_a_project_gone_from_the_site_is_deleted_unless_its_jobs_run(
+    lab: Path, installs, cli, capsys
+) -> None:
+    """team-c leaves appliance.yml while a job's pod is in its namespace (runai-team-c, where
+    Run:ai runs it): the install refuses, naming the project and the pod, and Run:ai keeps the
+    project; `--force` deletes it, and the role's record of the projects it made drops it."""
+    assert installs[0].rc == 0
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0-0", "namespace": "runai-team-c"},
+           "spec": {"containers": [{"name": "main", "image": BUSYBOX, "command": ["sleep", "3600"]}]}}  # fmt: skip
+    _ssh_write("master1", "/root/team-c-job.json", json.dumps(pod).encode())
+    run_as_root(
+        "master1", f"{KUBECTL} create namespace runai-team-c && {KUBECTL} create -f /root/team-c-job.json"
+    )
+    path = lab / "appliance.yml"
+    before = path.read_text()
+    data = yaml.safe_load(before)
+    data["scheduler"]["projects"] = [p for p in data["scheduler"]["projects"] if p["name"] != "team-c"]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    again = (
+        "install",
+        "--site",
+        str(lab),
+        "--tags",
+        "scheduler_stack",
+        "--skip-preflight",
+        "--skip-diagnose",
+    )
+    try:
+        refused = cli(*again, timeout=1800)
+        kept = _api_state()["projects"]
+        forced = cli(*again, "--force", timeout=1800)
+    finally:
+        path.write_text(before)
+        run_as_root("master1", f"{KUBECTL} delete namespace runai-team-c --ignore-not-found --wait=false || true")
+    with capsys.disabled():
+        print("\n  " + "\n  ".join(ln for ln in refused.err.splitlines() if "team-c" in ln or "hint" in ln))
+        print(f"  --force: {_finished(forced)}; recap {forced.recap}")
+    assert refused.rc != 0 and "Traceback" not in refused.out + refused.err
+    flat = " ".join(refused.err.split())
+    assert "Run:ai projects gone from the site config still run jobs: team-c: train-0-0 (" in flat, flat[
+        -2000:
+    ]
+    assert "appliance install --force" in flat
+    assert set(kept) == {"team-a", "team-b", "team-c"}  # refused before any change
+    assert forced.rc == 0, (forced.out[-3000:], forced.err[-3000:])
+    assert set(_api_state()["projects"]) == {"team-a", "team-b"}
+    assert json.loads(run_as_root("master1", "cat /etc/appliance/runai/projects.json")) == [
+        "team-a",
+        "team-b",
+    ]

@@ -264,6 +264,26 @@ def test_the_api_server_enforces_what_runai_would(server) -> None:
     assert st == 400 and "more than its 3" in err["message"]
     bad = dict(dup, name="team-y", resources=[{"nodePool": {"name": "default"}, "gpu": {"deserved": -1}}])
     assert _call(server, "POST", "/api/v1/org-unit/projects", bad, token)[0] == 400
+    # a project the site no longer has, which the role made (the record), is deleted; one made in
+    # Run:ai's UI (never recorded) is not
+    ui = dict(dup, name="team-ui", resources=f._resources(0, True))
+    assert _call(server, "POST", "/api/v1/org-unit/projects", ui, token)[0] == 201
+    projects = _call(server, "GET", "/api/v1/org-unit/projects", token=token)[1]
+    record = json.dumps(sorted(p["name"] for p in PROJECTS))
+    stale = f.stale_projects(projects, PROJECTS[1:], record, c["uuid"])
+    assert [p["name"] for p in stale] == [PROJECTS[0]["name"]]
+    results = []
+    for p in stale:
+        st, _ = _call(server, "DELETE", f"/api/v1/org-unit/projects/{p['id']}", token=token)
+        results.append({"status": st, "item": p})
+    assert f.refused(results) == []
+    left = {p["name"] for p in _call(server, "GET", "/api/v1/org-unit/projects", token=token)[1]}
+    assert left == {p["name"] for p in PROJECTS[1:]} | {"team-ui"}
+    assert f.stale_projects(list(projects), PROJECTS, record, c["uuid"]) == []
+    st, err = _call(server, "DELETE", f"/api/v1/org-unit/projects/{stale[0]['id']}", token=token)
+    assert st == 404 and f.refused([{"status": st, "item": stale[0], "json": err}]) == [
+        f"{stale[0]['name']}: HTTP 404 project {stale[0]['id']} not found"
+    ]
     state = server[2]
     assert stat.S_IMODE(os.stat(state).st_mode) == 0o600
 
@@ -312,3 +332,36 @@ def test_the_master_side_check_sees_what_the_controller_saw(
         for ln in lines
     ]
     assert got == want, (case, out)
+
+
+def test_stale_projects_are_only_the_recorded_ones_of_this_cluster() -> None:
+    """The record is the role's own list; a project of another cluster, or never recorded, is
+    never deleted; no record yet deletes nothing; a record that is no list of names is named."""
+    current = [{"name": "gone", "id": "7", "clusterId": "c1"}, {"name": "gone", "id": "8", "clusterId": "c2"},
+               {"name": "kept", "id": "9", "clusterId": "c1"}, {"name": "ui-made", "id": "10", "clusterId": "c1"}]  # fmt: skip
+    site = [{"name": "kept", "gpus": 1}]
+    assert f.stale_projects(current, site, '["gone", "kept"]\n', "c1") == [{"name": "gone", "id": "7"}]
+    assert f.stale_projects(current, site, "", "c1") == []
+    for bad in ("{not json", '{"gone": 1}', "[1, 2]"):
+        with pytest.raises(f.RunaiValuesError, match="not a JSON list of names: remove it"):
+            f.stale_projects(current, site, bad, "c1")
+
+
+def test_the_jobs_still_running_in_a_project_to_delete_are_named() -> None:
+    def pod(ns: str, name: str, phase: str | None) -> dict:
+        return {"metadata": {"namespace": ns, "name": name}, "status": {"phase": phase} if phase else {}}
+
+    pods = json.dumps({"items": [
+        pod("runai-gone", "train-1-0", "Running"), pod("runai-gone", "train-0-0", "Succeeded"),
+        pod("runai-gone", "queued-0", None), pod("runai-other", "x-0", "Running"), pod("gone", "y", "Running"),
+        pod("runai-idle", "done-0", "Failed"),
+    ]})  # fmt: skip
+    stale = [{"name": "gone", "id": "7"}, {"name": "idle", "id": "8"}]
+    busy = f.project_jobs(stale, pods, "runai-")
+    assert busy == {"gone": ["queued-0 (Pending)", "train-1-0 (Running)"]}
+    assert f.jobs_refusal(busy) == "gone: queued-0 (Pending), train-1-0 (Running)"
+    assert f.project_jobs(stale, "", "runai-") == {}
+    stack = __import__("yaml").safe_load((ROLE / "defaults" / "main.yml").read_text())
+    from appliance_cli.core.siteconfig import project_namespace
+
+    assert stack["scheduler_stack_runai_namespace_prefix"] + "gone" == project_namespace("runai", "gone")

@@ -11,7 +11,9 @@ Images: what a release will pull with those values over the chart's own (`helm s
 every image block under a section that is not `enabled: false`.
 
 API plans: which departments and projects to create or update so that Run:ai's match the site
-config (GPU quotas, over-quota), and nothing when they already do (a re-run changes nothing).
+config (GPU quotas, over-quota), and nothing when they already do (a re-run changes nothing);
+which projects the role made have left the site config, to delete, and the jobs that still run in
+them.
 """
 
 from __future__ import annotations
@@ -312,13 +314,65 @@ def project_plan(current: list[Mapping[str, Any]], projects: list[Mapping[str, A
     return ops
 
 
+def stale_projects(current: list[Mapping[str, Any]], projects: list[Mapping[str, Any]],
+                   recorded: str, cluster_id: str) -> list[dict[str, str]]:  # fmt: skip
+    """[{name, id}] of this cluster's Run:ai projects that the role made (`recorded`: the record's
+    text, the JSON list of the site's projects as the last run left them; '' when there is none
+    yet) and the site no longer has. A project made in Run:ai's UI was never recorded: it is
+    never deleted."""
+    try:
+        names = json.loads(recorded) if recorded.strip() else []
+    except ValueError:
+        names = None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise RunaiValuesError(
+            "the record of the projects made (scheduler_stack_runai_projects_record) is not a JSON list "
+            "of names: remove it, and no project is deleted until the next run has written it again"
+        )
+    gone = set(names) - {str(p["name"]) for p in projects}
+    return sorted(
+        ({"name": str(p["name"]), "id": str(p["id"])} for p in current
+         if str(p.get("clusterId", cluster_id)) == cluster_id and str(p["name"]) in gone),
+        key=lambda p: p["name"],
+    )  # fmt: skip
+
+
+# A pod that holds or waits for its project's GPUs (not yet Succeeded or Failed)
+_LIVE_PHASES = ("Pending", "Running", "Unknown")
+
+
+def project_jobs(
+    stale: list[Mapping[str, Any]], pods_json: str, namespace_prefix: str
+) -> dict[str, list[str]]:
+    """{project: ['pod (phase)', ...]} of the stale projects whose namespace (Run:ai's
+    <prefix><project>) still has pods that are not finished: `kubectl get pods -A -o json`."""
+    items = json.loads(pods_json or "{}").get("items") or []
+    busy: dict[str, list[str]] = {}
+    for p in stale:
+        namespace = namespace_prefix + str(p["name"])
+        live = sorted(
+            f"{i['metadata']['name']} ({(i.get('status') or {}).get('phase') or 'Pending'})"
+            for i in items
+            if (i.get("metadata") or {}).get("namespace") == namespace
+            and ((i.get("status") or {}).get("phase") or "Pending") in _LIVE_PHASES
+        )
+        if live:
+            busy[str(p["name"])] = live
+    return busy
+
+
+def jobs_refusal(busy: Mapping[str, list[str]]) -> str:
+    """One line naming each project gone from the site that still runs jobs, and those jobs."""
+    return "; ".join(f"{name}: {', '.join(pods)}" for name, pods in sorted(busy.items()))
+
+
 def refused(results: list[Mapping[str, Any]]) -> list[str]:
     """'<name>: HTTP <status> <the API's message>' for each call of a plan the API refused
     (the uri results of a loop over a plan); the message never holds a secret."""
     out = []
     for r in results or []:
         status = r.get("status")
-        if status not in (200, 201, 204):
+        if status not in (200, 201, 202, 204):
             message = (r.get("json") or {}).get("message") if isinstance(r.get("json"), dict) else None
             out.append(
                 f"{(r.get('item') or {}).get('name', '?')}: HTTP {status} {message or r.get('msg', '')}".strip()
@@ -338,4 +392,7 @@ class FilterModule:
             "runai_department_plan": department_plan,
             "runai_project_plan": project_plan,
             "runai_refused": refused,
+            "runai_stale_projects": stale_projects,
+            "runai_project_jobs": project_jobs,
+            "runai_jobs_refusal": jobs_refusal,
         }
