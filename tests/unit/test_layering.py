@@ -12,6 +12,7 @@ top-level or inside a function: a new edge that breaks it fails here, naming fil
     ansible_runner: runner/adapter.py only;  rich, argparse: cli/ only
     roles/*/filter_plugins, action_plugins ──> appliance_cli.rules only (inside ansible-playbook)
     no module loaded by file path, nor sys.path changed: an edge this test cannot see is no edge
+    tests/standin ──> the standard library, yaml, jsonschema and itself: never the product
     cli/ runs no command: no appliance_cli.core.remote, none of its runners, no process started
     (commands on nodes run in core; cli parses, renders, maps exit codes)
 """
@@ -347,3 +348,36 @@ def test_test_module_names_are_unique_across_the_test_dirs() -> None:
     for path in sorted(tests.glob("*/test_*.py")):
         seen.setdefault(path.name, []).append(str(path.relative_to(tests)))
     assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
+
+
+STANDIN = PKG.parent / "tests" / "standin" / "k8s_standin"
+# What the stand-in may import: the standard library, PyYAML (as kubeadm and helm parse YAML),
+# jsonschema (helm's values.schema.json check; Debian's python3-jsonschema), and itself. Never the product (appliance_cli, module_utils, a role's plugins): a rule copied from the
+# product would agree with the product's bug (issue 29, item 4).
+STANDIN_THIRD_PARTY = {"yaml", "jsonschema"}
+
+
+def test_the_standin_imports_nothing_of_the_product() -> None:
+    found = []
+    for path in sorted(STANDIN.rglob("*.py")):
+        rel = path.relative_to(PKG.parent)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module":
+                # importlib.import_module: only the stand-in's own modules (relative to __package__)
+                if "__package__" not in ast.unparse(node):
+                    found.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+            elif isinstance(node, ast.Attribute) and ast.unparse(node) in (
+                "importlib.util.spec_from_file_location",
+                "sys.path",
+            ):
+                found.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top not in STANDIN_THIRD_PARTY:
+                    found.append(f"{rel}:{node.lineno}: import {name}")
+    assert found == []
