@@ -81,6 +81,30 @@ def test_kube_version_constraints_as_helm_reads_them() -> None:
     assert kube_version_ok(">= 1.16.0-0", "v1.23.17-eks-1")
 
 
+@pytest.mark.parametrize(
+    "constraint, ok",
+    [
+        # a constraint with fewer than three parts is a range (Masterminds/semver v3.2.1 "dirty")
+        ("<= 1.23", True), ("<= 1.22", False), ("> 1.22", True), ("> 1.23", False), ("< 1.24", True),
+        ("~1", True), ("~1.23.20", False), ("1.23.x", True), ("1.23", True), ("1.22.*", False),
+        ("^1.20", True), ("^0.9", False), ("!= 1.23", False), ("!= 1.23.16", True), ("!= 1", False),
+        ("1.20 - 1.24", True), ("1.24 - 1.25", False), ("=> 1.23.17", True), ("~> 1.23.0", True),
+        # what NewConstraint refuses, helm's IsCompatibleRange takes as incompatible: no error
+        (">= one", False), ("", False), ("1.23 garbage", False),
+    ],
+)  # fmt: skip
+def test_kube_version_ranges_as_masterminds_semver_reads_them(constraint: str, ok: bool) -> None:
+    assert kube_version_ok(constraint, "v1.23.17") is ok
+
+
+def test_prereleases_follow_semver_precedence() -> None:
+    assert kube_version_ok(">= 1.23.17-rc.2", "v1.23.17-rc.10")  # numeric identifiers compare as numbers
+    assert not kube_version_ok(">= 1.23.17-rc.10", "v1.23.17-rc.2")
+    assert kube_version_ok(">= 1.23.17-alpha.1", "v1.23.17-beta")  # and below alphanumeric ones
+    assert kube_version_ok("!= 1.23.17", "v1.23.17-eks-1")  # an exact != has no prerelease guard
+    assert not kube_version_ok(">= 1.16", "not-a-version")
+
+
 def test_set_parses_as_helm_strvals() -> None:
     assert parse_set("a.b=c,n=5,t=true,z=null,l[1]=x") == {
         "a": {"b": "c"},

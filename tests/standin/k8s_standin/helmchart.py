@@ -4,8 +4,8 @@ Read from the real archive: Chart.yaml (name, version, appVersion, kubeVersion, 
 with their `condition`), values.yaml, values.schema.json, crds/ of the chart and of each enabled
 subchart (charts/<name>/). Values: the chart's, then each -f file, then --set, merged as helm
 coalesces them (maps key by key, anything else replaced; a null deletes); a subchart's values
-are its own values.yaml under the parent's `<name>:` key. kubeVersion: Masterminds semver
-constraints as helm checks them against the cluster's version.
+are its own values.yaml under the parent's `<name>:` key. kubeVersion: Masterminds/semver v3.2.1
+constraints as helm v3.14.4 checks them against the cluster's version (see kube_version_ok).
 """
 
 from __future__ import annotations
@@ -172,46 +172,153 @@ def validate_schema(chart: Chart, values: dict) -> None:
 
 
 # -- kubeVersion ----------------------------------------------------------------------------------
-_VER = re.compile(r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
+# helm v3.14.4 (the bundle's) checks a chart's kubeVersion with pkg/chartutil/compatible.go's
+# IsCompatibleRange: Masterminds/semver/v3 (v3.2.1, helm's go.mod) NewVersion of the cluster's
+# version and NewConstraint of the chart's; either unparsable is "incompatible", never an error.
+# Written here from constraints.go and version.go at v3.2.1: a constraint names 1 to 3 parts, a
+# missing one or x/X/* makes it "dirty" (`>= 1.23` is a range, `<= 1.23` takes 1.23.17), and a
+# prerelease version satisfies only constraints that name a prerelease.
+_PART = r"(?:[0-9]+|[xX*])"
+_CVER = rf"v?({_PART})(?:\.({_PART}))?(?:\.({_PART}))?(?:-([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?(?:\+[0-9A-Za-z.-]+)?"
+_OPS = r"=|!=|>|<|>=|=>|<=|=<|~|~>|\^"
+_CONSTRAINT = re.compile(rf"\s*({_OPS})?\s*{_CVER}\s*")
+_FIND = re.compile(
+    rf"({_OPS})?\s*v?{_PART}(?:\.{_PART})?(?:\.{_PART})?(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?"
+)
+_VER = re.compile(
+    r"v?([0-9]+)(?:\.([0-9]+))?(?:\.([0-9]+))?(?:-([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?(?:\+[0-9A-Za-z.-]+)?"
+)
+_RANGE = re.compile(rf"\s*(v?{_PART}(?:\.{_PART}){{0,2}})\s+-\s+(v?{_PART}(?:\.{_PART}){{0,2}})\s*")
+
+Ver = tuple[tuple[int, int, int], str]
 
 
-def _parse(v: str) -> tuple[tuple[int, int, int], str]:
-    m = _VER.match(v.strip())
+@dataclass(frozen=True)
+class _Constraint:
+    op: str
+    con: Ver
+    dirty: bool
+    minor_dirty: bool
+    patch_dirty: bool
+
+
+def _version(v: str) -> Ver | None:
+    m = _VER.fullmatch(v.strip())
     if not m:
-        raise Fail(f'Error: invalid semantic version "{v}"')
+        return None
     return (int(m.group(1)), int(m.group(2) or 0), int(m.group(3) or 0)), m.group(4) or ""
 
 
-def _cmp(a: tuple[tuple[int, int, int], str], b: tuple[tuple[int, int, int], str]) -> int:
+def _pre_cmp(a: str, b: str) -> int:
+    """semver 2.0 precedence of two prereleases (version.go comparePrerelease): '' is highest."""
+    if a == b:
+        return 0
+    if not a or not b:
+        return 1 if not a else -1
+    pa, pb = a.split("."), b.split(".")
+    for x, y in zip(pa, pb, strict=False):
+        if x == y:
+            continue
+        if x.isdigit() and y.isdigit():
+            return -1 if int(x) < int(y) else 1
+        if x.isdigit() != y.isdigit():
+            return -1 if x.isdigit() else 1  # numeric identifiers sort first
+        return -1 if x < y else 1
+    return -1 if len(pa) < len(pb) else 1
+
+
+def _cmp(a: Ver, b: Ver) -> int:
     if a[0] != b[0]:
         return -1 if a[0] < b[0] else 1
-    if a[1] == b[1]:
-        return 0
-    if not a[1] or not b[1]:
-        return 1 if not a[1] else -1  # a release sorts after its prereleases
-    return -1 if a[1] < b[1] else 1
+    return _pre_cmp(a[1], b[1])
 
 
-def _one(constraint: str, version: tuple[tuple[int, int, int], str]) -> bool:
-    m = re.fullmatch(r"\s*(>=|<=|!=|>|<|=|~|\^)?\s*(\S+)\s*", constraint)
+def _constraint(text: str) -> _Constraint | None:
+    m = _CONSTRAINT.fullmatch(text)
     if not m:
-        raise Fail(f"Error: improper constraint: {constraint}")
-    op, want = m.group(1) or "=", _parse(m.group(2))
-    if version[1] and not want[1]:
-        return False  # Masterminds: a prerelease only satisfies constraints that name one
-    c = _cmp(version, want)
+        return None
+    op, major, minor, patch, pre = m.group(1) or "", m.group(2), m.group(3), m.group(4), m.group(5) or ""
+    x = ("x", "X", "*")
+    if major in x:
+        return _Constraint(op, ((0, 0, 0), pre), True, False, False)
+    if minor is None or minor in x:
+        return _Constraint(op, ((int(major), 0, 0), pre), True, True, False)
+    if patch is None or patch in x:
+        return _Constraint(op, ((int(major), int(minor), 0), pre), True, False, True)
+    return _Constraint(op, ((int(major), int(minor), int(patch)), pre), False, False, False)
+
+
+def _tilde(v: Ver, c: _Constraint) -> bool:
+    if _cmp(v, c.con) < 0:
+        return False
+    if c.con[0] == (0, 0, 0) and not c.minor_dirty and not c.patch_dirty:
+        return True
+    return v[0][0] == c.con[0][0] and (c.minor_dirty or v[0][1] == c.con[0][1])
+
+
+def _caret(v: Ver, c: _Constraint) -> bool:
+    (vmaj, vmin, vpat), (cmaj, cmin, cpat) = v[0], c.con[0]
+    if _cmp(v, c.con) < 0:
+        return False
+    if cmaj > 0 or c.minor_dirty:
+        return vmaj == cmaj
+    if vmaj > 0:
+        return False
+    if cmin > 0 or c.patch_dirty:
+        return vmin == cmin
+    return vmin == 0 and vpat == cpat
+
+
+def _check(v: Ver, c: _Constraint) -> bool:
+    """constraints.go's constraint functions, each behind its own prerelease guard (a prerelease
+    version satisfies only constraints that name a prerelease; an exact `!=` has none)."""
+    (vmaj, vmin, _), (cmaj, cmin, _) = v[0], c.con[0]
+    op = {"=>": ">=", "=<": "<=", "~>": "~"}.get(c.op, c.op)
+    if op == "!=" and not c.dirty:
+        return _cmp(v, c.con) != 0
+    if v[1] and not c.con[1]:
+        return False
+    if op == "!=":
+        if vmaj != cmaj:
+            return True
+        if c.minor_dirty:
+            return False
+        return vmin != cmin or _pre_cmp(v[1], c.con[1]) != 0
+    if op in ("", "="):
+        return _tilde(v, c) if c.dirty else _cmp(v, c.con) == 0
+    if op == ">":
+        if not c.dirty or (vmaj == cmaj and not c.minor_dirty and not c.patch_dirty):
+            return _cmp(v, c.con) > 0
+        if vmaj != cmaj:
+            return vmaj > cmaj
+        return vmin > cmin if c.patch_dirty else False
+    if op == "<":
+        return _cmp(v, c.con) < 0
+    if op == ">=":
+        return _cmp(v, c.con) >= 0
+    if op == "<=":
+        if not c.dirty:
+            return _cmp(v, c.con) <= 0
+        return vmaj < cmaj or (vmaj == cmaj and (vmin <= cmin or c.minor_dirty))
     if op == "~":
-        return c >= 0 and version[0][:2] == want[0][:2]
-    if op == "^":
-        return c >= 0 and version[0][0] == want[0][0]
-    return {">=": c >= 0, "<=": c <= 0, ">": c > 0, "<": c < 0, "=": c == 0, "!=": c != 0}[op]
+        return _tilde(v, c)
+    return _caret(v, c)  # "^"
 
 
 def kube_version_ok(constraint: str, version: str) -> bool:
-    """`>= 1.16.0-0`, `>=1.20.0 <1.25.0`, `~1.23`, `a || b`: as helm's chart kubeVersion check."""
-    v = _parse(version)
+    """`>= 1.16.0-0`, `>=1.20.0 <1.25.0`, `~1.23`, `1.23.x`, `1.20 - 1.24`, `a || b` against the
+    cluster's version, as IsCompatibleRange answers: False for what does not parse."""
+    v = _version(version)
+    if v is None:
+        return False
+    for match in _RANGE.finditer(constraint):  # `A - B` is `>= A, <= B`
+        constraint = constraint.replace(match.group(0), f">= {match.group(1)}, <= {match.group(2)} ", 1)
+    alternatives = []
     for alternative in constraint.split("||"):
-        parts = [p for p in re.split(r"\s*,\s*|\s+(?=[<>=!~^])", alternative.strip()) if p]
-        if parts and all(_one(p, v) for p in parts):
-            return True
-    return False
+        found = [m.group(0) for m in _FIND.finditer(alternative)]
+        rest = _FIND.sub("", alternative).replace(",", " ").strip()
+        parsed = [_constraint(f) for f in found]
+        if not found or rest or None in parsed:
+            return False  # NewConstraint: "improper constraint", which helm takes as incompatible
+        alternatives.append(parsed)
+    return any(all(_check(v, c) for c in cs if c is not None) for cs in alternatives)
