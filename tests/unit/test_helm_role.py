@@ -45,6 +45,22 @@ def test_the_real_gpu_operator_chart_accepts_1_23() -> None:
         ("<1.20.0 || >=1.23.0", True),
         ("1.23.x", True),
         ("", True),
+        # fewer than three parts make a range (Masterminds/semver v3.2.1's "dirty" constraints)
+        ("<= 1.23", True),
+        ("<= 1.22", False),
+        ("> 1.23", False),
+        ("> 1.22", True),
+        ("~1", True),
+        ("1.23", True),
+        ("1.22.*", False),
+        ("!= 1.23", False),
+        ("!= 1", False),
+        ("!= 1.23.16", True),
+        ("^0.9", False),
+        ("1.20 - 1.24", True),
+        ("1.24 - 1.25", False),
+        ("=> 1.23.17", True),
+        ("~> 1.23.0", True),
     ],
 )
 def test_constraints_as_helm_reads_them(constraint: str, ok: bool) -> None:
@@ -58,9 +74,22 @@ def test_an_excluding_chart_is_named_in_helms_words() -> None:
     assert h.kube_version_problem(chart, "v1.23.17") == (
         "chart kai-scheduler v0.9.0 requires kubeVersion: >=1.28.0-0 which is incompatible with Kubernetes v1.23.17"
     )
-    assert "invalid semantic version" in h.kube_version_problem(
+    assert "improper constraint: >=one" in h.kube_version_problem(
         {"name": "x", "kubeVersion": ">= one"}, "v1.23.17"
     )
+    assert "invalid semantic version" in h.kube_version_problem(
+        {"name": "x", "kubeVersion": ">= 1.16"}, "1.23.17.4"
+    )
+
+
+def test_prereleases_by_semver_precedence() -> None:
+    def ok(constraint: str, version: str) -> bool:
+        return h.kube_version_problem({"name": "c", "kubeVersion": constraint}, version) == ""
+
+    assert ok(">= 1.16.0-0", "v1.23.17-eks-1") and not ok(">= 1.16.0", "v1.23.17-eks-1")
+    assert ok(">= 1.23.17-rc.2", "v1.23.17-rc.10") and not ok(">= 1.23.17-rc.10", "v1.23.17-rc.2")
+    assert ok(">= 1.23.17-alpha.1", "v1.23.17-beta")
+    assert ok("!= 1.23.17", "v1.23.17-eks-1")  # an exact != has no prerelease guard
 
 
 CHARTS = {

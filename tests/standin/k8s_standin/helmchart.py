@@ -283,7 +283,9 @@ def _check(v: Ver, c: _Constraint) -> bool:
             return True
         if c.minor_dirty:
             return False
-        return vmin != cmin or _pre_cmp(v[1], c.con[1]) != 0
+        if vmin != cmin:
+            return True
+        return _pre_cmp(v[1], c.con[1]) != 0 if c.patch_dirty else _cmp(v, c.con) != 0
     if op in ("", "="):
         return _tilde(v, c) if c.dirty else _cmp(v, c.con) == 0
     if op == ">":
