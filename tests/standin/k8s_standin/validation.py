@@ -13,6 +13,11 @@ from typing import Any
 
 from .client import ApiError
 
+# From kubernetes/kubernetes staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go
+# (v1.23: qualifiedNameFmt, labelValueFmt, dns1123SubdomainFmt and their messages, RegexError's
+# "(e.g. ..., regex used for validation is '...')"). v1.23.17 is not stored here: the patterns and
+# messages were checked at 008b3652 and 26c03096, where they moved to pkg/api/validate/content
+# (kube.go: labelKeyFmt, labelValueErrMsg) with the same text.
 _VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
