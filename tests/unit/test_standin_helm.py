@@ -194,8 +194,11 @@ def test_a_chart_whose_kube_version_excludes_1_23_is_refused(
     chart = _chart(tmp_path, "newer", kube=">= 1.25.0-0")
     rc, _, err = helm(cluster, capsys, "upgrade", "--install", "newer", str(chart), "-n", "default")
     assert rc == 1
-    assert err == ("Error: INSTALLATION FAILED: chart requires kubeVersion: >= 1.25.0-0 which is incompatible with "
+    # upgrade --install of a new release: install's error unwrapped (helm v3.14.4 cmd/helm/upgrade.go)
+    assert err == ("Error: chart requires kubeVersion: >= 1.25.0-0 which is incompatible with "
                    "Kubernetes v1.23.17\n")  # fmt: skip
+    rc, _, err = helm(cluster, capsys, "install", "newer", str(chart), "-n", "default")
+    assert rc == 1 and err.startswith("Error: INSTALLATION FAILED: chart requires kubeVersion: >= 1.25.0-0 ")
     assert cluster.admin().get("/api/v1/namespaces/default/secrets?labelSelector=owner%3Dhelm")["items"] == []
 
 

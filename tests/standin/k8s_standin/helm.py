@@ -88,17 +88,17 @@ class Helm:
             vals = coalesce(vals, parse_set(expr))
         return vals
 
-    def check_chart(self, chart: Chart, values: dict, verb: str) -> None:
+    def check_chart(self, chart: Chart, values: dict, prefix: str) -> None:
         want = chart.meta.get("kubeVersion")
         have = str(self.client.get("/version").get("gitVersion", ""))
         if want and not kube_version_ok(str(want), have):
-            raise Fail(f"Error: {verb} FAILED: chart requires kubeVersion: {want} which is incompatible with "
+            raise Fail(f"Error: {prefix}chart requires kubeVersion: {want} which is incompatible with "
                        f"Kubernetes {have}")  # fmt: skip
         validate_schema(chart, values)
         for sub in enabled_subcharts(chart, values):
             validate_schema(sub, values.get(sub.name) or {})
 
-    def install_crds(self, chart: Chart, values: dict) -> None:
+    def install_crds(self, chart: Chart, values: dict, prefix: str) -> None:
         for c in [chart, *enabled_subcharts(chart, values)]:
             for path, raw in c.crds:
                 for doc in [d for d in yaml.safe_load_all(raw) if d]:
@@ -106,11 +106,9 @@ class Helm:
                         self.client.call("POST", CRD_PATH, doc)
                     except ApiError as e:
                         if e.code != 409:  # an existing CRD is left alone, as helm does
-                            raise Fail(
-                                f"Error: INSTALLATION FAILED: failed to install CRD {path}: {e.message}"
-                            ) from None
+                            raise Fail(f"Error: {prefix}failed to install CRD {path}: {e.message}") from None
 
-    def ensure_namespace(self, verb: str) -> None:
+    def ensure_namespace(self, prefix: str) -> None:
         try:
             self.client.get(f"/api/v1/namespaces/{self.ns}")
         except ApiError as e:
@@ -118,7 +116,7 @@ class Helm:
                 raise
             if not self.flags.get("create-namespace"):
                 raise Fail(
-                    f'Error: {verb} FAILED: create: failed to create: namespaces "{self.ns}" not found'
+                    f'Error: {prefix}create: failed to create: namespaces "{self.ns}" not found'
                 ) from None
             self.client.call("POST", "/api/v1/namespaces",
                              {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.ns}})  # fmt: skip
@@ -130,18 +128,21 @@ class Helm:
             raise Fail("Error: INSTALLATION FAILED: cannot re-use a name that is still in use")
         if not history and not (install_only or self.flags.get("install")):
             raise Fail(f'Error: UPGRADE FAILED: "{name}" has no deployed releases')
-        verb = "INSTALLATION" if not history else "UPGRADE"
+        # helm v3.14.4: cmd/helm/install.go wraps an install's error in "INSTALLATION FAILED",
+        # upgrade.go an upgrade's in "UPGRADE FAILED", and `upgrade --install` of a release not there
+        # yet returns its install's error as it is, after saying it installs it
+        prefix = "INSTALLATION FAILED: " if install_only else "UPGRADE FAILED: " if history else ""
+        if not history and not install_only:
+            sys.stdout.write(f'Release "{name}" does not exist. Installing it now.\n')
         user = self.user_values()
         if history and self.flags.get("reuse-values") and not self.flags.get("reset-values"):
             # helm: the last release's values, the command line's -f and --set merged over them
             user = coalesce(history[-1]["config"], user)
         values = release_values(chart, user)
-        self.check_chart(chart, values, verb)
-        self.ensure_namespace(verb)
+        self.check_chart(chart, values, prefix)
+        self.ensure_namespace(prefix)
         if not history:
-            if not install_only:
-                sys.stdout.write(f'Release "{name}" does not exist. Installing it now.\n')
-            self.install_crds(chart, values)
+            self.install_crds(chart, values, prefix)
         rel = self._new_revision(
             name, chart, user, history, "Install complete" if not history else "Upgrade complete"
         )
