@@ -255,3 +255,29 @@ def test_reuse_values_merges_the_command_line_over_the_last_release(
     # without it, helm takes only what this command line gives (the operator's --set is gone)
     assert helm(cluster, capsys, "upgrade", "demo", chart, "--set", "replicas=3")[0] == 0
     assert get() == {"replicas": 3}
+
+
+def test_list_shows_deployed_and_failed_releases_not_pending_ones(
+    cluster: Cluster, capsys, tmp_path: Path
+) -> None:
+    """helm v3.14.4's default list (pkg/action/list.go: deployed and failed): a release left
+    pending by a killed helm is not listed, one whose upgrade failed is."""
+    from tests.standin.k8s_standin.helm import decode, encode
+
+    chart = str(_chart(tmp_path, "x"))
+    for name in ("ok", "broke", "stuck"):
+        assert helm(cluster, capsys, "install", name, chart, "-n", "default")[0] == 0
+    api = cluster.admin()
+    for name, status in (("broke", "failed"), ("stuck", "pending-upgrade")):
+        path = f"/api/v1/namespaces/default/secrets/sh.helm.release.v1.{name}.v1"
+        secret = api.get(path)
+        rel = decode(secret)
+        rel["info"]["status"] = status
+        secret["data"]["release"] = base64.b64encode(encode(rel).encode()).decode()
+        secret["metadata"]["labels"]["status"] = status
+        api.call("PUT", path, secret)
+    rc, out, _ = helm(cluster, capsys, "list", "-n", "default", "-o", "json")
+    assert rc == 0 and sorted((r["name"], r["status"]) for r in json.loads(out)) == [
+        ("broke", "failed"),
+        ("ok", "deployed"),
+    ]

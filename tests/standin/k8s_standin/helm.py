@@ -222,7 +222,8 @@ class Helm:
         latest: dict[tuple[str, str], dict] = {}
         for r in self.releases(all_ns=bool(self.flags.get("all-namespaces"))):
             latest[(r["namespace"], r["name"])] = r
-        rels = [r for r in latest.values() if r["info"]["status"] == "deployed"]
+        # by default deployed and failed releases, as helm v3.14.4's pkg/action/list.go SetStateMask
+        rels = [r for r in latest.values() if r["info"]["status"] in ("deployed", "failed")]
         if self.flags.get("output") == "json":
             sys.stdout.write(json.dumps([summary(r) for r in rels]) + "\n")
         elif self.flags.get("short-q"):
