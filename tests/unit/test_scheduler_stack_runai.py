@@ -365,3 +365,15 @@ def test_the_jobs_still_running_in_a_project_to_delete_are_named() -> None:
     from appliance_cli.core.siteconfig import project_namespace
 
     assert stack["scheduler_stack_runai_namespace_prefix"] + "gone" == project_namespace("runai", "gone")
+
+
+def test_an_id_that_is_no_id_never_reaches_a_url() -> None:
+    """An org unit's id from the API goes into the calls' paths: a number or a UUID, else refused."""
+    odd = [{"name": "gone", "id": "../departments/1", "clusterId": "c1"}]
+    with pytest.raises(f.RunaiValuesError, match=r"answered 'gone' with the id '\.\./departments/1': not an id"):
+        f.stale_projects(odd, [], '["gone"]', "c1")
+    current = [{"name": "research", "id": "7/x", "clusterId": "c1", "resources": []}]
+    with pytest.raises(f.RunaiValuesError, match="not an id"):
+        f.department_plan(current, DEPARTMENTS, PROJECTS, "c1")
+    uuid_id = [{"name": "gone", "id": "0c2b1d4e-1111-2222-3333-444455556666", "clusterId": "c1"}]
+    assert f.stale_projects(uuid_id, [], '["gone"]', "c1")[0]["id"] == uuid_id[0]["id"]

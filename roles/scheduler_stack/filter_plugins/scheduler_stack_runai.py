@@ -269,8 +269,22 @@ def department_plan(current: list[Mapping[str, Any]], departments: list[Mapping[
         if name not in have:
             ops.append(_create(name, {"name": name, "clusterId": cluster_id, "resources": res}))
         elif _gpu(have[name].get("resources")) != res[0]["gpu"]:
-            ops.append(_update(name, str(have[name]["id"]), res))
+            ops.append(_update(name, _api_id(have[name]), res))
     return ops
+
+
+# An org unit's id as Run:ai's API returns it (a number or a UUID): it goes into a URL path
+_API_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z-]{0,63}")
+
+
+def _api_id(unit: Mapping[str, Any]) -> str:
+    """The unit's id, refused unless it is one (never a path of its own in the calls' URLs)."""
+    uid = str(unit.get("id"))
+    if not _API_ID.fullmatch(uid):
+        raise RunaiValuesError(
+            f"Run:ai's API answered {unit.get('name')!r} with the id {uid[:70]!r}: not an id"
+        )
+    return uid
 
 
 def _create(name: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -310,7 +324,7 @@ def project_plan(current: list[Mapping[str, Any]], projects: list[Mapping[str, A
                 f"scheduler.projects: {name} is in another Run:ai department than {dep}: move it in Run:ai's UI"
             )
         if _gpu(have[name].get("resources")) != res[0]["gpu"]:
-            ops.append(_update(name, str(have[name]["id"]), res))
+            ops.append(_update(name, _api_id(have[name]), res))
     return ops
 
 
@@ -331,7 +345,7 @@ def stale_projects(current: list[Mapping[str, Any]], projects: list[Mapping[str,
         )
     gone = set(names) - {str(p["name"]) for p in projects}
     return sorted(
-        ({"name": str(p["name"]), "id": str(p["id"])} for p in current
+        ({"name": str(p["name"]), "id": _api_id(p)} for p in current
          if str(p.get("clusterId", cluster_id)) == cluster_id and str(p["name"]) in gone),
         key=lambda p: p["name"],
     )  # fmt: skip
