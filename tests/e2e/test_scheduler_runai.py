@@ -434,7 +434,9 @@ def test_a_project_gone_from_the_site_is_deleted_unless_its_jobs_run(
         forced = cli(*again, "--force", timeout=1800)
     finally:
         path.write_text(before)
-        run_as_root("master1", f"{KUBECTL} delete namespace runai-team-c --ignore-not-found --wait=false || true")
+        run_as_root(
+            "master1", f"{KUBECTL} delete namespace runai-team-c --ignore-not-found --wait=false || true"
+        )
     with capsys.disabled():
         print("\n  " + "\n  ".join(ln for ln in refused.err.splitlines() if "team-c" in ln or "hint" in ln))
         print(f"  --force: {_finished(forced)}; recap {forced.recap}")

@@ -370,7 +370,9 @@ def test_the_jobs_still_running_in_a_project_to_delete_are_named() -> None:
 def test_an_id_that_is_no_id_never_reaches_a_url() -> None:
     """An org unit's id from the API goes into the calls' paths: a number or a UUID, else refused."""
     odd = [{"name": "gone", "id": "../departments/1", "clusterId": "c1"}]
-    with pytest.raises(f.RunaiValuesError, match=r"answered 'gone' with the id '\.\./departments/1': not an id"):
+    with pytest.raises(
+        f.RunaiValuesError, match=r"answered 'gone' with the id '\.\./departments/1': not an id"
+    ):
         f.stale_projects(odd, [], '["gone"]', "c1")
     current = [{"name": "research", "id": "7/x", "clusterId": "c1", "resources": []}]
     with pytest.raises(f.RunaiValuesError, match="not an id"):
