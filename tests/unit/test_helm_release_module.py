@@ -149,3 +149,108 @@ def test_a_helm_failure_is_one_line_with_helms_words(tmp_path):
         ModuleFailed, match=r"^helm list failed \(rc 1\): Error: Kubernetes cluster unreachable"
     ):
         hr.converge(m)
+
+
+# ---- against the stand-in helm: a release a killed helm left pending ---------------------------
+
+
+class Killed(Exception):
+    """The stand-in helm stopped right after it recorded the new revision as pending."""
+
+
+def _live(tmp: Path, cluster, chart: Path, values: dict) -> modules.FakeModule:
+    """The module with its helm calls run by the stand-in helm against `cluster`."""
+    import contextlib
+    import io
+
+    from tests.standin.k8s_standin.entry import main
+
+    def answer(argv: list[str], _data: Any) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main(["/usr/local/bin/helm", f"--kubeconfig={cluster.kubeconfig}", *argv[3:]])
+        return rc, out.getvalue(), err.getvalue()
+
+    params = {"name": "x", "namespace": "default", "chart_path": str(chart), "values": values,
+              "values_text": to_nice_yaml(values, indent=2), "values_file": str(tmp / "x.values.yaml"),
+              "kubeconfig": "/etc/kubernetes/admin.conf", "timeout": 60}  # fmt: skip
+    return modules.FakeModule(params, answer=answer)
+
+
+def _kill_after_pending(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next stand-in helm write after a pending record is where helm is killed."""
+    from tests.standin.k8s_standin import helm as standin
+
+    real = standin.Helm._write
+
+    def write(self, rel: dict, create: bool) -> None:
+        real(self, rel, create)
+        if rel["info"]["status"].startswith("pending-"):
+            monkeypatch.setattr(standin.Helm, "_write", real)
+            raise Killed(rel["info"]["status"])
+
+    monkeypatch.setattr(standin.Helm, "_write", write)
+
+
+def test_a_release_a_killed_helm_left_pending_is_rolled_back_then_upgraded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests._support.standin_cluster import Cluster
+    from tests.unit.test_standin_helm import _chart
+
+    cluster = Cluster(tmp_path)
+    try:
+        chart = _chart(tmp_path, "x")
+        assert hr.converge(_live(tmp_path, cluster, chart, {"replicas": 1}))["reason"] == "not deployed"
+        _kill_after_pending(monkeypatch)
+        with pytest.raises(Killed, match="pending-upgrade"):
+            hr.converge(_live(tmp_path, cluster, chart, {"replicas": 2}))
+        m = _live(tmp_path, cluster, chart, {"replicas": 2})
+        rc, _, err = m.run_command(["helm", "--kubeconfig", "k", "upgrade", "--install", "x", str(chart)])
+        assert (
+            rc == 1 and "another operation (install/upgrade/rollback) is in progress" in err
+        )  # helm's refusal
+        result = hr.converge(m)
+        assert (
+            result["changed"]
+            and result["reason"] == "status pending-upgrade, rolled back (a helm was killed mid-way)"
+        )
+        assert [c[5] for c in m.ran[1:]] == ["list", "rollback", "get", "upgrade"]
+        listed = json.loads(m.run_command(["helm", "--kubeconfig", "k", "list", "-o", "json"])[1])
+        assert [(r["name"], r["revision"], r["status"]) for r in listed] == [("x", "4", "deployed")]
+        values = json.loads(
+            m.run_command(["helm", "--kubeconfig", "k", "get", "values", "x", "-o", "json"])[1]
+        )
+        assert values == {"replicas": 2}
+        assert hr.converge(_live(tmp_path, cluster, chart, {"replicas": 2}))["changed"] is False
+    finally:
+        cluster.srv.shutdown()
+
+
+def test_an_install_a_killed_helm_left_pending_is_uninstalled_then_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests._support.standin_cluster import Cluster
+    from tests.unit.test_standin_helm import _chart
+
+    cluster = Cluster(tmp_path)
+    try:
+        chart = _chart(tmp_path, "x")
+        _kill_after_pending(monkeypatch)
+        with pytest.raises(Killed, match="pending-install"):
+            hr.converge(_live(tmp_path, cluster, chart, {"replicas": 1}))
+        m = _live(tmp_path, cluster, chart, {"replicas": 1})
+        check = _live(tmp_path, cluster, chart, {"replicas": 1})
+        check.check_mode = True
+        assert hr.converge(check)["reason"] == "status pending-install"  # check mode: said, not done
+        assert [c[5] for c in check.ran] == ["list", "get"]
+        result = hr.converge(m)
+        assert result["reason"] == "not deployed" and [c[5] for c in m.ran] == [
+            "list",
+            "uninstall",
+            "upgrade",
+        ]
+        listed = json.loads(m.run_command(["helm", "--kubeconfig", "k", "list", "-o", "json"])[1])
+        assert [(r["revision"], r["status"]) for r in listed] == [("1", "deployed")]
+    finally:
+        cluster.srv.shutdown()

@@ -20,10 +20,14 @@ module: helm_release
 short_description: helm upgrade --install, only when the deployed release differs
 description:
   - Writes C(values_text) to C(values_file) (root:root 0600, atomically) when the file differs.
-  - Reads the deployed release with C(helm list -o json) and C(helm get values -o json), and runs
+  - Reads the release with C(helm list -a -o json) and C(helm get values -o json), and runs
     C(helm upgrade --install NAME CHART --create-namespace -f VALUES_FILE --timeout Ns) only when the
     release is not deployed, is not in status C(deployed), deploys another chart version (the
     archive's name without C(.tgz) against C(helm list)'s C(chart)), or has other values.
+  - A release whose last revision is C(pending-*) was left by a helm that was killed (the site's
+    lock keeps two runs apart), and helm refuses any upgrade of it. A pending upgrade or rollback is
+    rolled back to the revision before it (C(helm rollback NAME)), a pending install uninstalled,
+    and the release is then installed or upgraded as wanted.
   - In check mode it reads, writes nothing and runs no upgrade; C(changed) says what a run would do.
 options:
   name: {type: str, required: true, description: The release (a DNS-1123 label of at most 53 characters).}
@@ -41,6 +45,9 @@ reason: {description: Why the release was (or would be) upgraded; empty when it 
 values_changed: {description: Whether the kept values file was (or would be) rewritten., type: bool}
 """
 
+# What a killed helm leaves (pkg/release/status.go, v3.14.4): helm's upgrade refuses a release in
+# one with "another operation (install/upgrade/rollback) is in progress" (pkg/action/upgrade.go).
+PENDING = ("pending-install", "pending-upgrade", "pending-rollback")
 # helm's own limit for release names (53: the names it derives must stay within 63).
 RELEASE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?")
 NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -73,6 +80,21 @@ def _helm(module: Any, *argv: str) -> str:
     return out
 
 
+def unstick(module: Any, release: dict[str, Any]) -> dict[str, Any] | None:
+    """A release a killed helm left pending, made one helm acts on again: rolled back to the
+    revision before (an upgrade or rollback), or uninstalled (an install, which has none). Returns
+    its list entry as a pending one that still needs the upgrade (None: not installed). In check
+    mode nothing is done: the entry as it is says why a run would act."""
+    if module.check_mode:
+        return release
+    name, status = module.params["name"], release.get("status")
+    if status == "pending-install" or int(release.get("revision") or 1) <= 1:
+        _helm(module, "uninstall", name)
+        return None
+    _helm(module, "rollback", name)
+    return {**release, "status": f"{status}, rolled back (a helm was killed mid-way)"}
+
+
 def converge(module: Any) -> dict[str, Any]:
     p = module.params
     for field, pattern in (("name", RELEASE_NAME), ("namespace", NAMESPACE)):
@@ -84,9 +106,11 @@ def converge(module: Any) -> dict[str, Any]:
     diff = converge_file(path, text, 0o600, module.check_mode)  # root:root 0600
     values_changed = diff is not None
 
-    listed = json.loads(_helm(module, "list", "-o", "json") or "[]")
+    listed = json.loads(_helm(module, "list", "-a", "-o", "json") or "[]")  # -a: pending ones too
     deployed = next((r for r in listed if r.get("name") == p["name"]), None)
     deployed_values = None
+    if deployed is not None and deployed.get("status") in PENDING:
+        deployed = unstick(module, deployed)
     if deployed is not None:
         deployed_values = json.loads(_helm(module, "get", "values", p["name"], "-o", "json") or "null")
     chart = re.sub(r"\.tgz$", "", os.path.basename(p["chart_path"]))

@@ -128,6 +128,10 @@ class Helm:
             raise Fail("Error: INSTALLATION FAILED: cannot re-use a name that is still in use")
         if not history and not (install_only or self.flags.get("install")):
             raise Fail(f'Error: UPGRADE FAILED: "{name}" has no deployed releases')
+        if history and not install_only and history[-1]["info"]["status"].startswith("pending-"):
+            # pkg/action/upgrade.go: a release whose last revision is pending (a helm still at work, or
+            # one that was killed) takes no upgrade: errPending
+            raise Fail("Error: UPGRADE FAILED: another operation (install/upgrade/rollback) is in progress")
         # helm v3.14.4: cmd/helm/install.go wraps an install's error in "INSTALLATION FAILED",
         # upgrade.go an upgrade's in "UPGRADE FAILED", and `upgrade --install` of a release not there
         # yet returns its install's error as it is, after saying it installs it
@@ -144,24 +148,32 @@ class Helm:
         if not history:
             self.install_crds(chart, values, prefix)
         rel = self._new_revision(
-            name, chart, user, history, "Install complete" if not history else "Upgrade complete"
-        )
+            name, chart, user, history, "Install complete" if not history else "Upgrade complete",
+            "pending-install" if not history else "pending-upgrade",
+        )  # fmt: skip
         if history:
             sys.stdout.write(f'Release "{name}" has been upgraded. Happy Helming!\n')
         sys.stdout.write(status_text(rel))
         return 0
 
-    def _new_revision(self, name: str, chart: Chart, user: dict, history: list[dict], desc: str) -> dict:
+    def _new_revision(
+        self, name: str, chart: Chart, user: dict, history: list[dict], desc: str, pending: str
+    ) -> dict:
+        """The new revision recorded first as PENDING (pending-install, -upgrade, -rollback), then
+        the ones it replaces superseded and it deployed, as helm's actions do: a helm killed in
+        between leaves the pending record, which the next upgrade refuses."""
         now = rfc3339()
-        for old in history:
-            if old["info"]["status"] == "deployed":
-                old["info"]["status"] = "superseded"
-                self._write(old, create=False)
         rel = {"name": name, "namespace": self.ns, "version": (history[-1]["version"] + 1) if history else 1,
                "info": {"first_deployed": history[0]["info"]["first_deployed"] if history else now,
-                        "last_deployed": now, "deleted": "", "description": desc, "status": "deployed", "notes": ""},
+                        "last_deployed": now, "deleted": "", "description": desc, "status": pending, "notes": ""},
                "chart": {"metadata": chart.meta, "values": chart.values}, "config": user, "manifest": ""}  # fmt: skip
         self._write(rel, create=True)
+        for old in history:
+            if old["info"]["status"] == "deployed" or (pending == "pending-rollback" and old is history[-1]):
+                old["info"]["status"] = "superseded"
+                self._write(old, create=False)
+        rel["info"]["status"] = "deployed"
+        self._write(rel, create=False)
         return rel
 
     # ---- the other commands ---------------------------------------------------------------------
@@ -174,7 +186,9 @@ class Helm:
         if target is None:
             raise Fail(f"Error: release has no {target_v} version")
         chart = Chart(target["chart"]["metadata"], target["chart"]["values"], None)
-        self._new_revision(name, chart, target["config"], history, f"Rollback to {target_v}")
+        self._new_revision(
+            name, chart, target["config"], history, f"Rollback to {target_v}", "pending-rollback"
+        )
         sys.stdout.write("Rollback was a success! Happy Helming!\n")
         return 0
 
@@ -222,8 +236,10 @@ class Helm:
         latest: dict[tuple[str, str], dict] = {}
         for r in self.releases(all_ns=bool(self.flags.get("all-namespaces"))):
             latest[(r["namespace"], r["name"])] = r
-        # by default deployed and failed releases, as helm v3.14.4's pkg/action/list.go SetStateMask
-        rels = [r for r in latest.values() if r["info"]["status"] in ("deployed", "failed")]
+        # by default deployed and failed releases, as helm v3.14.4's pkg/action/list.go SetStateMask;
+        # every one with -a/--all
+        shown = None if self.flags.get("all") else ("deployed", "failed")
+        rels = [r for r in latest.values() if shown is None or r["info"]["status"] in shown]
         if self.flags.get("output") == "json":
             sys.stdout.write(json.dumps([summary(r) for r in rels]) + "\n")
         elif self.flags.get("short-q"):
