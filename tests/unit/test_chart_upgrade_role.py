@@ -66,3 +66,15 @@ def test_only_older_or_failed_releases_of_bundled_charts_move_backend_before_clu
 def test_nothing_moves_when_every_release_is_at_the_bundles_version() -> None:
     releases = [{"name": "gpu-operator", "namespace": "gpu-operator", "chart": "gpu-operator-v24.6.2"}]
     assert f.pending(releases, BUNDLE) == [] and f.pending([], BUNDLE) == []
+
+
+def test_a_release_left_pending_is_rolled_back_first_and_one_gone_is_left() -> None:
+    """helm list -a shows what the default list hides: a pending upgrade (a killed helm) moves,
+    rolled back first; an uninstalled release kept in history does not."""
+    releases = [
+        {"name": "gpu-operator", "namespace": "gpu-operator", "chart": "gpu-operator-v24.6.2", "status": "pending-upgrade"},
+        {"name": "nfs", "namespace": "nfs", "chart": "nfs-subdir-external-provisioner-4.0.17", "status": "uninstalled"},
+        {"name": "runai-backend", "namespace": "runai-backend", "chart": "runai-backend-2.13.0", "status": "deployed"},
+    ]  # fmt: skip
+    got = {p["release"]: p["rollback"] for p in f.pending(releases, BUNDLE)}
+    assert got == {"gpu-operator": True, "runai-backend": False}
