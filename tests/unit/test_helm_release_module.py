@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -192,65 +193,61 @@ def _kill_after_pending(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(standin.Helm, "_write", write)
 
 
-def test_a_release_a_killed_helm_left_pending_is_rolled_back_then_upgraded(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Any]:
+    """The stand-in API server the stand-in helm records releases in."""
     from tests._support.standin_cluster import Cluster
+
+    c = Cluster(tmp_path)
+    yield c
+    c.srv.shutdown()
+
+
+def test_a_release_a_killed_helm_left_pending_is_rolled_back_then_upgraded(
+    tmp_path: Path, cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tests.unit.test_standin_helm import _chart
 
-    cluster = Cluster(tmp_path)
-    try:
-        chart = _chart(tmp_path, "x")
-        assert hr.converge(_live(tmp_path, cluster, chart, {"replicas": 1}))["reason"] == "not deployed"
-        _kill_after_pending(monkeypatch)
-        with pytest.raises(Killed, match="pending-upgrade"):
-            hr.converge(_live(tmp_path, cluster, chart, {"replicas": 2}))
-        m = _live(tmp_path, cluster, chart, {"replicas": 2})
-        rc, _, err = m.run_command(["helm", "--kubeconfig", "k", "upgrade", "--install", "x", str(chart)])
-        assert (
-            rc == 1 and "another operation (install/upgrade/rollback) is in progress" in err
-        )  # helm's refusal
-        result = hr.converge(m)
-        assert (
-            result["changed"]
-            and result["reason"] == "status pending-upgrade, rolled back (a helm was killed mid-way)"
-        )
-        assert [c[5] for c in m.ran[1:]] == ["list", "rollback", "get", "upgrade"]
-        listed = json.loads(m.run_command(["helm", "--kubeconfig", "k", "list", "-o", "json"])[1])
-        assert [(r["name"], r["revision"], r["status"]) for r in listed] == [("x", "4", "deployed")]
-        values = json.loads(
-            m.run_command(["helm", "--kubeconfig", "k", "get", "values", "x", "-o", "json"])[1]
-        )
-        assert values == {"replicas": 2}
-        assert hr.converge(_live(tmp_path, cluster, chart, {"replicas": 2}))["changed"] is False
-    finally:
-        cluster.srv.shutdown()
+    chart = _chart(tmp_path, "x")
+    assert hr.converge(_live(tmp_path, cluster, chart, {"replicas": 1}))["reason"] == "not deployed"
+    _kill_after_pending(monkeypatch)
+    with pytest.raises(Killed, match="pending-upgrade"):
+        hr.converge(_live(tmp_path, cluster, chart, {"replicas": 2}))
+    m = _live(tmp_path, cluster, chart, {"replicas": 2})
+    rc, _, err = m.run_command(["helm", "--kubeconfig", "k", "upgrade", "--install", "x", str(chart)])
+    assert rc == 1 and "another operation (install/upgrade/rollback) is in progress" in err  # helm's refusal
+    result = hr.converge(m)
+    assert (
+        result["changed"]
+        and result["reason"] == "status pending-upgrade, rolled back (a helm was killed mid-way)"
+    )
+    assert [c[5] for c in m.ran[1:]] == ["list", "rollback", "get", "upgrade"]
+    listed = json.loads(m.run_command(["helm", "--kubeconfig", "k", "list", "-o", "json"])[1])
+    assert [(r["name"], r["revision"], r["status"]) for r in listed] == [("x", "4", "deployed")]
+    values = json.loads(m.run_command(["helm", "--kubeconfig", "k", "get", "values", "x", "-o", "json"])[1])
+    assert values == {"replicas": 2}
+    assert hr.converge(_live(tmp_path, cluster, chart, {"replicas": 2}))["changed"] is False
 
 
 def test_an_install_a_killed_helm_left_pending_is_uninstalled_then_installed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, cluster: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests._support.standin_cluster import Cluster
     from tests.unit.test_standin_helm import _chart
 
-    cluster = Cluster(tmp_path)
-    try:
-        chart = _chart(tmp_path, "x")
-        _kill_after_pending(monkeypatch)
-        with pytest.raises(Killed, match="pending-install"):
-            hr.converge(_live(tmp_path, cluster, chart, {"replicas": 1}))
-        m = _live(tmp_path, cluster, chart, {"replicas": 1})
-        check = _live(tmp_path, cluster, chart, {"replicas": 1})
-        check.check_mode = True
-        assert hr.converge(check)["reason"] == "status pending-install"  # check mode: said, not done
-        assert [c[5] for c in check.ran] == ["list", "get"]
-        result = hr.converge(m)
-        assert result["reason"] == "not deployed" and [c[5] for c in m.ran] == [
-            "list",
-            "uninstall",
-            "upgrade",
-        ]
-        listed = json.loads(m.run_command(["helm", "--kubeconfig", "k", "list", "-o", "json"])[1])
-        assert [(r["revision"], r["status"]) for r in listed] == [("1", "deployed")]
-    finally:
-        cluster.srv.shutdown()
+    chart = _chart(tmp_path, "x")
+    _kill_after_pending(monkeypatch)
+    with pytest.raises(Killed, match="pending-install"):
+        hr.converge(_live(tmp_path, cluster, chart, {"replicas": 1}))
+    m = _live(tmp_path, cluster, chart, {"replicas": 1})
+    check = _live(tmp_path, cluster, chart, {"replicas": 1})
+    check.check_mode = True
+    assert hr.converge(check)["reason"] == "status pending-install"  # check mode: said, not done
+    assert [c[5] for c in check.ran] == ["list", "get"]
+    result = hr.converge(m)
+    assert result["reason"] == "not deployed" and [c[5] for c in m.ran] == [
+        "list",
+        "uninstall",
+        "upgrade",
+    ]
+    listed = json.loads(m.run_command(["helm", "--kubeconfig", "k", "list", "-o", "json"])[1])
+    assert [(r["revision"], r["status"]) for r in listed] == [("1", "deployed")]
