@@ -16,6 +16,7 @@ from appliance_cli.core.siteconfig import SiteConfig, load_site
 from tests._support.paths import EXAMPLE
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
+PROBE_SH = Path(__file__).resolve().parents[2] / "appliance_cli" / "core" / "checks" / "probe.sh"
 
 
 def _xml_line(fixture: str) -> str:
@@ -203,8 +204,7 @@ def test_probe_script_is_posix_sh() -> None:
 
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck is not installed")
-    script = Path(__file__).resolve().parents[2] / "appliance_cli" / "core" / "checks" / "probe.sh"
-    r = subprocess.run(["shellcheck", "-s", "sh", str(script)], capture_output=True, text=True)
+    r = subprocess.run(["shellcheck", "-s", "sh", str(PROBE_SH)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout
 
 
@@ -522,9 +522,8 @@ def test_the_probe_names_nfd_daemons_in_a_pod_by_namespace_and_on_the_host(tmp_p
         (tmp_path / "proc" / pid / "comm").write_text(comm + "\n")
         (tmp_path / "proc" / pid / "cgroup").write_text(cgroup + "\n")
     (tmp_path / "pods" / f"nfd_nfd-worker-x7k2p_{uid}").mkdir(parents=True)
-    script = Path(__file__).resolve().parents[2] / "appliance_cli" / "core" / "checks" / "probe.sh"
     env = {**os.environ, "PROBE_PROC": str(tmp_path / "proc"), "PROBE_PODS": str(tmp_path / "pods")}
-    out = subprocess.run(["sh", str(script)], env=env, capture_output=True, text=True, timeout=60).stdout
+    out = subprocess.run(["sh", str(PROBE_SH)], env=env, capture_output=True, text=True, timeout=60).stdout
     assert [ln for ln in out.splitlines() if ln.startswith("nfd=")] == [
         "nfd=nfd-worker namespace nfd", "nfd=nfd-topology-up host", "nfd=nfd-master pod"
     ]  # fmt: skip
@@ -610,10 +609,9 @@ def test_the_probe_reads_the_driver_container_through_its_root(tmp_path: Path) -
         '#!/bin/sh\ncase "$*" in *--query-gpu=driver_version*) echo 535.104.05 ;; *) exit 6 ;; esac\n'
     )
     smi.chmod(0o755)
-    script = Path(__file__).resolve().parents[2] / "appliance_cli" / "core" / "checks" / "probe.sh"
 
     def probe() -> list[str]:
-        argv = ["sh", str(script), f"driver_root={root}"]
+        argv = ["sh", str(PROBE_SH), f"driver_root={root}"]
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
         return [ln for ln in out.splitlines() if ln.startswith("gpu_container_driver=")]
 
