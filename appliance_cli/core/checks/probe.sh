@@ -193,11 +193,9 @@ cgroup_driver() {
 # run in it (chroot: root, else the install user's sudo) reads the driver the container loaded.
 driver_container() {
   [ -e "$1/usr/bin/nvidia-smi" ] || return 0
-  if [ "$(id -u)" = 0 ]; then
-    v=$(chroot "$1" nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | first_line)
-  else
-    v=$(sudo -n chroot "$1" nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | first_line)
-  fi
+  set -- chroot "$1" nvidia-smi --query-gpu=driver_version --format=csv,noheader
+  [ "$(id -u)" = 0 ] || set -- sudo -n "$@"
+  v=$("$@" 2>/dev/null | first_line)
   kv gpu_container_driver "${v:-none}"
 }
 for arg in "$@"; do
