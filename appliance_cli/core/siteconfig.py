@@ -27,6 +27,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from appliance_cli.core import k8snames, paths, siteyaml
+from appliance_cli.core.agekeys import recipient_problem
 from appliance_cli.errors import ConfigError
 
 SITE_FILE = "appliance.yml"
@@ -226,6 +227,7 @@ Text = Annotated[str, _typed(text_problem)]
 # site.name is free text, but it names files (the support bundle's): no '/'
 SiteName = Annotated[str, _typed(lambda v: text_problem(v) or ("holds a '/'" if "/" in v else None))]
 Email = Annotated[str, _typed(email_problem)]
+AgeRecipient = Annotated[str, _typed(recipient_problem)]
 
 
 class _Model(BaseModel):
@@ -469,6 +471,14 @@ class Gpu(_Model):
     )
 
 
+class Backup(_Model):
+    recipient: AgeRecipient | None = Field(
+        default=None,
+        description="the age public key (age1...) `appliance backup` encrypts the etcd snapshot and the "
+        "secrets to; its identity file stays off the appliance (`appliance restore --identity`)",
+    )
+
+
 class Ssh(_Model):
     user: UserName = "root"
     private_key: SitePath | None = None
@@ -493,6 +503,7 @@ class SiteConfig(_Model):
     nfs: Nfs | None = None
     scheduler: Scheduler = Scheduler()
     gpu: Gpu = Gpu()
+    backup: Backup = Backup()
     hardware_classes: dict[str, HardwareClass] = Field(min_length=1)
     nodes: list[Node] = Field(min_length=1)
     # Advanced: role variables for this site (e.g. `cni_flannel_iface: ens1f0`), passed to every
