@@ -18,6 +18,7 @@ REQUIRED_COMMANDS = {
     "nsenter": "util-linux",
     "ssh": "openssh-client",
     "ssh-keygen": "openssh-client",
+    "age-keygen": "age",  # the lab's backup key pair
     "dpkg-scanpackages": "dpkg-dev",
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import shlex
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ from appliance_cli.lab.node import LabNode
 KEY_FILE = "id_ed25519"
 KNOWN_HOSTS = "known_hosts"
 SSH_CONFIG = "ssh_config"
+# The lab's backup key pair, as an operator keeps it: on the controller, off the nodes.
+BACKUP_IDENTITY = "backup-identity.txt"
 EXTRA_WORKER_CLASS = "CPU"
 # Where master1 sees the bundle (bound read-only from the host), as a USB stick on a real master.
 LAB_USB_MOUNT = DEFAULT_BUNDLE_SOURCE
@@ -41,10 +44,12 @@ def site_data(
     template: dict[str, Any] | None = None,
     bundle: Path | None = None,
     bundle_key: Path | None = None,
+    backup_recipient: str | None = None,
 ) -> dict[str, Any]:
     """The lab template with the first `count` nodes (extra cpu workers beyond the template).
     With a bundle the controller (this host) verifies it where it lies and master1 copies it from
-    its USB mount; the nodes' apt then points at master1's bundle repository."""
+    its USB mount; the nodes' apt then points at master1's bundle repository. Backups are
+    encrypted to `backup_recipient` (the lab's key pair's)."""
     data = copy.deepcopy(template if template is not None else yaml.safe_load(template_path().read_text()))
     listed = data.get("nodes") or []
     nodes = []
@@ -67,6 +72,8 @@ def site_data(
         nodes.append(node)
     data["nodes"] = nodes
     _fit_quotas(data)
+    if backup_recipient is not None:
+        data.setdefault("backup", {})["recipient"] = backup_recipient
     ssh = data.setdefault("ssh", {})
     ssh.update(private_key=KEY_FILE, known_hosts=KNOWN_HOSTS, proxy_command=proxy_command(layout))
     if bundle is not None:
@@ -109,12 +116,35 @@ def write_site(
     layout: LabLayout, count: int, bundle: Path | None = None, bundle_key: Path | None = None
 ) -> SiteConfig:
     """Write site/appliance.yml and return it validated (exactly as `--site lab` will load it)."""
-    data = site_data(layout, count, bundle=bundle, bundle_key=bundle_key)
+    recipient = ensure_backup_identity(layout.site_dir)
+    data = site_data(layout, count, bundle=bundle, bundle_key=bundle_key, backup_recipient=recipient)
     target = layout.site_dir / SITE_FILE
     cfg = parse_site(data, source=target)  # raises ConfigError before anything is written
     layout.site_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(target, render_site(data))
     return cfg
+
+
+def ensure_backup_identity(site_dir: Path) -> str:
+    """The lab's age key pair for its backups (site/backup-identity.txt, 0600, kept across `lab
+    up`s like the SSH key); returns its public key, the recipient."""
+    ident = site_dir / BACKUP_IDENTITY
+    try:
+        if not ident.is_file():
+            site_dir.mkdir(parents=True, exist_ok=True)
+            part = ident.with_name(ident.name + ".part")
+            part.unlink(missing_ok=True)
+            subprocess.run(["age-keygen", "-o", str(part)], check=True, capture_output=True, text=True)
+            part.chmod(0o600)
+            part.replace(ident)
+        return subprocess.run(
+            ["age-keygen", "-y", str(ident)], check=True, capture_output=True, text=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        why = (getattr(exc, "stderr", "") or str(exc)).strip().splitlines()[-1:] or ["?"]
+        raise LabError(
+            f"{ident}: cannot make the lab's backup key pair: {why[0]}", hint="apt-get install age"
+        ) from None
 
 
 def render_site(data: dict[str, Any]) -> str:
