@@ -25,6 +25,9 @@ RESTORE_DATA_DIR_PREFIX = "/var/lib/etcd-restore-"
 # sha256sum escaped the name).
 _SUM_LINE = re.compile(r"\\?[0-9a-f]{64} [ *](.+)")
 _RESTORE_START_CHECK = 'cd -- "$1" && sha256sum --strict --quiet -c SHA256SUMS 2>&1; true'
+# `appliance backup` writes the snapshot encrypted (age); a backup taken before that has it in clear.
+ENCRYPTED_SNAPSHOT = "etcd-snapshot.db.age"
+_ENCRYPTED_CHECK = 'if test -e "$1"; then echo encrypted; else echo clear; fi'
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class RestoreStart:
     name: str  # the backup to restore
     where: str
     unfinished: str | None  # the new data dir of a killed restore of that backup, finished by this run
+    encrypted: bool  # its snapshot is etcd-snapshot.db.age: the restore needs the identity
 
 
 @dataclass(frozen=True)
@@ -88,9 +92,10 @@ def _is_volume(v: Any) -> bool:
     return isinstance(v, dict) and all(isinstance(v.get(k), str) for k in ("claim", "phase", "source"))
 
 
-def start_restore(cfg: SiteConfig, wanted: str) -> RestoreStart:
-    """The backup `wanted` names (a name or latest), its sums checked; an unfinished restore of
-    another backup refused. Reads only: nothing on the master changes."""
+def start_restore(cfg: SiteConfig, wanted: str, identity: bool) -> RestoreStart:
+    """The backup `wanted` names (a name or latest), its sums checked; an encrypted one refused
+    without an identity (`identity`: the operator gave one), an unfinished restore of another
+    backup refused. Reads only: nothing on the master changes."""
     master = cfg.master.name
     listing = run_on(
         cfg, cfg.master, ["sh", "-c", 'ls -1 -- "$1" 2>/dev/null || true', "sh", BACKUP_ROOT], timeout=60
@@ -106,8 +111,17 @@ def start_restore(cfg: SiteConfig, wanted: str) -> RestoreStart:
             hint="the backup is damaged: restore another one (--backup NAME), or copy this one back from where "
             "it was copied off",
         )
+    probe = ["sh", "-c", _ENCRYPTED_CHECK, "sh", f"{where}/{ENCRYPTED_SNAPSHOT}"]
+    encrypted = run_on(cfg, cfg.master, probe, timeout=60).strip() == "encrypted"
+    if encrypted and not identity:
+        raise ApplianceError(
+            f"backup {name}: its snapshot is encrypted ({ENCRYPTED_SNAPSHOT}) and no identity was given; "
+            "nothing was changed",
+            hint="appliance restore --identity FILE: the age identity file whose public key is the site's "
+            "backup.recipient (kept off the appliance)",
+        )
     unfinished = restoreplan.unfinished(restore_state(cfg), name)  # a killed run's: finished, not redone
-    return RestoreStart(name, where, unfinished)
+    return RestoreStart(name, where, unfinished, encrypted)
 
 
 def restore_state(cfg: SiteConfig) -> opstate.EtcdRestore:

@@ -53,10 +53,16 @@ def unfinished(state: EtcdRestore, name: str) -> str | None:
     return state.data_dir or None
 
 
-def what_happens(name: str, where: str, master: str, new_data_dir: str) -> list[str]:
+def what_happens(name: str, where: str, master: str, new_data_dir: str, encrypted: bool = False) -> list[str]:
+    read = (
+        "decrypt its etcd snapshot on the master with --identity (a copy in tmpfs, removed when the run "
+        "ends) and read it with etcdutl"
+        if encrypted
+        else "read its etcd snapshot with etcdutl"
+    )
     return [
         f"restore from backup {name} ({master}:{where}):",
-        "  1. check its sha256 sums and read its etcd snapshot with etcdutl",
+        f"  1. check its sha256 sums, {read}",
         "  2. stop the control plane (its static pod manifests set aside): the API is down meanwhile",
         f"  3. restore the snapshot into a new etcd data dir, {new_data_dir}; the live one is kept",
         "  4. point etcd's manifest at it, start the control plane, wait for every node Ready",

@@ -1,19 +1,35 @@
-"""`appliance backup` on the installed session lab: one root-only directory on the master with an
-etcd snapshot etcdctl can read back, every helm release's values, kubeadm's ClusterConfiguration,
-and sha256 sums that check; the command names the directory and every file, and prints no value."""
+"""`appliance backup` on the installed session lab: one root-only directory on the master with the
+etcd snapshot and the secrets (cluster PKI, the registry's CA and passwords, every helm release's
+values) encrypted with age to the site's backup.recipient, kubeadm's ClusterConfiguration and the
+release list in clear, and sha256 sums that check. Opened on the controller with the lab's
+identity (as an operator would, off the appliance): etcdctl reads the snapshot, the archive holds
+the secrets as they are on the master. Then a grep of the backup directory for every secret the
+lab holds (each key and password file's lines, each Secret's data in the cluster) finds none."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import shlex
+import subprocess
+import tarfile
 
 import pytest
+
+from tests._support import agebackup
 
 pytestmark = pytest.mark.usefixtures("installs")
 
 ETCDCTL = (
     "etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt "
     "--cert=/etc/kubernetes/pki/etcd/server.crt --key=/etc/kubernetes/pki/etcd/server.key"
+)
+ADMIN = "--kubeconfig /etc/kubernetes/admin.conf"
+# The secrets a rebuilt master needs, as files on the master: private keys and passwords.
+SECRET_FILES = (
+    r"find /etc/kubernetes/pki /etc/appliance -type f "
+    r"\( -name '*.key' -o -name '*password*' -o -name '*htpasswd*' -o -name '*token*' \) -print"
 )
 
 
@@ -23,7 +39,17 @@ def backup(site, cli):
     assert run.rc == 0, run.out[-2000:] + run.err[-2000:]
     m = re.search(r"^backup on \S+: (/var/lib/appliance/backups/\S+) \((\d+) files", run.out, re.M)
     assert m, run.out[-2000:]
+    print(f"--- appliance backup\n{run.out}")  # the record (-s)
     return run, m.group(1), int(m.group(2))
+
+
+@pytest.fixture(scope="module")
+def secrets_tar(site, hosts, backup) -> tarfile.TarFile:
+    _, where, _ = backup
+    data = agebackup.plaintext(
+        agebackup.identity(site.site_dir), hosts[site.master.name], f"{where}/secrets.tar.age"
+    )
+    return tarfile.open(fileobj=io.BytesIO(data))
 
 
 def test_the_backup_is_root_only_and_its_sums_check(site, hosts, backup):
@@ -36,28 +62,89 @@ def test_the_backup_is_root_only_and_its_sums_check(site, hosts, backup):
     assert m.run(f"cd {where} && sha256sum --quiet -c SHA256SUMS").rc == 0
 
 
-def test_the_snapshot_reads_back_with_etcdctl(site, hosts, backup):
+def test_what_holds_secrets_is_encrypted_and_nothing_is_left_in_clear(site, hosts, backup):
+    run, where, _ = backup
+    m = hosts[site.master.name]
+    files = sorted(m.check_output(f"find {where} -type f -printf '%P\\n'").splitlines())
+    clear = ["SHA256SUMS", "helm-releases.json", "kubeadm-cluster-configuration.yaml"]
+    if site.scheduler.stack == "runai":
+        clear.append("runai-backend-volumes.json")
+    assert files == sorted([*clear, "etcd-snapshot.db.age", "secrets.tar.age"]), files
+    for f in ("etcd-snapshot.db.age", "secrets.tar.age"):
+        assert m.check_output(f"head -c 22 {where}/{f}") == "age-encryption.org/v1", f
+        assert f"  {f}  (encrypted to backup.recipient)" in run.out
+    # the work dir where they waited in clear is gone
+    assert m.check_output("ls -A /var/lib/appliance/backup-work") == ""
+
+
+def _to_master(site, ssh_config, path: str, data: bytes) -> None:
+    """`data` into a root-only file on the master (over ssh's stdin: no argument holds it)."""
+    cmd = f"sudo sh -c {shlex.quote(f'umask 077; cat > {path}')}"
+    res = subprocess.run(
+        ["ssh", "-F", str(ssh_config), site.master.name, cmd], input=data, capture_output=True, timeout=120
+    )
+    assert res.returncode == 0, res.stderr
+
+
+def test_the_snapshot_opens_with_the_identity_and_etcdctl_reads_it(site, hosts, ssh_config, backup):
     _, where, _ = backup
     m = hosts[site.master.name]
-    etcd = m.check_output("crictl ps --name '^etcd$' -q").strip()
-    status = json.loads(
-        m.check_output(f"crictl exec {etcd} {ETCDCTL} snapshot status {where}/etcd-snapshot.db -w json")
-    )
+    snap = agebackup.plaintext(agebackup.identity(site.site_dir), m, f"{where}/etcd-snapshot.db.age")
+    back = "/root/appliance-e2e-snapshot.db"
+    try:
+        _to_master(site, ssh_config, back, snap)
+        etcd = m.check_output("crictl ps --name '^etcd$' -q").strip()
+        status = json.loads(m.check_output(f"crictl exec {etcd} {ETCDCTL} snapshot status {back} -w json"))
+    finally:
+        m.run(f"rm -f {back}")
     assert status["revision"] > 0 and status["totalKey"] > 0, status
 
 
-def test_every_release_has_its_values_and_none_is_printed(site, hosts, backup):
-    run, where, _ = backup
+def test_the_secrets_archive_holds_the_pki_the_toolkits_secrets_and_every_releases_values(
+    site, hosts, backup, secrets_tar
+):
     m = hosts[site.master.name]
-    releases = json.loads(m.check_output("helm --kubeconfig /etc/kubernetes/admin.conf list -A -o json"))
+    names = set(secrets_tar.getnames())
+    for f in m.check_output(SECRET_FILES).split():
+        member = f.lstrip("/")
+        assert member in names, f"{f} is not in secrets.tar.age"
+        assert secrets_tar.extractfile(member).read() == agebackup.fetch(m, f), f
+    for must in ("etc/kubernetes/pki/ca.key", "etc/kubernetes/pki/etcd/ca.key", "etc/appliance/pki"):
+        assert must in names, must
+    releases = json.loads(m.check_output(f"helm {ADMIN} list -A -o json"))
     assert releases, "no helm release to back up"
     for r in releases:
-        values = f"helm-values/{r['namespace']}_{r['name']}.yaml"
-        assert f"  {values}" in run.out
-        live = m.check_output(
-            f"helm --kubeconfig /etc/kubernetes/admin.conf get values {r['name']} -n {r['namespace']} -o yaml"
-        )
-        assert m.check_output(f"cat {where}/{values}") == live
-        assert live.strip() in ("", "null", "{}") or live.strip() not in run.out + run.err
-    assert f"{where}/kubeadm-cluster-configuration.yaml" not in run.err
-    assert "kubernetesVersion" in m.check_output(f"cat {where}/kubeadm-cluster-configuration.yaml")
+        live = m.check_output(f"helm {ADMIN} get values {r['name']} -n {r['namespace']} -o yaml")
+        kept = secrets_tar.extractfile(f"helm-values/{r['namespace']}_{r['name']}.yaml").read().decode()
+        assert kept.rstrip("\n") == live.rstrip("\n"), r["name"]
+
+
+def test_no_secret_the_lab_holds_is_in_the_backup_in_clear(site, hosts, ssh_config, backup):
+    run, where, _ = backup
+    m = hosts[site.master.name]
+    needles: dict[str, str] = {}
+    for f in m.check_output(SECRET_FILES).split():
+        for line in m.check_output(f"cat {f}").splitlines():
+            if len(line) >= 16 and not line.startswith("-----"):
+                needles[line] = f
+    secrets = json.loads(m.check_output(f"kubectl {ADMIN} get secrets -A -o json"))["items"]
+    for s in secrets:
+        for key, value in (s.get("data") or {}).items():
+            if len(value) >= 16:
+                needles[value] = f"Secret {s['metadata']['namespace']}/{s['metadata']['name']} {key}"
+    assert len({v for v in needles.values() if v.startswith("/")}) >= 5, needles.values()
+    assert any(v.startswith("Secret ") for v in needles.values()), "the lab holds no Secret"
+    # one grep for all of them, on the master: each string that occurs anywhere in the backup
+    listed = "/root/appliance-e2e-needles.txt"
+    try:
+        _to_master(site, ssh_config, listed, "".join(f"{n}\n" for n in needles).encode())
+        hits = m.run(f"grep -rhoF -f {listed} {where}")
+    finally:
+        m.run(f"rm -f {listed}")
+    assert hits.rc in (0, 1), hits.stderr  # 1: no line matched
+    found = sorted({needles[h] for h in hits.stdout.splitlines() if h in needles})
+    print(
+        f"--- grep of {where}: {len(needles)} secret strings from {len(set(needles.values()))} places, found {found}"
+    )
+    assert found == []
+    assert not [n for n in needles if n in run.out + run.err]

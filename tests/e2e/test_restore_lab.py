@@ -5,9 +5,11 @@ restored and before the control plane is back, then run again: it finishes that 
 the master says so; no second data dir). Then drill-before is back, drill-after and the label gone,
 every node Ready, the helm releases as before, etcd's manifest points at the new data dir and the old
 one is kept (and named). A second `appliance install` changes nothing; a backup taken after the
-restore works (etcd_snapshot follows the manifest's data dir). A backup with one byte flipped is
-refused in one line naming the file, and nothing changes; so is one whose sums match but whose
-snapshot etcdutl cannot read."""
+restore works (etcd_snapshot follows the manifest's data dir). The backup is encrypted (age): each
+restore brings the lab's identity (site/backup-identity.txt). Refused in one line, with nothing
+changed and nothing left on the master: the backup without an identity, or with another one; with
+one byte flipped (its sums); altered with its sums made to match (age's authentication); and one
+that decrypts but whose snapshot etcdutl cannot read."""
 
 from __future__ import annotations
 
@@ -78,7 +80,7 @@ def _changed(run) -> int:
 
 
 @pytest.fixture(scope="module")
-def drill(installed_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
+def drill(installed_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str, Any]]:
     if os.environ.get("APPLIANCE_E2E_SITE"):
         pytest.skip("restores etcd: lab only")
     bundle = request.getfixturevalue("lab_bundle")
@@ -99,7 +101,9 @@ def drill(installed_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
         _ok(site_dir, f"{ADMIN} label node worker1 {LABEL}=yes")
         changed = _cluster(site_dir)
         old_manifest = _ok(site_dir, "cat /etc/kubernetes/manifests/etcd.yaml")
-        args = ["restore", *site, "--backup", name, "--yes"]
+        ident = str(site_dir / "backup-identity.txt")  # the lab's key pair, off the nodes
+        base = ["restore", *site, "--backup", name]
+        args = [*base, "--identity", ident, "--yes"]
         killed = kill_when_printed(args, RESTORED_STEP)
         # module resumable_state's layout: {"schema": 1, "etcd_restore": {...}}
         interrupted_doc = json.loads(_ssh(site_dir, f"cat {STATE}").stdout or "{}")
@@ -112,23 +116,50 @@ def drill(installed_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
         state = state_doc.get("etcd_restore", {})
         again = cli("install", *site, "--skip-diagnose", timeout=1800)
         backup2 = cli("backup", *site, timeout=600)
-        # one byte of the (first) backup's snapshot flipped: refused before anything stops
-        snap = f"/var/lib/appliance/backups/{name}/etcd-snapshot.db"
-        _ok(site_dir, f"printf 'X' | dd of={snap} bs=1 seek=10 count=1 conv=notrunc 2>/dev/null")
+        name2 = re.search(r"^backup on master1: /var/lib/appliance/backups/(\S+) ", backup2.out, re.M).group(
+            1
+        )
         pre_corrupt = _cluster(site_dir)
+        work_left = "ls -A /run/appliance-restore /var/lib/appliance/restore/work 2>&1; true"
+        # the encrypted backup without the identity, then with another one: refused, nothing changes
+        no_identity = cli(*base, "--yes")
+        other = tmp_path_factory.mktemp("other") / "other-identity.txt"
+        subprocess.run(["age-keygen", "-o", str(other)], check=True, capture_output=True)
+        wrong_identity = cli(*base, "--identity", str(other), "--yes")
+        wrong_left = _ok(site_dir, work_left)
+        post_identity = _cluster(site_dir)
+        # one byte of the (first) backup's snapshot flipped: refused before anything stops
+        snap = f"/var/lib/appliance/backups/{name}/etcd-snapshot.db.age"
+        _ok(site_dir, f"printf 'X' | dd of={snap} bs=1 seek=10 count=1 conv=notrunc 2>/dev/null")
         corrupt = cli(*args)
         post_corrupt = _cluster(site_dir)
-        # a backup whose sums match but whose snapshot is no database: etcdutl refuses it
+        recipient = subprocess.run(
+            ["age-keygen", "-y", ident], check=True, capture_output=True, text=True
+        ).stdout.strip()
+        resum = "find . -type f ! -name SHA256SUMS -printf '%P\\n' | sort | xargs sha256sum > SHA256SUMS"
+        # altered after it was encrypted, its sums made to match: age's authentication refuses it
+        tampered = "20000101T000001Z"
+        _ok(site_dir, f"cd /var/lib/appliance/backups && rm -rf {tampered} && cp -a {name2} {tampered} && "
+                      f"cd {tampered} && f=etcd-snapshot.db.age && "
+                      "printf 'X' | dd of=$f bs=1 seek=$(( $(stat -c %s $f) - 100 )) count=1 conv=notrunc 2>/dev/null && "
+                      + resum)  # fmt: skip
+        altered = cli("restore", *site, "--backup", tampered, "--identity", ident, "--yes")
+        post_altered = _cluster(site_dir)
+        altered_left = _ok(site_dir, work_left)
+        # a backup whose sums match and that decrypts, but whose snapshot is no database: etcdutl refuses it
         bogus = "20000101T000000Z"
         _ok(site_dir, f"cd /var/lib/appliance/backups && rm -rf {bogus} && cp -a {name} {bogus} && cd {bogus} && "
-                      "head -c 4096 /dev/urandom > etcd-snapshot.db && "
-                      "find . -type f ! -name SHA256SUMS -printf '%P\\n' | sort | xargs sha256sum > SHA256SUMS")  # fmt: skip
-        unreadable = cli("restore", *site, "--backup", bogus, "--yes")
+                      f"head -c 4096 /dev/urandom | /usr/local/bin/age -r {recipient} -o etcd-snapshot.db.age && "
+                      + resum)  # fmt: skip
+        unreadable = cli("restore", *site, "--backup", bogus, "--identity", ident, "--yes")
         post_unreadable = _cluster(site_dir)
         manifest_after_corrupt = _ok(site_dir, "cat /etc/kubernetes/manifests/etcd.yaml")
         for what, run in {
             "restore": restore,
+            "no identity": no_identity,
+            "wrong identity": wrong_identity,
             "corrupt": corrupt,
+            "altered": altered,
             "unreadable": unreadable,
             "again": again,
         }.items():
@@ -139,7 +170,9 @@ def drill(installed_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
             "dirs": dirs, "state": state, "again": again, "backup2": backup2, "corrupt": corrupt,
             "pre_corrupt": pre_corrupt, "post_corrupt": post_corrupt,
             "manifest_after_corrupt": manifest_after_corrupt, "unreadable": unreadable,
-            "post_unreadable": post_unreadable,
+            "post_unreadable": post_unreadable, "no_identity": no_identity, "wrong_identity": wrong_identity,
+            "wrong_left": wrong_left, "post_identity": post_identity, "altered": altered,
+            "post_altered": post_altered, "altered_left": altered_left,
             "schemas": (interrupted_doc.get("schema"), state_doc.get("schema")),
         }  # fmt: skip
 
@@ -209,7 +242,8 @@ def test_a_corrupted_backup_is_refused_in_one_line_and_nothing_changes(drill):
     lines = [ln for ln in run.err.strip().splitlines() if ln.strip()]
     assert any(
         re.search(
-            rf"backup {drill['name']}: sha256 mismatch in etcd-snapshot\.db \(SHA256SUMS on master1\)", ln
+            rf"backup {drill['name']}: sha256 mismatch in etcd-snapshot\.db\.age \(SHA256SUMS on master1\)",
+            ln,
         )
         for ln in lines
     ), run.err
@@ -222,9 +256,44 @@ def test_a_snapshot_etcdutl_cannot_read_is_refused_before_anything_stops(drill):
     run = drill["unreadable"]
     assert run.rc != 0
     assert re.search(
-        r"backup 20000101T000000Z: etcd-snapshot\.db is not a snapshot etcdutl can read: Error: invalid database",
+        r"backup 20000101T000000Z: etcd-snapshot\.db\.age holds no snapshot etcdutl can read: Error: invalid database",
         run.err,
     ), run.err
     assert "Etcd restore | Stop the control plane" not in run.out
     assert drill["post_unreadable"] == drill["pre_corrupt"]
     assert drill["manifest_after_corrupt"] == drill["manifest"]
+
+
+def test_an_encrypted_backup_without_its_identity_or_with_another_is_refused_and_nothing_changes(drill):
+    none, wrong = drill["no_identity"], drill["wrong_identity"]
+    assert none.rc == 1 and "Traceback" not in none.err
+    assert (
+        f"backup {drill['name']}: its snapshot is encrypted (etcd-snapshot.db.age) and no identity was given; "
+        "nothing was changed" in none.err
+    ), none.err
+    assert "Etcd restore |" not in none.out  # refused before the playbook
+    assert wrong.rc != 0 and "Traceback" not in wrong.err
+    assert re.search(
+        rf"backup {drill['name']}: etcd-snapshot\.db\.age does not decrypt: no identity matched any of the "
+        r"recipients \(the identity is not the key the backup was encrypted to\); nothing was changed",
+        wrong.err,
+    ), wrong.err
+    assert "Etcd restore | Stop the control plane" not in wrong.out
+    assert drill["post_identity"] == drill["pre_corrupt"]
+    assert drill["wrong_left"].count("No such file or directory") == 2, drill[
+        "wrong_left"
+    ]  # identity removed
+
+
+def test_an_encrypted_snapshot_altered_after_the_backup_fails_age_authentication_naming_it(drill):
+    run = drill["altered"]
+    assert run.rc != 0 and "Traceback" not in run.err
+    assert re.search(
+        r"backup 20000101T000001Z: etcd-snapshot\.db\.age does not decrypt: failed to decrypt and authenticate "
+        r"payload chunk \(the file is damaged or was altered: restore another backup\); nothing was changed",
+        run.err,
+    ), run.err
+    assert "Etcd restore | Stop the control plane" not in run.out
+    assert drill["post_altered"] == drill["pre_corrupt"]
+    # neither the identity nor a partly decrypted snapshot stays on the master
+    assert drill["altered_left"].count("No such file or directory") == 2, drill["altered_left"]

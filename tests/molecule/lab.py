@@ -24,7 +24,8 @@
                             over stays up for the next scenario
     lab.py --list           dynamic inventory: the lab's own site, rendered exactly as
                             `appliance install --site lab` renders it (hosts.yml + group_vars),
-                            plus the manifest digest the bundle gate verified at `up`
+                            plus the manifest digest the bundle gate verified at `up` and the
+                            lab's backup identity file (as `appliance restore --identity` passes it)
 
 The lab is named by APPLIANCE_LAB_NAME (as for `appliance lab`); the bundle and its signing key
 live under APPLIANCE_MOLECULE_BUNDLES (default /var/lib/appliance/molecule).
@@ -56,6 +57,8 @@ START_FILE = "molecule-start.json"
 HANDOVER_FILE = "molecule-handover.json"
 # The lane's next scenario (set by tests/_support/molecule_scenarios.py for each one it runs)
 HAND_TO_ENV = "MOLECULE_LAB_HAND_TO"
+# In the lab's site directory: the lab's age key pair (appliance_cli/lab/sitegen.py writes it)
+BACKUP_IDENTITY = "backup-identity.txt"
 
 
 def appliance(*args: str) -> None:
@@ -612,6 +615,9 @@ def inventory() -> dict[str, Any]:
     for extra in (GATE_FILE, UPGRADE_VARS_FILE):  # the upgrade's, once new-stick wrote it, last
         if (site_dir / extra).is_file():
             out["all"]["vars"].update(json.loads((site_dir / extra).read_text()))
+    # what `appliance restore --identity` passes: the lab's backup key pair (its backups are encrypted)
+    if (site_dir / BACKUP_IDENTITY).is_file():
+        out["all"]["vars"]["etcd_restore_identity_file"] = str((site_dir / BACKUP_IDENTITY).resolve())
     return out
 
 

@@ -31,8 +31,9 @@ def site(tmp_path: Path) -> Path:
 class FakeMaster:
     """run_on on the master: backups listed, their sums checked, the state read; nothing else."""
 
-    def __init__(self, sums: str = "", state: dict | None = None) -> None:
+    def __init__(self, sums: str = "", state: dict | None = None, encrypted: bool = False) -> None:
         self.sums, self.state, self.commands = sums, state or {}, []  # type: ignore[var-annotated]
+        self.encrypted = encrypted
 
     def __call__(self, cfg, node, command, timeout=60):  # type: ignore[no-untyped-def]
         self.commands.append(command)  # argv: `sh -c SCRIPT sh PATH` where a shell is needed
@@ -41,6 +42,8 @@ class FakeMaster:
             return f"{OLD}\n{NEW}\nnotes.txt\n"
         if "sha256sum" in script:
             return self.sums
+        if script.startswith("if test -e ") and arg.endswith("/etcd-snapshot.db.age"):
+            return "encrypted\n" if self.encrypted else "clear\n"
         if script.startswith("cat ") and arg == restore_cmd.STATE_FILE:  # module resumable_state's layout
             return json.dumps({"schema": 1, "etcd_restore": self.state}) if self.state else ""
         raise AssertionError(command)
@@ -171,3 +174,83 @@ def test_a_resumed_restore_names_the_dir_it_finishes(site, capsys, monkeypatch) 
     out = capsys.readouterr().out
     assert "new etcd data dir, /var/lib/etcd-restore-20261125T000000Z; the live one is kept" in out
     assert f"an unfinished restore of {OLD} is on master1" in out
+
+
+# Bech32's alphabet, upper case, to the length of a key: the shape of age-keygen's output.
+IDENTITY_KEY = "AGE-SECRET-KEY-1" + ("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L" * 2)[:58]
+
+
+def _identity(tmp_path: Path, text: str | None = None) -> Path:
+    f = tmp_path / "backup-identity.txt"
+    f.write_text(
+        text
+        if text is not None
+        else f"# created: 2026-11-30T10:10:21Z\n# public key: age1x\n{IDENTITY_KEY}\n"
+    )
+    return f
+
+
+def test_an_encrypted_backup_without_an_identity_is_refused_before_anything(
+    site, capsys, monkeypatch
+) -> None:
+    master = FakeMaster(encrypted=True)
+    monkeypatch.setattr(backups, "run_on", master)
+    monkeypatch.setattr(restore_cmd, "run_playbook", _no_playbook)
+    assert main(["restore", "--site", str(site), "--yes"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"backup {NEW}: its snapshot is encrypted (etcd-snapshot.db.age) and no identity was given; "
+        "nothing was changed" in err
+    )
+    assert "appliance restore --identity FILE" in err and "Traceback" not in err
+    assert all(c[:2] == ["sh", "-c"] and c[2].split()[0] in ("ls", "cd", "if") for c in master.commands)
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("not a key\n", "not an age identity file"),
+        ("# only comments\n", "not an age identity file"),
+        (IDENTITY_KEY[:-1] + "\n", "not an age identity file"),
+        (IDENTITY_KEY.lower() + "\n", "not an age identity file"),
+        (None, "no such file"),
+    ],
+)
+def test_an_identity_file_that_is_none_is_refused_naming_it_and_never_shown(
+    site, tmp_path, capsys, monkeypatch, text, why
+) -> None:
+    monkeypatch.setattr(backups, "run_on", lambda *a, **k: pytest.fail("the master was asked"))
+    path = _identity(tmp_path, text) if text is not None else tmp_path / "missing.txt"
+    assert main(["restore", "--site", str(site), "--identity", str(path), "--yes"]) == 2
+    err = capsys.readouterr().err
+    assert f"--identity {path}: {why}" in err and "Traceback" not in err
+    assert len([ln for ln in err.splitlines() if ln.startswith("error")]) == 1
+    if text:
+        assert text.strip() not in err
+
+
+def test_an_encrypted_backup_gets_the_identitys_path_never_its_key(
+    site, tmp_path, capsys, monkeypatch
+) -> None:
+    state = {"backup": NEW, "phase": "done", "data_dir": "/var/lib/etcd-restore-X", "old_data_dir": "/var/lib/etcd",
+             "snapshot": {"revision": 9, "totalKey": 3}, "nodes": ["master1"]}  # fmt: skip
+    monkeypatch.setattr(backups, "run_on", FakeMaster(state=state, encrypted=True))
+    seen = {}
+
+    class Result:
+        ok, recap, artifact_dir = True, {}, "/tmp/x"
+
+    def playbook(runner, cfg, name, opts, progress, extravars):  # type: ignore[no-untyped-def]
+        seen.update(extravars)
+        return Result()
+
+    monkeypatch.setattr(restore_cmd, "run_playbook", playbook)
+    monkeypatch.setattr(restore_cmd, "make_runner", lambda: None)
+    monkeypatch.setattr(restore_cmd, "print_recap", lambda r: None)
+    monkeypatch.setattr(restore_cmd.sitelock, "site_lock", lambda cfg, what: contextlib.nullcontext())
+    ident = _identity(tmp_path)
+    assert main(["restore", "--site", str(site), "--identity", str(ident), "--yes"]) == 0
+    assert seen["etcd_restore_identity_file"] == str(ident.resolve())
+    assert IDENTITY_KEY not in json.dumps(seen)
+    out = capsys.readouterr().out
+    assert "decrypt its etcd snapshot on the master with --identity" in out and IDENTITY_KEY not in out
