@@ -112,7 +112,9 @@ def drill(installed_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str
         after = _cluster(site_dir)
         manifest = _ok(site_dir, "cat /etc/kubernetes/manifests/etcd.yaml")
         dirs = _ok(site_dir, "ls -d /var/lib/etcd /var/lib/etcd-restore-* 2>/dev/null; true").split()
-        state_doc = json.loads(_ok(site_dir, f"cat {STATE}"))
+        state_doc = json.loads(
+            _ssh(site_dir, f"cat {STATE}").stdout or "{}"
+        )  # none: the restore's output says why
         state = state_doc.get("etcd_restore", {})
         again = cli("install", *site, "--skip-diagnose", timeout=1800)
         backup2 = cli("backup", *site, timeout=600)
@@ -154,6 +156,15 @@ def drill(installed_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str
         unreadable = cli("restore", *site, "--backup", bogus, "--identity", ident, "--yes")
         post_unreadable = _cluster(site_dir)
         manifest_after_corrupt = _ok(site_dir, "cat /etc/kubernetes/manifests/etcd.yaml")
+        # the identity went to the master for each run and was removed; no run's log holds it
+        key = next(ln for ln in Path(ident).read_text().splitlines() if ln.startswith("AGE-SECRET-KEY-1"))
+        key_on_master = _ok(
+            site_dir, "grep -rlF AGE-SECRET-KEY-1 /run /var/lib/appliance /etc /root /tmp; true"
+        )
+        runs = sorted((site_dir / "runs").glob("*-restore"))
+        key_in_runs = [
+            str(p) for r in runs for p in r.rglob("*") if p.is_file() and key.encode() in p.read_bytes()
+        ]
         for what, run in {
             "restore": restore,
             "no identity": no_identity,
@@ -172,7 +183,8 @@ def drill(installed_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str
             "manifest_after_corrupt": manifest_after_corrupt, "unreadable": unreadable,
             "post_unreadable": post_unreadable, "no_identity": no_identity, "wrong_identity": wrong_identity,
             "wrong_left": wrong_left, "post_identity": post_identity, "altered": altered,
-            "post_altered": post_altered, "altered_left": altered_left,
+            "post_altered": post_altered, "altered_left": altered_left, "key_on_master": key_on_master,
+            "key_in_runs": key_in_runs, "restore_runs": len(runs),
             "schemas": (interrupted_doc.get("schema"), state_doc.get("schema")),
         }  # fmt: skip
 
@@ -297,3 +309,10 @@ def test_an_encrypted_snapshot_altered_after_the_backup_fails_age_authentication
     assert drill["post_altered"] == drill["pre_corrupt"]
     # neither the identity nor a partly decrypted snapshot stays on the master
     assert drill["altered_left"].count("No such file or directory") == 2, drill["altered_left"]
+
+
+def test_the_identity_is_never_left_on_the_master_nor_in_a_runs_artifacts(drill):
+    assert drill["key_on_master"].strip() == "", drill["key_on_master"]
+    # the killed run, the restore, the wrong identity, the altered file, the unreadable snapshot (the
+    # runs refused before any playbook leave no run directory)
+    assert drill["restore_runs"] >= 5 and drill["key_in_runs"] == []
