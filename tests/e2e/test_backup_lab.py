@@ -134,17 +134,26 @@ def test_no_secret_the_lab_holds_is_in_the_backup_in_clear(site, hosts, ssh_conf
                 needles[value] = f"Secret {s['metadata']['namespace']}/{s['metadata']['name']} {key}"
     assert len({v for v in needles.values() if v.startswith("/")}) >= 5, needles.values()
     assert any(v.startswith("Secret ") for v in needles.values()), "the lab holds no Secret"
-    # one grep for all of them, on the master: each string that occurs anywhere in the backup
+    # one grep for all of them, on the master: each string that occurs anywhere in the backup; the
+    # same grep over where they live in clear (the files, etcd's data dir) must find them, or it
+    # proves nothing
     listed = "/root/appliance-e2e-needles.txt"
+    manifest = m.check_output("cat /etc/kubernetes/manifests/etcd.yaml")
+    data_dir = re.search(r"--data-dir=(\S+)", manifest).group(1)
     try:
         _to_master(site, ssh_config, listed, "".join(f"{n}\n" for n in needles).encode())
         hits = m.run(f"grep -rhoF -f {listed} {where}")
+        control = m.run(f"grep -rhoF -f {listed} /etc/kubernetes/pki /etc/appliance {data_dir}")
     finally:
         m.run(f"rm -f {listed}")
     assert hits.rc in (0, 1), hits.stderr  # 1: no line matched
     found = sorted({needles[h] for h in hits.stdout.splitlines() if h in needles})
+    in_clear = {needles[h] for h in control.stdout.splitlines() if h in needles}
     print(
-        f"--- grep of {where}: {len(needles)} secret strings from {len(set(needles.values()))} places, found {found}"
+        f"--- grep of {where}: {len(needles)} secret strings from {len(set(needles.values()))} places, "
+        f"found {found}; the same grep finds {len(in_clear)} of those places in clear on the master"
     )
+    assert any(w.startswith("/") for w in in_clear), control.stdout[-500:]
+    assert any(w.startswith("Secret ") for w in in_clear), f"no Secret found in clear in {data_dir}"
     assert found == []
     assert not [n for n in needles if n in run.out + run.err]
