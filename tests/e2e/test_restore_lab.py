@@ -165,8 +165,28 @@ def drill(installed_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str
         key_in_runs = [
             str(p) for r in runs for p in r.rglob("*") if p.is_file() and key.encode() in p.read_bytes()
         ]
+        # a backup taken before backups were encrypted: its snapshot in clear, restored without an
+        # identity (the second backup's, decrypted on the controller as an operator would)
+        legacy = "20000101T000002Z"
+        clear = subprocess.run(
+            ["sh", "-c", f"ssh -F {site_dir / 'ssh_config'} -o BatchMode=yes master1 "
+                         f"sudo cat /var/lib/appliance/backups/{name2}/etcd-snapshot.db.age | age -d -i {ident}"],
+            capture_output=True, check=True, timeout=120,
+        ).stdout  # fmt: skip
+        _ok(site_dir, f"cd /var/lib/appliance/backups && rm -rf {legacy} && mkdir -m 700 {legacy} && "
+                      f"cp -p {name2}/kubeadm-cluster-configuration.yaml {name2}/helm-releases.json {legacy}/")  # fmt: skip
+        put = subprocess.run(
+            ["ssh", "-F", str(site_dir / "ssh_config"), "-o", "BatchMode=yes", "master1",
+             f"sudo sh -c 'umask 077; cat > /var/lib/appliance/backups/{legacy}/etcd-snapshot.db'"],
+            input=clear, capture_output=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert put.returncode == 0, put.stderr
+        _ok(site_dir, f"cd /var/lib/appliance/backups/{legacy} && " + resum)
+        unencrypted = cli("restore", *site, "--backup", legacy, "--yes", timeout=1200)
+        post_unencrypted = _cluster(site_dir)
         for what, run in {
             "restore": restore,
+            "unencrypted": unencrypted,
             "no identity": no_identity,
             "wrong identity": wrong_identity,
             "corrupt": corrupt,
@@ -184,7 +204,8 @@ def drill(installed_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str
             "post_unreadable": post_unreadable, "no_identity": no_identity, "wrong_identity": wrong_identity,
             "wrong_left": wrong_left, "post_identity": post_identity, "altered": altered,
             "post_altered": post_altered, "altered_left": altered_left, "key_on_master": key_on_master,
-            "key_in_runs": key_in_runs, "restore_runs": len(runs),
+            "key_in_runs": key_in_runs, "restore_runs": len(runs), "unencrypted": unencrypted,
+            "post_unencrypted": post_unencrypted, "name2": name2,
             "schemas": (interrupted_doc.get("schema"), state_doc.get("schema")),
         }  # fmt: skip
 
@@ -316,3 +337,13 @@ def test_the_identity_is_never_left_on_the_master_nor_in_a_runs_artifacts(drill)
     # the killed run, the restore, the wrong identity, the altered file, the unreadable snapshot (the
     # runs refused before any playbook leave no run directory)
     assert drill["restore_runs"] >= 5 and drill["key_in_runs"] == []
+
+
+def test_a_backup_taken_before_backups_were_encrypted_restores_without_an_identity(drill):
+    run = drill["unencrypted"]
+    assert run.rc == 0, run.out[-3000:] + run.err[-3000:]
+    assert "  1. check its sha256 sums, read its etcd snapshot with etcdutl" in run.out
+    assert "Etcd restore | Bring the identity for the decryption" not in run.out
+    assert re.search(r"restored backup 20000101T000002Z on master1: etcd revision \d+, \d+ keys", run.out)
+    assert drill["post_unencrypted"]["ready"] == {"master1": True, "worker1": True}
+    assert drill["post_unencrypted"]["configmaps"] == drill["after"]["configmaps"]  # the second backup's
