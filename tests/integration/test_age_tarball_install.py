@@ -7,22 +7,18 @@ single-executable path (Debian's build), so this is where the tarball path is pr
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import io
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import yaml
 
+from tests._support.bundle_server import served  # noqa: F401  (served: the fixture)
 from tests._support.standin_localhost import localhost_changed
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,20 +41,6 @@ def _tarball() -> bytes:
         info.size = 4
         tar.addfile(info, io.BytesIO(b"BSD\n"))
     return buf.getvalue()
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[Path, str]]:
-    root = tmp_path / "www"
-    (root / "files").mkdir(parents=True)
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    handler.log_message = lambda *a, **k: None  # type: ignore[method-assign]
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        yield root / "files", f"http://127.0.0.1:{srv.server_address[1]}/files"
-    finally:
-        srv.shutdown()
 
 
 def _run(
@@ -88,7 +70,7 @@ def _run(
     )  # fmt: skip
 
 
-def test_the_upstream_tarball_is_unpacked_installed_works_and_is_left_alone_after(tmp_path, served):
+def test_the_upstream_tarball_is_unpacked_installed_works_and_is_left_alone_after(tmp_path, served):  # noqa: F811
     files, url = served
     data = _tarball()
     (files / "age").write_bytes(data)
@@ -111,7 +93,7 @@ def test_the_upstream_tarball_is_unpacked_installed_works_and_is_left_alone_afte
     assert again.returncode == 0 and localhost_changed(again.stdout) == 0, again.stdout[-3000:]
 
 
-def test_a_tarball_unlike_the_bundle_checksum_is_not_installed(tmp_path, served):
+def test_a_tarball_unlike_the_bundle_checksum_is_not_installed(tmp_path, served):  # noqa: F811
     files, url = served
     (files / "age").write_bytes(_tarball())
     run = _run(tmp_path, url, "0" * 64)
@@ -119,7 +101,7 @@ def test_a_tarball_unlike_the_bundle_checksum_is_not_installed(tmp_path, served)
     assert not (tmp_path / "bin" / "age").exists()
 
 
-def test_a_bundle_without_age_is_refused_naming_what_it_has(tmp_path, served):
+def test_a_bundle_without_age_is_refused_naming_what_it_has(tmp_path, served):  # noqa: F811
     _, url = served
     run = _run(tmp_path, url, "0" * 64, files={"helm": {"sha256": "0" * 64}})
     assert run.returncode != 0

@@ -6,21 +6,18 @@ executable path (its helm is the stand-in), so this is where the tarball path is
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import io
 import os
 import subprocess
 import sys
 import tarfile
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests._support.bundle_server import served  # noqa: F401  (served: the fixture)
 from tests._support.standin_localhost import localhost_changed
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,21 +39,6 @@ def _tarball(version: str) -> bytes:
             info.size, info.mode = len(data), mode
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[Path, str]]:
-    """A directory served on 127.0.0.1 (the master's bundle server, files/ below it)."""
-    root = tmp_path / "www"
-    (root / "files").mkdir(parents=True)
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    handler.log_message = lambda *a, **k: None  # type: ignore[method-assign]
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        yield root / "files", f"http://127.0.0.1:{srv.server_address[1]}/files"
-    finally:
-        srv.shutdown()
 
 
 def _run(tmp_path: Path, files_url: str, sha256: str) -> subprocess.CompletedProcess[str]:
@@ -87,7 +69,7 @@ def _run(tmp_path: Path, files_url: str, sha256: str) -> subprocess.CompletedPro
     )  # fmt: skip
 
 
-def test_the_upstream_tarball_is_unpacked_installed_and_left_alone_after(tmp_path, served):
+def test_the_upstream_tarball_is_unpacked_installed_and_left_alone_after(tmp_path, served):  # noqa: F811
     files, url = served
     data = _tarball("v3.14.4")
     (files / "helm").write_bytes(data)
@@ -103,7 +85,7 @@ def test_the_upstream_tarball_is_unpacked_installed_and_left_alone_after(tmp_pat
     assert again.returncode == 0 and localhost_changed(again.stdout) == 0, again.stdout[-3000:]
 
 
-def test_another_helm_release_is_refused_saying_what_it_reports(tmp_path, served):
+def test_another_helm_release_is_refused_saying_what_it_reports(tmp_path, served):  # noqa: F811
     files, url = served
     data = _tarball("v3.12.0")
     (files / "helm").write_bytes(data)
@@ -112,7 +94,7 @@ def test_another_helm_release_is_refused_saying_what_it_reports(tmp_path, served
     assert "helm reports 'v3.12.0+gc309b6f', expected v3.14.4" in " ".join(run.stdout.split())
 
 
-def test_a_tarball_unlike_the_bundle_checksum_is_not_installed(tmp_path, served):
+def test_a_tarball_unlike_the_bundle_checksum_is_not_installed(tmp_path, served):  # noqa: F811
     files, url = served
     (files / "helm").write_bytes(_tarball("v3.14.4"))
     run = _run(tmp_path, url, "0" * 64)
