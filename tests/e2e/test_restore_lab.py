@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from tests._support import agebackup
 from tests._support.killed_runs import kill_when_printed
 from tests.e2e.conftest import TWO_NODE_LAB
 
@@ -168,16 +170,19 @@ def drill(installed_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str
         # a backup taken before backups were encrypted: its snapshot in clear, restored without an
         # identity (the second backup's, decrypted on the controller as an operator would)
         legacy = "20000101T000002Z"
-        clear = subprocess.run(
-            ["sh", "-c", f"ssh -F {site_dir / 'ssh_config'} -o BatchMode=yes master1 "
-                         f"sudo cat /var/lib/appliance/backups/{name2}/etcd-snapshot.db.age | age -d -i {ident}"],
+        sealed = subprocess.run(
+            ["ssh", "-F", str(site_dir / "ssh_config"), "-o", "BatchMode=yes", "master1",
+             f"sudo cat /var/lib/appliance/backups/{name2}/etcd-snapshot.db.age"],
             capture_output=True, check=True, timeout=120,
         ).stdout  # fmt: skip
+        opened = agebackup.decrypt(Path(ident), sealed)
+        assert opened.returncode == 0, opened.stderr
+        clear = opened.stdout
         _ok(site_dir, f"cd /var/lib/appliance/backups && rm -rf {legacy} && mkdir -m 700 {legacy} && "
                       f"cp -p {name2}/kubeadm-cluster-configuration.yaml {name2}/helm-releases.json {legacy}/")  # fmt: skip
         put = subprocess.run(
             ["ssh", "-F", str(site_dir / "ssh_config"), "-o", "BatchMode=yes", "master1",
-             f"sudo sh -c 'umask 077; cat > /var/lib/appliance/backups/{legacy}/etcd-snapshot.db'"],
+             "sudo sh -c " + shlex.quote(f"umask 077; cat > /var/lib/appliance/backups/{legacy}/etcd-snapshot.db")],
             input=clear, capture_output=True, timeout=120, check=False,
         )  # fmt: skip
         assert put.returncode == 0, put.stderr
