@@ -34,7 +34,17 @@ local_pid=$!
 APPLIANCE_TIMINGS_JSON=${E2E_TIMES:-} setsid env --default-signal=INT \
   pytest -q -rfEs "${e2e_args[@]}" "${e2e_paths[@]}" &
 e2e_pid=$!
-stop() { kill -INT -- "-$1" 2>/dev/null; }
+# A run that has not yet made its own group (setsid not yet run: a lint that fails at once can end
+# first) is waited for, not missed: the signal to its group would fail and the lab run go on.
+stop() {
+  local i
+  for ((i = 0; i < 100; i++)); do
+    kill -INT -- "-$1" 2>/dev/null && return
+    kill -0 "$1" 2>/dev/null || return
+    sleep 0.1
+  done
+  kill -INT "$1" 2>/dev/null
+}
 trap 'stop $local_pid; stop $e2e_pid' INT TERM HUP
 
 wait "$local_pid"

@@ -20,9 +20,10 @@ def _probe(path: Path, body: str) -> Path:
 
 
 def _run(
-    tmp_path: Path, local: Path, e2e: Path, timeout: float = 120, pre: Path | None = None
+    tmp_path: Path, local: Path, e2e: Path, timeout: float = 120, pre: Path | None = None, path: str = ""
 ) -> tuple[subprocess.CompletedProcess[str], float]:
-    env = inner_run_env() | {
+    env = inner_run_env()
+    env = env | {"PATH": path + env["PATH"]} | {
         "LOCAL_PATHS": str(local), "E2E_PATHS": str(e2e), "LOCAL_ARGS": "-p no:cacheprovider",
         "E2E_ARGS": "-p no:cacheprovider", "PROBE_DIR": str(tmp_path), "LOCAL_LOG": str(tmp_path / "local.log"),
         "LOCAL_PRE": str(pre or ""),
@@ -110,3 +111,25 @@ def test_lint_runs_first_in_the_unit_lane_and_its_failure_stops_both_runs(tmp_pa
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"==== {lint}, unit and integration tests (ran beside" in r.stdout
     assert "lint passed" in r.stdout and ran.exists()
+
+
+def test_a_lint_failure_stops_a_lab_run_that_has_not_made_its_process_group_yet(tmp_path: Path) -> None:
+    """CI stop 51: lint failed before the lab run's setsid had run, the INT to its group found no
+    group, and the lab run went on. A setsid that waits 2 s before it runs, for the lab run only
+    (its command starts with env; the unit lane's with nice), makes that order certain."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    real = subprocess.run(["bash", "-c", "command -v setsid"], capture_output=True, text=True, check=True)
+    slow = bin_dir / "setsid"
+    slow.write_text(f'#!/bin/bash\n[[ $1 != env ]] || sleep 2\nexec {real.stdout.strip()} "$@"\n')
+    slow.chmod(0o755)
+    local = _probe(tmp_path / "test_probe_local.py", "def test_x():\n    pass\n")
+    e2e = _probe(
+        tmp_path / "test_probe_e2e.py", "import time\ndef test_a_long_lab_test():\n    time.sleep(300)\n"
+    )
+    lint = tmp_path / "lint.sh"
+    lint.write_text("#!/bin/sh\nexit 3\n")
+    lint.chmod(0o755)
+    r, seconds = _run(tmp_path, local, e2e, pre=lint, path=f"{bin_dir}:")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert seconds < 60, seconds  # not the lab test's 300 s
