@@ -676,3 +676,36 @@ def test_control_plane_names_the_last_line_of_the_newest_api_server_container_th
     out = subprocess.run(["bash", "-c", script["ansible.builtin.shell"]["cmd"]], env=env, capture_output=True,
                          text=True, check=True)  # fmt: skip
     assert out.stdout.startswith("the kubelet started no kube-apiserver container")
+
+
+def test_init_certs_keep_the_pki_a_rebuilt_master_brings(fake_root: Path, tmp_path: Path) -> None:
+    """kubeadm init on a master whose /etc/kubernetes/pki came back from a backup: every CA, every
+    certificate its CA signed and the sa key are used as they are (the workers' certificates and
+    the restored tokens stay valid); a certificate another CA signed is refused."""
+    from tests.standin.k8s_standin.files import PKI, write_pki
+
+    cfg = load_init_config(cfg_file(tmp_path, INIT_CFG), {}, resolve_host=False)
+    first = io.StringIO()
+    write_pki(cfg, first)
+    assert '[certs] Generating "ca" certificate and key' in first.getvalue()
+    pki = fake_root / PKI.lstrip("/")
+    before = {p: p.read_bytes() for p in pki.rglob("*") if p.is_file()}
+    assert len(before) == 22, sorted(before)  # 10 certificates with their keys, sa.key and sa.pub
+    (pki / "apiserver.crt").unlink()  # one leaf lost: made again, under the same CA
+    again = io.StringIO()
+    write_pki(cfg, again)
+    text = again.getvalue()
+    for line in ("[certs] Using existing ca certificate authority",
+                 "[certs] Using existing front-proxy-ca certificate authority",
+                 "[certs] Using existing etcd/ca certificate authority",
+                 "[certs] Using existing etcd/server certificate and key on disk",
+                 "[certs] Using existing apiserver-etcd-client certificate and key on disk",
+                 '[certs] Generating "apiserver" certificate and key',
+                 '[certs] Using the existing "sa" key'):  # fmt: skip
+        assert line in text, text
+    assert "Generating \"etcd/ca\"" not in text and "Generating \"sa\"" not in text
+    after = {p: p.read_bytes() for p in pki.rglob("*") if p.is_file()}
+    assert {p for p in after if after[p] != before.get(p)} == {pki / "apiserver.crt"}
+    shutil.copy(pki / "front-proxy-client.crt", pki / "apiserver-kubelet-client.crt")  # another CA's
+    with pytest.raises(Fail, match=r"certificate apiserver-kubelet-client not signed by CA certificate ca"):
+        write_pki(cfg, io.StringIO())

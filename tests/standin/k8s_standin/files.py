@@ -22,6 +22,7 @@ from .util import (
     hp,
     minor_of,
     read_text,
+    run,
     write_file,
 )
 
@@ -230,16 +231,43 @@ def _is_ip(s: str) -> bool:
         return False
 
 
+def _ca(pki: str, base: str, cn: str, out: Any) -> tuple[str, str]:
+    """kubeadm's certs phase for a CA: one on disk (a master rebuilt from a backup's PKI) is used,
+    not made again. Wording: cmd/kubeadm/app/cmd/phases/init/certs.go (runCAPhase), as kubeadm
+    1.20 and 1.25 print it in their init logs; the file at v1.23.17 itself is not stored here."""
+    crt, key = f"{pki}/{base}.crt", f"{pki}/{base}.key"
+    if os.path.exists(crt) and os.path.exists(key):
+        out.write(f"[certs] Using existing {base} certificate authority\n")
+    else:
+        out.write(f'[certs] Generating "{base}" certificate and key\n')
+        make_ca(crt, key, cn)
+    return crt, key
+
+
+def _leaf(pki: str, base: str, ca: tuple[str, str], cn: str, out: Any, **kw: Any) -> bool:
+    """kubeadm's certs phase for a certificate: one on disk is used when its CA signed it
+    (runCertPhase: "Using existing %s certificate and key on disk"; else "[certs] certificate %s
+    not signed by CA certificate %s"). -> whether it was made here."""
+    crt, key = f"{pki}/{base}.crt", f"{pki}/{base}.key"
+    if os.path.exists(crt) and os.path.exists(key):
+        rc, err = run(["openssl", "verify", "-CAfile", ca[0], crt])
+        if rc != 0:
+            cab = os.path.basename(ca[0])[: -len(".crt")]
+            if "/etcd/" in ca[0]:
+                cab = "etcd/" + cab
+            raise Fail(f"[certs] certificate {base} not signed by CA certificate {cab}: {err.strip()}")
+        out.write(f"[certs] Using existing {base} certificate and key on disk\n")
+        return False
+    out.write(f'[certs] Generating "{base}" certificate and key\n')
+    make_cert(crt, key, ca[0], ca[1], cn, **kw)
+    return True
+
+
 def write_pki(cfg: InitConfig, out: Any) -> None:
     pki = hp(PKI)
     os.makedirs(pki, exist_ok=True)
     out.write(f'[certs] Using certificateDir folder "{PKI}"\n')
-    ca, cak = f"{pki}/ca.crt", f"{pki}/ca.key"
-    if os.path.exists(ca) and os.path.exists(cak):
-        out.write("[certs] Using existing ca certificate authority\n")
-    else:
-        out.write('[certs] Generating "ca" certificate and key\n')
-        make_ca(ca, cak, "kubernetes")
+    ca = _ca(pki, "ca", "kubernetes", out)
     svc_ip = first_ip(cfg.cluster["networking"]["serviceSubnet"], 1)
     dom = cfg.cluster["networking"]["dnsDomain"]
     sans_extra = cfg.cluster["apiServer"].get("certSANs") or []
@@ -250,38 +278,27 @@ def write_pki(cfg: InitConfig, out: Any) -> None:
     if cpe:
         (ips if _is_ip(cpe) else dns).append(cpe)
     sans = [f"IP:{x}" if _is_ip(x) else f"DNS:{x}" for x in dns + ips]
-    out.write('[certs] Generating "apiserver" certificate and key\n')
-    out.write(
-        f"[certs] apiserver serving cert is signed for DNS names [{' '.join(dns)}] and IPs [{' '.join(ips)}]\n"
-    )
-    make_cert(f"{pki}/apiserver.crt", f"{pki}/apiserver.key", ca, cak, "kube-apiserver", server=True, client=False,
-              sans=sans)  # fmt: skip
-    out.write('[certs] Generating "apiserver-kubelet-client" certificate and key\n')
-    make_cert(f"{pki}/apiserver-kubelet-client.crt", f"{pki}/apiserver-kubelet-client.key", ca, cak,
-              "kube-apiserver-kubelet-client", ["system:masters"])  # fmt: skip
-    out.write('[certs] Generating "front-proxy-ca" certificate and key\n')
-    make_ca(f"{pki}/front-proxy-ca.crt", f"{pki}/front-proxy-ca.key", "front-proxy-ca")
-    out.write('[certs] Generating "front-proxy-client" certificate and key\n')
-    make_cert(f"{pki}/front-proxy-client.crt", f"{pki}/front-proxy-client.key", f"{pki}/front-proxy-ca.crt",
-              f"{pki}/front-proxy-ca.key", "front-proxy-client")  # fmt: skip
+    if _leaf(pki, "apiserver", ca, "kube-apiserver", out, server=True, client=False, sans=sans):
+        out.write(
+            f"[certs] apiserver serving cert is signed for DNS names [{' '.join(dns)}] and IPs [{' '.join(ips)}]\n"
+        )
+    _leaf(pki, "apiserver-kubelet-client", ca, "kube-apiserver-kubelet-client", out, orgs=["system:masters"])
+    fp = _ca(pki, "front-proxy-ca", "front-proxy-ca", out)
+    _leaf(pki, "front-proxy-client", fp, "front-proxy-client", out)
     if (cfg.cluster.get("etcd") or {}).get("local") is not None:
-        ec, eck = f"{pki}/etcd/ca.crt", f"{pki}/etcd/ca.key"
-        out.write('[certs] Generating "etcd/ca" certificate and key\n')
-        make_ca(ec, eck, "etcd-ca")
+        ec = _ca(pki, "etcd/ca", "etcd-ca", out)
         esans = ["DNS:localhost", f"DNS:{cfg.node_name}", f"IP:{cfg.advertise}", "IP:127.0.0.1", "IP:::1"]
         for n in ("server", "peer"):
-            out.write(f'[certs] Generating "etcd/{n}" certificate and key\n')
-            out.write(f"[certs] etcd/{n} serving cert is signed for DNS names [{cfg.node_name} localhost] and IPs "
-                      f"[{cfg.advertise} 127.0.0.1 ::1]\n")  # fmt: skip
-            make_cert(
-                f"{pki}/etcd/{n}.crt", f"{pki}/etcd/{n}.key", ec, eck, cfg.node_name, server=True, sans=esans
-            )
-        out.write('[certs] Generating "etcd/healthcheck-client" certificate and key\n')
-        make_cert(f"{pki}/etcd/healthcheck-client.crt", f"{pki}/etcd/healthcheck-client.key", ec, eck,
-                  "kube-etcd-healthcheck-client")  # fmt: skip
-        out.write('[certs] Generating "apiserver-etcd-client" certificate and key\n')
-        make_cert(f"{pki}/apiserver-etcd-client.crt", f"{pki}/apiserver-etcd-client.key", ec, eck,
-                  "kube-apiserver-etcd-client")  # fmt: skip
+            if _leaf(pki, f"etcd/{n}", ec, cfg.node_name, out, server=True, sans=esans):
+                out.write(f"[certs] etcd/{n} serving cert is signed for DNS names [{cfg.node_name} localhost] and "
+                          f"IPs [{cfg.advertise} 127.0.0.1 ::1]\n")  # fmt: skip
+        _leaf(pki, "etcd/healthcheck-client", ec, "kube-etcd-healthcheck-client", out)
+        _leaf(pki, "apiserver-etcd-client", ec, "kube-apiserver-etcd-client", out)
+    # cmd/kubeadm/app/phases/certs/certs.go CreateServiceAccountKeyAndPublicKeyFiles: a key on
+    # disk is trusted as it is, so the tokens a restored etcd holds stay valid.
+    if os.path.exists(f"{pki}/sa.key"):
+        out.write('[certs] Using the existing "sa" key\n')
+        return
     out.write('[certs] Generating "sa" key and public key\n')
     gen_key(f"{pki}/sa.key")
     write_file(f"{pki}/sa.pub", _openssl(["pkey", "-in", f"{pki}/sa.key", "-pubout"]))
