@@ -66,11 +66,11 @@ def cmd_restore(args: argparse.Namespace) -> int:
     with sitelock.site_lock(cfg, "restore"), Progress(f"restore of {cfg.site.name} from {name}") as progress:
         result = run_playbook(make_runner(), cfg, "restore.yml", RunOptions(), progress, extravars)
     print_recap(result)
-    _report(backups.restored(cfg), master)
+    report_restored(backups.restored(cfg), master)
     return 0
 
 
-def _report(done: backups.Restored, master: str) -> None:
+def report_restored(done: backups.Restored, master: str) -> None:
     ui.info(
         f"restored backup {done.backup} on {master}: etcd revision {done.revision}, "
         f"{done.total_keys} keys; nodes Ready: {', '.join(done.nodes)}"

@@ -4,7 +4,9 @@ and the restore's state file. Each answer is checked before it is used; no print
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +26,8 @@ RESTORE_DATA_DIR_PREFIX = "/var/lib/etcd-restore-"
 # A line of `sha256sum` output: digest, a space, ' ' or '*' (the mode), the name ('\' first when
 # sha256sum escaped the name).
 _SUM_LINE = re.compile(r"\\?[0-9a-f]{64} [ *](.+)")
+# The same line, its digest and name apart (a name sha256sum did not escape).
+_SUM_LINE_PARTS = re.compile(r"([0-9a-f]{64}) [ *]([^\\\n]+)")
 _RESTORE_START_CHECK = 'cd -- "$1" && sha256sum --strict --quiet -c SHA256SUMS 2>&1; true'
 # `appliance backup` writes the snapshot encrypted (age); a backup taken before that has it in clear.
 ENCRYPTED_SNAPSHOT = "etcd-snapshot.db.age"
@@ -147,3 +151,77 @@ def _json(text: str, path: str, master: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError:
         raise ApplianceError(f"{path} on {master}: no JSON in it") from None
+
+
+# What a backup that can rebuild a master holds, encrypted (cluster_backup): the snapshot and the
+# secrets archive (the PKI and /etc/appliance).
+SECRETS_ARCHIVE = "secrets.tar.age"
+
+
+@dataclass(frozen=True)
+class CopiedBackup:
+    name: str  # its directory's name, as `appliance backup` named it
+    path: str  # where the operator keeps it (the controller)
+    files: list[str]  # as SHA256SUMS lists them, each checked
+
+
+def check_copied_backup(path: str) -> CopiedBackup:
+    """A backup directory copied off the master (`appliance rebuild-master --from`): its name a
+    backup's, its SHA256SUMS there and every sum holding, the encrypted snapshot and secrets in it.
+    Reads only; ApplianceError naming the file otherwise."""
+    root = os.path.abspath(path)
+    name = os.path.basename(root)
+    hint = "pass the directory `appliance backup` wrote, as copied off the master (scp -r), unchanged"
+    if not os.path.isdir(root):
+        raise ApplianceError(f"--from {path}: not a directory", hint=hint)
+    if not restoreplan.BACKUP_NAME.fullmatch(name):
+        raise ApplianceError(f"--from {path}: '{name}' is not a backup's name (YYYYMMDDTHHMMSSZ)", hint=hint)
+    sums_path = os.path.join(root, "SHA256SUMS")
+    try:
+        with open(sums_path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ApplianceError(f"{sums_path}: cannot be read ({exc.__class__.__name__})", hint=hint) from None
+    files: list[str] = []
+    for line in lines:
+        m = _SUM_LINE_PARTS.fullmatch(line)
+        if m is None or "/" in m.group(2) or m.group(2).startswith("."):
+            raise ApplianceError(f"{sums_path}: not a line sha256sum writes: {line[:80]!r}", hint=hint)
+        digest, fname = m.group(1), m.group(2)
+        try:
+            with open(os.path.join(root, fname), "rb") as f:
+                actual = hashlib.file_digest(f, "sha256").hexdigest()
+        except OSError:
+            raise ApplianceError(
+                f"backup {name}: {fname} is listed in SHA256SUMS but missing", hint=hint
+            ) from None
+        if actual != digest:
+            raise ApplianceError(
+                f"backup {name}: sha256 mismatch in {fname} ({root}); nothing was changed",
+                hint="the copy is damaged: copy the backup off again, or use another one",
+            )
+        files.append(fname)
+    for needed in (ENCRYPTED_SNAPSHOT, SECRETS_ARCHIVE):
+        if needed not in files:
+            raise ApplianceError(
+                f"backup {name}: no {needed} in it: it cannot rebuild a master",
+                hint="a backup taken before backups held the PKI and secrets cannot; use a newer one",
+            )
+    return CopiedBackup(name, root, files)
+
+
+_HAS_CLUSTER = 'if test -e "$1"; then echo yes; else echo no; fi'
+
+
+def refuse_live_master(cfg: SiteConfig, backup: str) -> None:
+    """`appliance rebuild-master` runs only on a fresh master: one with kubeadm's admin.conf runs a
+    cluster, and is refused (the restore of a running cluster is `appliance restore`)."""
+    master = cfg.master.name
+    answer = run_on(cfg, cfg.master, ["sh", "-c", _HAS_CLUSTER, "sh", PATHS.admin_conf], timeout=60).strip()
+    if answer != "no":
+        raise ApplianceError(
+            f"{master} already has a control plane ({PATHS.admin_conf}): a master is rebuilt only on a "
+            "fresh machine; nothing was changed",
+            hint=f"to put this cluster back as backup {backup} has it, copy the backup to "
+            f"{master}:{BACKUP_ROOT}/ and run `appliance restore --backup {backup} --identity FILE`",
+        )

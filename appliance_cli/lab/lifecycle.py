@@ -181,6 +181,51 @@ def _up(
     return _info(layout, state)
 
 
+def replace_node(name: str, progress: Progress | None = None) -> LabInfo:
+    """A node lost with its disk, replaced by a fresh machine of the same name and address (the
+    master-rebuild drill): the node powered off, its rootfs made again from the base image (nothing
+    installed, new SSH host keys), booted; the other nodes run on. The site's known_hosts then holds
+    the new host keys, as `appliance hosts trust` would record them after checking the console; on
+    master1 the lab's NFS filer is set up again, empty (its disk was lost too)."""
+    from appliance_cli.core.siteconfig import load_site  # the site as installed (a test may edit it)
+
+    say = progress or _quiet
+    check_prerequisites()
+    layout = LabLayout.default()
+    with file_lock(layout.dir / ".lock"):
+        state = LabState.load(layout.state_file)
+        if state is None:
+            raise LabError(f"lab '{layout.name}' is not up", hint="`appliance lab up` first")
+        ns = next((x for x in state.nodes if x.name == name), None)
+        if ns is None:
+            raise UsageError(
+                f"no node {name} in lab '{layout.name}'",
+                hint=f"its nodes: {', '.join(x.name for x in state.nodes)}",
+            )
+        cfg = load_site(layout.site_dir)
+        nodes = sitegen.lab_nodes(cfg)
+        node = next(n for n in nodes if n.name == name)
+        problem = _stop_node(layout, ns)
+        if problem:
+            raise LabError(problem, hint=f"see {layout.logs_dir}")
+        say(f"{name} powered off")
+        create_rootfs(layout, node, ensure_base_rootfs(layout.cache_dir))
+        refresh_identity(layout, node, nodes, ensure_keypair(layout.site_dir))
+        sitegen.write_ssh_files(
+            layout, nodes, {n.name: host_keys(layout, n.name) for n in nodes}, cfg.ssh.user
+        )
+        say(f"{name}: a fresh rootfs from the base image, new host keys recorded")
+        ns.cgroups = [str(d) for d in cgroups.node_cgroup_dirs(layout.cgroup_name(name))]
+        _start_node(layout, node, ns, state.bundle)
+        took, _ = _wait_node(layout, node)
+        _wait_booted(layout, node)
+        say(f"{name} up ({node.address}, sshd answering after {took:.1f}s)")
+        if node.is_master and cfg.nfs is not None and cfg.nfs.server == node.address:
+            took = filer.setup(_node_ssh_argv(layout, name), layout.apt_repo_url, cfg.nfs.path)
+            say(f"NFS filer on {name} set up again, empty ({took:.1f}s)")
+        return _info(layout, state)
+
+
 def _wait_booted(layout: LabLayout, n: LabNode) -> None:
     """sshd answers before the boot is over; a login then waits on logind and user@.service
     (pam_systemd), long enough to hit ansible's become timeout. Wait for the boot to finish."""

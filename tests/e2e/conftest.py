@@ -43,7 +43,8 @@ RECAP = re.compile(r"^RECAP (\S+) ok=(\d+) changed=(\d+) failed=(\d+) unreachabl
 # `make e2e` keeps this order (--no-loadscope-reorder: xdist would sort by tests per module).
 ORDER = (
     "test_molecule_build_roles.py", "test_faults.py", "test_molecule_cluster_roles.py", "test_node_add_remove.py", "test_kill_points.py", "test_unreachable_mid_run.py",
-    "test_upgrade_apply_lab.py", "test_restore_lab.py", "test_apiserver_down.py", "test_run_locks.py",
+    "test_upgrade_apply_lab.py", "test_restore_lab.py", "test_master_rebuild_lab.py", "test_apiserver_down.py",
+    "test_run_locks.py",
     "test_node_remove_unreachable.py", "test_upgrade_minor_lab.py", "test_preflight_failures.py",
     "test_node_maintenance.py", "test_backup_lab.py",
     "test_scheduler_runai.py", "test_kubernetes.py", "test_researcher_access.py",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -254,3 +255,120 @@ def test_an_encrypted_backup_gets_the_identitys_path_never_its_key(
     assert IDENTITY_KEY not in json.dumps(seen)
     out = capsys.readouterr().out
     assert "decrypt its etcd snapshot on the master with --identity" in out and IDENTITY_KEY not in out
+
+
+def _copied(tmp_path: Path, name: str = "20261130T120000Z") -> Path:
+    d = tmp_path / name
+    d.mkdir(parents=True)
+    for f, data in {"etcd-snapshot.db.age": b"age snapshot", "secrets.tar.age": b"age secrets",
+                    "helm-releases.json": b"[]"}.items():  # fmt: skip
+        (d / f).write_bytes(data)
+    sums = subprocess.run(["sha256sum", *sorted(p.name for p in d.iterdir())], cwd=d, capture_output=True,
+                          text=True, check=True).stdout  # fmt: skip
+    (d / "SHA256SUMS").write_text(sums)
+    return d
+
+
+def test_a_copied_off_backup_is_checked_whole_on_the_controller(tmp_path: Path) -> None:
+    d = _copied(tmp_path)
+    ok = backups.check_copied_backup(str(d))
+    assert (ok.name, ok.files) == (d.name, ["etcd-snapshot.db.age", "helm-releases.json", "secrets.tar.age"])
+    (d / "secrets.tar.age").write_bytes(b"age secrets!")
+    with pytest.raises(ApplianceError, match=rf"backup {d.name}: sha256 mismatch in secrets\.tar\.age"):
+        backups.check_copied_backup(str(d))
+    (d / "secrets.tar.age").unlink()
+    with pytest.raises(ApplianceError, match=r"secrets\.tar\.age is listed in SHA256SUMS but missing"):
+        backups.check_copied_backup(str(d))
+    old = _copied(tmp_path / "old")
+    (old / "secrets.tar.age").unlink()
+    (old / "SHA256SUMS").write_text(
+        "".join(ln + "\n" for ln in (old / "SHA256SUMS").read_text().splitlines() if "secrets" not in ln)
+    )
+    with pytest.raises(ApplianceError, match=r"no secrets\.tar\.age in it: it cannot rebuild a master"):
+        backups.check_copied_backup(str(old))
+    (tmp_path / "elsewhere").mkdir()
+    with pytest.raises(ApplianceError, match="'elsewhere' is not a backup's name"):
+        backups.check_copied_backup(str(tmp_path / "elsewhere"))
+    evil = _copied(tmp_path / "evil")
+    (evil / "SHA256SUMS").write_text(f"{'0' * 64}  ../../etc/shadow\n")
+    with pytest.raises(ApplianceError, match="not a line sha256sum writes"):
+        backups.check_copied_backup(str(evil))
+
+
+def test_rebuild_master_checks_the_copy_first_refuses_a_live_master_then_runs_three_playbooks(
+    site, tmp_path, capsys, monkeypatch
+) -> None:
+    from appliance_cli.cli import rebuild_cmd
+
+    ident = _identity(tmp_path)
+    copy = _copied(tmp_path / "off", NEW)
+    monkeypatch.setattr(rebuild_cmd.knownhosts, "require_host_keys", lambda cfg: None)
+    # the lock is taken on the master over SSH: never towards the example's (a real site's) addresses
+    monkeypatch.setattr(rebuild_cmd.sitelock, "site_lock", lambda cfg, what: contextlib.nullcontext())
+
+    class Gate:
+        extravars, summary, warning = {"appliance_bundle_manifest_sha256": "f" * 64}, "bundle verified", ""
+
+    monkeypatch.setattr(rebuild_cmd.bundlegate, "check", lambda cfg, bundle=None, key=None: Gate())
+    monkeypatch.setattr(rebuild_cmd, "make_runner", lambda: None)
+    monkeypatch.setattr(rebuild_cmd, "print_recap", lambda r: None)
+    asked: list[list[str]] = []
+
+    def master(answer: str):  # type: ignore[no-untyped-def]
+        def run_on(cfg, node, command, timeout=60):  # type: ignore[no-untyped-def]
+            asked.append(command)
+            if command[:2] == ["sh", "-c"] and command[4] == "/etc/kubernetes/admin.conf":
+                return answer
+            if "cat " in command[2] and command[4] == restore_cmd.STATE_FILE:
+                state = {"backup": NEW, "phase": "done", "data_dir": "/var/lib/etcd-restore-X",
+                         "old_data_dir": "/var/lib/etcd", "snapshot": {"revision": 9, "totalKey": 3},
+                         "nodes": ["master1", "gpu1"]}  # fmt: skip
+                return json.dumps({"schema": 1, "etcd_restore": state})
+            raise AssertionError(command)
+
+        return run_on
+
+    args = ["rebuild-master", "--site", str(site), "--from", str(copy), "--identity", str(ident), "--yes"]
+    monkeypatch.setattr(rebuild_cmd, "run_playbook", _no_playbook)
+    monkeypatch.setattr(rebuild_cmd, "install", _no_playbook)
+    # a damaged copy: refused on the controller, before any SSH
+    (copy / "etcd-snapshot.db.age").write_bytes(b"damaged")
+    monkeypatch.setattr(backups, "run_on", master("no\n"))
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert f"backup {NEW}: sha256 mismatch in etcd-snapshot.db.age" in err and not asked
+    copy = _copied(tmp_path / "off2", NEW)
+    args[args.index("--from") + 1] = str(copy)
+    # a master that runs a cluster: refused, nothing run
+    monkeypatch.setattr(backups, "run_on", master("yes\n"))
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "master1 already has a control plane (/etc/kubernetes/admin.conf)" in err
+    assert f"appliance restore --backup {NEW} --identity FILE" in err
+    # a fresh master: the secrets and Kubernetes on it alone, the restore, then a whole install
+    monkeypatch.setattr(backups, "run_on", master("no\n"))
+    runs: list[tuple[str, str | None, dict]] = []
+
+    class Result:
+        ok, recap, artifact_dir, changed_total = True, {}, "/tmp/x", 0
+
+    def playbook(runner, cfg, name, opts, progress, extravars):  # type: ignore[no-untyped-def]
+        runs.append((name, opts.limit, dict(extravars)))
+        return Result()
+
+    def install(runner, cfg, opts, progress, extravars=None):  # type: ignore[no-untyped-def]
+        return playbook(runner, cfg, "site.yml", opts, progress, extravars or {})
+
+    monkeypatch.setattr(rebuild_cmd, "run_playbook", playbook)
+    monkeypatch.setattr(rebuild_cmd, "install", install)
+    assert main(args) == 0
+    assert [(n, lim) for n, lim, _ in runs] == [("rebuild-master.yml", "master1"), ("restore.yml", None),
+                                                ("site.yml", None)]  # fmt: skip
+    first, restore = runs[0][2], runs[1][2]
+    assert first["etcd_restore_source_dir"] == str(copy) and first["etcd_restore_backup"] == NEW
+    assert (
+        first["etcd_restore_identity_file"] == str(ident.resolve()) == restore["etcd_restore_identity_file"]
+    )
+    assert first["appliance_bundle_manifest_sha256"] == "f" * 64
+    out = capsys.readouterr().out
+    assert f"restored backup {NEW} on master1: etcd revision 9, 3 keys; nodes Ready: master1, gpu1" in out

@@ -703,7 +703,7 @@ def test_init_certs_keep_the_pki_a_rebuilt_master_brings(fake_root: Path, tmp_pa
                  '[certs] Generating "apiserver" certificate and key',
                  '[certs] Using the existing "sa" key'):  # fmt: skip
         assert line in text, text
-    assert "Generating \"etcd/ca\"" not in text and "Generating \"sa\"" not in text
+    assert 'Generating "etcd/ca"' not in text and 'Generating "sa"' not in text
     after = {p: p.read_bytes() for p in pki.rglob("*") if p.is_file()}
     assert {p for p in after if after[p] != before.get(p)} == {pki / "apiserver.crt"}
     shutil.copy(pki / "front-proxy-client.crt", pki / "apiserver-kubelet-client.crt")  # another CA's
