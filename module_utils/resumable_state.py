@@ -30,9 +30,10 @@ LEGACY_FIELDS = {
     "kube_upgrade": ("target", "done", "draining", "snapshot"),
     "chart_upgrade": ("target", "charts", "charts_upgrading"),
     "etcd_restore": ("backup", "name", "data_dir", "old_data_dir", "snapshot", "phase", "nodes", "finished"),
+    "rebuild_master": (),  # newer than that layout: in the restore's file, it never had one
 }
 # The operations that shared one legacy file ("snapshot" is in two files, with two meanings).
-LEGACY_FILES = (("kube_upgrade", "chart_upgrade"), ("etcd_restore",))
+LEGACY_FILES = (("kube_upgrade", "chart_upgrade"), ("etcd_restore", "rebuild_master"))
 
 
 class StateError(Exception):

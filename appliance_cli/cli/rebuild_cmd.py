@@ -19,6 +19,7 @@ from appliance_cli.cli.restore_cmd import report_restored
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
 from appliance_cli.core import agekeys, backups, bundlegate, knownhosts, sitelock
 from appliance_cli.core.backups import BACKUP_ROOT
+from appliance_cli.core.backups import RESTORE_STATE_FILE as STATE_FILE
 from appliance_cli.core.install import install, run_playbook
 from appliance_cli.core.siteconfig import load_site
 from appliance_cli.runner.events import RunOptions
@@ -60,7 +61,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     copied = backups.check_copied_backup(args.source)
     master = cfg.master.name
     knownhosts.require_host_keys(cfg)
-    backups.refuse_live_master(cfg, copied.name)
+    unfinished = backups.refuse_live_master(cfg, copied.name)
     gate = bundlegate.check(cfg, bundle=args.bundle, key=args.key)
     ui.info(gate.summary)
     for line in (
@@ -75,6 +76,10 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         "never reset, should change nothing",
     ):
         ui.info(line)
+    if unfinished:
+        ui.info(
+            f"  an unfinished rebuild of {master} from {copied.name} is there ({STATE_FILE}): this run finishes it"
+        )
     if not args.yes:
         ui.confirm(f"rebuild {master} of {cfg.site.name}?", "rebuilding")
     common = {"etcd_restore_backup": copied.name, "etcd_restore_identity_file": str(identity)}

@@ -213,15 +213,26 @@ def check_copied_backup(path: str) -> CopiedBackup:
 _HAS_CLUSTER = 'if test -e "$1"; then echo yes; else echo no; fi'
 
 
-def refuse_live_master(cfg: SiteConfig, backup: str) -> None:
-    """`appliance rebuild-master` runs only on a fresh master: one with kubeadm's admin.conf runs a
-    cluster, and is refused (the restore of a running cluster is `appliance restore`)."""
+def refuse_live_master(cfg: SiteConfig, backup: str) -> bool:
+    """`appliance rebuild-master` runs on a fresh master, or finishes its own unfinished rebuild
+    from the same backup (the restore state's rebuild_master: secrets put back, not yet restored).
+    A master with kubeadm's admin.conf otherwise runs a cluster and is refused (the restore of a
+    running cluster is `appliance restore`). -> whether this run finishes an unfinished rebuild."""
     master = cfg.master.name
     answer = run_on(cfg, cfg.master, ["sh", "-c", _HAS_CLUSTER, "sh", PATHS.admin_conf], timeout=60).strip()
-    if answer != "no":
-        raise ApplianceError(
-            f"{master} already has a control plane ({PATHS.admin_conf}): a master is rebuilt only on a "
-            "fresh machine; nothing was changed",
-            hint=f"to put this cluster back as backup {backup} has it, copy the backup to "
-            f"{master}:{BACKUP_ROOT}/ and run `appliance restore --backup {backup} --identity FILE`",
-        )
+    if answer == "no":
+        return False
+    text = run_on(cfg, cfg.master, read_if_there(RESTORE_STATE_FILE), timeout=60)
+    rebuild = opstate.parse_restore(text, RESTORE_STATE_FILE, master).rebuild_master
+    if rebuild.backup == backup and rebuild.phase == "secrets":
+        return True
+    done = rebuild.backup == backup and rebuild.phase == "done"
+    raise ApplianceError(
+        f"{master} already has a control plane ({PATHS.admin_conf})"
+        + (f", rebuilt from backup {backup} and restored" if done else "")
+        + ": a master is rebuilt only on a fresh machine; nothing was changed",
+        hint="that rebuild restored it: if the install that ends a rebuild did not finish, run `appliance install`"
+        if done
+        else f"to put this cluster back as backup {backup} has it, copy the backup to "
+        f"{master}:{BACKUP_ROOT}/ and run `appliance restore --backup {backup} --identity FILE`",
+    )

@@ -26,6 +26,7 @@ LEGACY_FIELDS: dict[str, tuple[str, ...]] = {
     "kube_upgrade": ("target", "done", "draining", "snapshot"),
     "chart_upgrade": ("target", "charts", "charts_upgrading"),
     "etcd_restore": ("backup", "name", "data_dir", "old_data_dir", "snapshot", "phase", "nodes", "finished"),
+    "rebuild_master": (),  # newer than that layout: in the restore's file, it never had one
 }
 
 
@@ -58,6 +59,11 @@ class EtcdRestore(_Op):
     finished: str = ""
 
 
+class RebuildMaster(_Op):
+    backup: str = ""  # the backup a master rebuilt on a fresh machine was given
+    phase: Literal["", "secrets", "done"] = ""  # its secrets back (installed or not yet); restored
+
+
 class UpgradeState(_Op):
     schema_: int = Field(SCHEMA, alias="schema")
     kube_upgrade: KubeUpgrade = KubeUpgrade()
@@ -67,6 +73,7 @@ class UpgradeState(_Op):
 class RestoreState(_Op):
     schema_: int = Field(SCHEMA, alias="schema")
     etcd_restore: EtcdRestore = EtcdRestore()
+    rebuild_master: RebuildMaster = RebuildMaster()  # `appliance rebuild-master` (no legacy layout)
 
 
 _M = TypeVar("_M", UpgradeState, RestoreState)

@@ -2,8 +2,9 @@
 the session's lab bundle: ConfigMap rebuild-before, `appliance backup`, the backup copied off the
 master as the operator would; then master1 is lost with its disk (`lab.replace_node`: its rootfs
 made again from the base image, new host keys, nothing installed) while worker1 runs on. `appliance
-rebuild-master --from COPY --identity FILE` puts the backup's PKI and secrets back, installs master1
-with that CA and restores etcd: every node is Ready, the ConfigMap is back, worker1's pods are the
+rebuild-master --from COPY --identity FILE`, killed (-9) once kubeadm init ran and then run again
+(it finishes its own rebuild), puts the backup's PKI and secrets back, installs master1 with that
+CA and restores etcd: every node is Ready, the ConfigMap is back, worker1's pods are the
 same pods (same UIDs) and its kubelet credentials were never touched (no reset, no join); the CA
 is the one from before. A full `appliance install` afterwards changes nothing on worker1. Refused in
 one line with nothing changed: a rebuild on a master that runs a cluster."""
@@ -22,11 +23,14 @@ from typing import Any
 
 import pytest
 
+from tests._support.killed_runs import kill_when_printed
 from tests.e2e.conftest import TWO_NODE_LAB
 
 LAB = os.environ.get("APPLIANCE_E2E_REBUILD_LAB", "rbm")  # a lab name of one's own on a shared machine
 ADMIN = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
 BACKUPS = "/var/lib/appliance/backups"
+STATE = "/var/lib/appliance/restore/state.json"
+KILLED_AT = "Control plane | Wait for the API server"  # after kubeadm init, in rebuild-master.yml
 
 
 def _ssh(site_dir: Path, node: str, command: str, timeout: int = 120) -> subprocess.CompletedProcess[bytes]:
@@ -100,15 +104,19 @@ def drill(installed_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str
         lost = lab.replace_node("master1")
         fresh = _ssh(site_dir, "master1", "ls -A /etc/kubernetes /etc/appliance 2>&1; true").stdout.decode()
         ident = str(site_dir / "backup-identity.txt")
-        rebuild = cli(
-            "rebuild-master", *site, "--from", str(copy), "--identity", ident, "--yes", timeout=2400
-        )
+        args = ["rebuild-master", *site, "--from", str(copy), "--identity", ident, "--yes"]
+        # killed (-9) once kubeadm init has run: master1 has a control plane, and its own
+        killed = kill_when_printed(args, KILLED_AT)
+        killed_state = _ssh(site_dir, "master1", f"cat {STATE}").stdout.decode()
+        rebuild = cli(*args, timeout=2400)
         assert rebuild.rc == 0, rebuild.out[-4000:] + rebuild.err[-3000:]
         after = _state(site_dir)
         again = cli("install", *site, "--skip-diagnose", timeout=1800)
         refused = cli("rebuild-master", *site, "--from", str(copy), "--identity", ident, "--yes")
         yield {
             "name": name,
+            "killed": killed,
+            "killed_state": killed_state,
             "before": before,
             "after": after,
             "lost": lost,
@@ -128,6 +136,16 @@ def drill(installed_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str
 def test_the_master_was_lost_with_its_disk(drill):
     assert "No such file or directory" in drill["fresh"], drill["fresh"]  # neither dir on the new master
     assert [n.name for n in drill["lost"].nodes] == ["master1", "worker1"]
+
+
+def test_a_rebuild_killed_after_kubeadm_init_is_finished_by_the_next_run(drill):
+    assert drill["killed"], f"the rebuild never printed {KILLED_AT!r}"
+    assert json.loads(drill["killed_state"])["rebuild_master"] == {
+        "backup": drill["name"],
+        "phase": "secrets",
+    }
+    r = drill["rebuild"]
+    assert f"an unfinished rebuild of master1 from {drill['name']} is there" in r.out, r.out[-3000:]
 
 
 def test_rebuild_master_brings_the_cluster_back_as_the_backup_has_it(drill):
@@ -174,11 +192,12 @@ def test_a_full_install_afterwards_changes_nothing_on_the_worker(drill):
 
 
 def test_a_master_that_runs_a_cluster_is_not_rebuilt(drill):
-    r = drill["refused"]
+    r, name = drill["refused"], drill["name"]
     assert r.rc == 1 and "Traceback" not in r.err
     assert (
-        "master1 already has a control plane (/etc/kubernetes/admin.conf): a master is rebuilt only on a "
-        "fresh machine; nothing was changed" in r.err
+        f"master1 already has a control plane (/etc/kubernetes/admin.conf), rebuilt from backup {name} and "
+        "restored: a master is rebuilt only on a fresh machine; nothing was changed" in r.err
     ), r.err
+    assert "run `appliance install`" in r.err
     assert "Rebuild |" not in r.out  # refused before any playbook
     assert drill["after_refused"] == drill["after"]  # nothing changed

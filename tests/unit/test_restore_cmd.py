@@ -372,3 +372,43 @@ def test_rebuild_master_checks_the_copy_first_refuses_a_live_master_then_runs_th
     assert first["appliance_bundle_manifest_sha256"] == "f" * 64
     out = capsys.readouterr().out
     assert f"restored backup {NEW} on master1: etcd revision 9, 3 keys; nodes Ready: master1, gpu1" in out
+
+
+@pytest.mark.parametrize(
+    ("admin_conf", "rebuild", "outcome"),
+    [
+        ("no", {}, False),  # a fresh master
+        (
+            "yes",
+            {"backup": NEW, "phase": "secrets"},
+            True,
+        ),  # this rebuild, failed after its secrets: finished
+        ("yes", {}, "a master is rebuilt only on a fresh machine"),  # a running cluster
+        (
+            "yes",
+            {"backup": OLD, "phase": "secrets"},
+            "a master is rebuilt only on a fresh machine",
+        ),  # another's
+        ("yes", {"backup": NEW, "phase": "done"}, f"rebuilt from backup {NEW} and restored"),
+    ],
+)
+def test_a_rebuild_runs_on_a_fresh_master_or_finishes_its_own(
+    site, monkeypatch, admin_conf, rebuild, outcome
+) -> None:
+    from appliance_cli.core.siteconfig import load_site
+
+    def run_on(cfg, node, command, timeout=60):  # type: ignore[no-untyped-def]
+        if command[4] == "/etc/kubernetes/admin.conf":
+            return admin_conf + "\n"
+        assert command[4] == restore_cmd.STATE_FILE, command
+        return json.dumps({"schema": 1, "rebuild_master": rebuild})
+
+    monkeypatch.setattr(backups, "run_on", run_on)
+    cfg = load_site(site)
+    if isinstance(outcome, bool):
+        assert backups.refuse_live_master(cfg, NEW) is outcome
+        return
+    with pytest.raises(ApplianceError, match=outcome) as e:
+        backups.refuse_live_master(cfg, NEW)
+    assert "nothing was changed" in e.value.message
+    assert ("appliance install" in e.value.hint) is (rebuild.get("phase") == "done")
