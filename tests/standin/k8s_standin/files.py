@@ -246,8 +246,9 @@ def _ca(pki: str, base: str, cn: str, out: Any) -> tuple[str, str]:
 
 def _leaf(pki: str, base: str, ca: tuple[str, str], cn: str, out: Any, **kw: Any) -> bool:
     """kubeadm's certs phase for a certificate: one on disk is used when its CA signed it
-    (runCertPhase: "Using existing %s certificate and key on disk"; else "[certs] certificate %s
-    not signed by CA certificate %s"). -> whether it was made here."""
+    (runCertPhase: "Using existing %s certificate and key on disk", as kubeadm 1.20 and 1.25 print
+    it; else "[certs] certificate %s not signed by CA certificate %s", read only in a copy of that
+    file in another project: not verified upstream). -> whether it was made here."""
     crt, key = f"{pki}/{base}.crt", f"{pki}/{base}.key"
     if os.path.exists(crt) and os.path.exists(key):
         rc, err = run(["openssl", "verify", "-CAfile", ca[0], crt])
