@@ -28,10 +28,13 @@ RESTORE_DATA_DIR_PREFIX = "/var/lib/etcd-restore-"
 _SUM_LINE = re.compile(r"\\?[0-9a-f]{64} [ *](.+)")
 # The same line, its digest and name apart (a name sha256sum did not escape).
 _SUM_LINE_PARTS = re.compile(r"([0-9a-f]{64}) [ *]([^\\\n]+)")
-_RESTORE_START_CHECK = 'cd -- "$1" && sha256sum --strict --quiet -c SHA256SUMS 2>&1; true'
 # `appliance backup` writes the snapshot encrypted (age); a backup taken before that has it in clear.
 ENCRYPTED_SNAPSHOT = "etcd-snapshot.db.age"
-_ENCRYPTED_CHECK = 'if test -e "$1"; then echo encrypted; else echo clear; fi'
+# One round trip: whether the snapshot is encrypted (the first line), then what sha256sum says.
+_RESTORE_START_CHECK = (
+    'cd -- "$1" || exit 0; if test -e "$2"; then echo snapshot=encrypted; else echo snapshot=clear; fi; '
+    "sha256sum --strict --quiet -c SHA256SUMS 2>&1; true"
+)
 
 
 @dataclass(frozen=True)
@@ -106,17 +109,17 @@ def start_restore(cfg: SiteConfig, wanted: str, identity: bool) -> RestoreStart:
     ).split()
     name = restoreplan.pick_backup(listing, wanted, BACKUP_ROOT, master)
     where = f"{BACKUP_ROOT}/{name}"
-    sums = run_on(cfg, cfg.master, ["sh", "-c", _RESTORE_START_CHECK, "sh", where])
+    check = ["sh", "-c", _RESTORE_START_CHECK, "sh", where, ENCRYPTED_SNAPSHOT]
+    first, _, sums = run_on(cfg, cfg.master, check).partition("\n")
     bad = restoreplan.failed_sums(sums)
-    if bad or "No such file" in sums:
+    if bad or "No such file" in sums or not first.startswith("snapshot="):
         raise ApplianceError(
             f"backup {name}: sha256 mismatch in {', '.join(bad) or 'SHA256SUMS (missing)'} (SHA256SUMS on "
             f"{master}); nothing was changed",
             hint="the backup is damaged: restore another one (--backup NAME), or copy this one back from where "
             "it was copied off",
         )
-    probe = ["sh", "-c", _ENCRYPTED_CHECK, "sh", f"{where}/{ENCRYPTED_SNAPSHOT}"]
-    encrypted = run_on(cfg, cfg.master, probe, timeout=60).strip() == "encrypted"
+    encrypted = first == "snapshot=encrypted"
     if encrypted and not identity:
         raise ApplianceError(
             f"backup {name}: its snapshot is encrypted ({ENCRYPTED_SNAPSHOT}) and no identity was given; "

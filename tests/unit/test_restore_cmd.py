@@ -41,10 +41,9 @@ class FakeMaster:
         script, arg = (command[2], command[4]) if command[:2] == ["sh", "-c"] else ("", "")
         if script.startswith("ls -1 ") and arg == ROOT:
             return f"{OLD}\n{NEW}\nnotes.txt\n"
-        if "sha256sum" in script:
-            return self.sums
-        if script.startswith("if test -e ") and arg.endswith("/etcd-snapshot.db.age"):
-            return "encrypted\n" if self.encrypted else "clear\n"
+        if "sha256sum" in script:  # one round trip: the snapshot's name is its second argument
+            assert command[5] == "etcd-snapshot.db.age", command
+            return ("snapshot=encrypted\n" if self.encrypted else "snapshot=clear\n") + self.sums
         if script.startswith("cat ") and arg == restore_cmd.STATE_FILE:  # module resumable_state's layout
             return json.dumps({"schema": 1, "etcd_restore": self.state}) if self.state else ""
         raise AssertionError(command)
@@ -99,10 +98,14 @@ def test_a_sum_mismatch_names_the_file_and_changes_nothing(site, capsys, monkeyp
         f"backup {NEW}: sha256 mismatch in etcd-snapshot.db (SHA256SUMS on master1); nothing was changed"
         in err
     )
-    # the cd and the check in one shell, whose script is constant: the directory is its argument
+    # the cd, the snapshot's form and the check in one shell (one round trip), whose script is
+    # constant: the directory and the snapshot's name are its arguments
     assert master.commands[1] == [
-        "sh", "-c", 'cd -- "$1" && sha256sum --strict --quiet -c SHA256SUMS 2>&1; true', "sh", f"{ROOT}/{NEW}",
+        "sh", "-c", 'cd -- "$1" || exit 0; if test -e "$2"; then echo snapshot=encrypted; else echo '
+        'snapshot=clear; fi; sha256sum --strict --quiet -c SHA256SUMS 2>&1; true', "sh", f"{ROOT}/{NEW}",
+        "etcd-snapshot.db.age",
     ]  # fmt: skip
+    assert len(master.commands) == 2  # the listing, then that one check
 
 
 def test_an_unreachable_master_is_one_line(site, capsys, monkeypatch) -> None:
