@@ -395,13 +395,36 @@ class _Builder:
         label = f"oci-image/{spec.name}"
         self.progress(ProgressEvent("start", label))
         if spec.build == "busybox":
+            extra = self._wheel_layer(spec, label) if spec.add_from_wheel else None
             art = oci.store_local_image(
-                self.store, spec.name, spec.reference, self._busybox(), spec.cmd, True
+                self.store, spec.name, spec.reference, self._busybox(), spec.cmd, True, extra
             )
         else:
             art = self._reuse_image(spec) or self._pull_image(spec, label)
         self.progress(ProgressEvent("end", label))
         return art
+
+    def _wheel_layer(self, spec: ImageSpec, label: str) -> tuple[oci.Layer, str]:
+        """The layer of a wheel's files (the wheel downloaded once and checked against its pin; the
+        layer made once per wheel and file list: gzip of tens of MB is the slow part)."""
+        w = spec.add_from_wheel
+        assert w is not None
+        what = f"{len(w.files)} files of {w.url.rsplit('/', 1)[-1]} (sha256 {w.sha256[:12]}...)"
+        key = hashlib.sha256(json.dumps([w.sha256, w.files]).encode()).hexdigest()[:16]
+        blob, diff = (
+            self.cache / "wheel-layers" / key / "layer.tar.gz",
+            self.cache / "wheel-layers" / key / "diff_id",
+        )
+        if not (blob.is_file() and diff.is_file()):
+            wheel = fetch(self.opts.mirrors.url(w.url), w.sha256, self.cache / "files", label, self.progress)
+            layer = oci.wheel_layer(wheel, w.files, label)
+            blob.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(blob) as part:
+                part.write_bytes(layer.blob)
+            with atomic_path(diff) as part:
+                part.write_text(layer.diff_id)
+            self.note(label, f"layer of {what}")
+        return oci.Layer(diff_id=diff.read_text(), blob=blob.read_bytes()), what
 
     def _busybox(self) -> str:
         bb = self.opts.busybox or shutil.which("busybox") or "/bin/busybox"

