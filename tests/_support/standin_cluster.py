@@ -1,12 +1,13 @@
-"""A stand-in API server on 127.0.0.1 (random port, real mutual TLS) with a bootstrap token and
-cluster-info, for tests that need a cluster to talk to (no tests here); `Cluster.kubectl` runs the
-real kubectl against it."""
+"""A stand-in API server on 127.0.0.1 (random port, real mutual TLS) keeping its objects in a real
+etcd 3.5.1 (tests/_support/real_etcd.py), with a bootstrap token and cluster-info, for tests that
+need a cluster to talk to (no tests here); `Cluster.kubectl` runs the real kubectl against it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from tests._support.real_etcd import Etcd
 from tests._support.real_kubectl import run_kubectl
 from tests.standin.k8s_standin.apiserver import serve_api
 from tests.standin.k8s_standin.client import (
@@ -30,8 +31,10 @@ class Cluster:
         make_ca(str(pki / "ca.crt"), str(pki / "ca.key"), "kubernetes")
         make_cert(str(pki / "apiserver.crt"), str(pki / "apiserver.key"), str(pki / "ca.crt"), str(pki / "ca.key"),
                     "kube-apiserver", server=True, client=False, sans=["IP:127.0.0.1"])  # fmt: skip
+        self.etcd = Etcd(root / "etcd")
         self.srv, self.api = serve_api(str(root / "state"), str(pki / "apiserver.crt"), str(pki / "apiserver.key"),
-                                         str(pki / "ca.crt"), str(pki / "ca.key"), "127.0.0.1", 0, "10.244.0.0/16")  # fmt: skip
+                                         str(pki / "ca.crt"), str(pki / "ca.key"), "127.0.0.1", 0, "10.244.0.0/16",
+                                         etcd=self.etcd.client())  # fmt: skip
         self.endpoint = f"127.0.0.1:{self.srv.server_address[1]}"
         self.ca = (pki / "ca.crt").read_text()
         self.kubeconfig = root / "admin.conf"

@@ -13,6 +13,7 @@ that decrypts but whose snapshot etcdutl cannot read."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -34,6 +35,10 @@ ADMIN = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
 STATE = "/var/lib/appliance/restore/state.json"
 RESTORED_STEP = "Etcd restore | Point etcd's manifest at the new data dir"
 LABEL = "drill.example.com/after"
+# etcdctl in etcd's pod (the lab's etcd image carries the official 3.5.1 build), as the API server's peer
+ETCDCTL = ("crictl exec $(crictl ps --name '^etcd$' -q) etcdctl --endpoints=https://127.0.0.1:2379 "
+           "--cacert=/etc/kubernetes/pki/etcd/ca.crt --cert=/etc/kubernetes/pki/etcd/server.crt "
+           "--key=/etc/kubernetes/pki/etcd/server.key")  # fmt: skip
 
 
 def _ssh(site_dir: Path, command: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
@@ -112,6 +117,9 @@ def drill(installed_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str
         interrupted = interrupted_doc.get("etcd_restore", {})
         restore = cli(*args, timeout=1200)
         after = _cluster(site_dir)
+        # what the restored etcd holds, read from it: its version and the drill's ConfigMaps' keys
+        etcd_status = json.loads(_ok(site_dir, f"{ETCDCTL} endpoint status -w json"))
+        etcd_cms = json.loads(_ok(site_dir, f"{ETCDCTL} get /registry/configmaps/default/ --prefix -w json"))
         manifest = _ok(site_dir, "cat /etc/kubernetes/manifests/etcd.yaml")
         dirs = _ok(site_dir, "ls -d /var/lib/etcd /var/lib/etcd-restore-* 2>/dev/null; true").split()
         state_doc = json.loads(
@@ -212,6 +220,7 @@ def drill(installed_lab_cm, request, cli, tmp_path_factory) -> Iterator[dict[str
             "key_in_runs": key_in_runs, "restore_runs": len(runs), "unencrypted": unencrypted,
             "post_unencrypted": post_unencrypted, "name2": name2,
             "schemas": (interrupted_doc.get("schema"), state_doc.get("schema")),
+            "etcd_status": etcd_status, "etcd_cms": etcd_cms,
         }  # fmt: skip
 
 
@@ -267,6 +276,24 @@ def test_etcd_runs_from_the_new_data_dir_and_the_old_one_is_kept(drill):
     assert re.search(rf"restored backup {drill['name']} on master1: etcd revision \d+, \d+ keys", out), out
 
 
+def test_the_restored_etcd_is_a_real_etcd_holding_the_snapshots_revisions(drill):
+    """etcd 3.5.1 answers from inside its pod; drill-before's key was last written at or before the
+    snapshot's revision (what etcdutl read from it and the restore printed), drill-after's is gone,
+    and etcd's revision went on from there."""
+    snap_rev = int(re.search(rf"restored backup {drill['name']} on master1: etcd revision (\d+),",
+                             drill["restore"].out).group(1))  # fmt: skip
+    (status,) = drill["etcd_status"]
+    assert status["Status"]["version"] == "3.5.1", status
+    assert status["Status"]["header"]["revision"] >= snap_rev and status["Status"]["dbSize"] > 0, status
+    keys = {base64.b64decode(kv["key"]).decode(): kv for kv in drill["etcd_cms"].get("kvs", [])}
+    assert "/registry/configmaps/default/drill-after" not in keys, sorted(keys)
+    before = keys["/registry/configmaps/default/drill-before"]
+    assert 0 < before["create_revision"] <= before["mod_revision"] <= snap_rev, (before, snap_rev)
+    print(f"etcd {status['Status']['version']}: snapshot revision {snap_rev}, revision now "
+          f"{status['Status']['header']['revision']}, db {status['Status']['dbSize']} bytes; drill-before "
+          f"created at {before['create_revision']}, last written at {before['mod_revision']}")  # fmt: skip
+
+
 def test_install_after_the_restore_changes_nothing_and_backups_still_work(drill):
     again = drill["again"]
     assert again.rc == 0, again.out[-2000:] + again.err[-3000:]
@@ -294,7 +321,8 @@ def test_a_snapshot_etcdutl_cannot_read_is_refused_before_anything_stops(drill):
     run = drill["unreadable"]
     assert run.rc != 0
     assert re.search(
-        r"backup 20000101T000000Z: etcd-snapshot\.db\.age holds no snapshot etcdutl can read: Error: invalid database",
+        # etcdutl 3.5.1's own words (bbolt's) for 4 KiB that are no database
+        r"backup 20000101T000000Z: etcd-snapshot\.db\.age holds no snapshot etcdutl can read: Error: file size too small",
         run.err,
     ), run.err
     assert "Etcd restore | Stop the control plane" not in run.out

@@ -1,10 +1,9 @@
 """What an upgrade driven by Ansible meets in the stand-in: `kubeadm upgrade apply` (version policy,
-the target's images pulled first), the API server's /version after the manifest moved, and the
-etcd snapshot through `crictl exec <etcd> etcdctl snapshot save|status`."""
+the target's images pulled first), and the API server's /version after the manifest moved. (The etcd
+snapshot is the real etcdctl's in etcd's container: test_standin_etcd.py.)"""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +12,7 @@ import pytest
 import yaml
 
 from tests._support.standin_cluster import Cluster, node_images, put
-from tests.standin.k8s_standin import crictl, kubeadm_ops, util
+from tests.standin.k8s_standin import kubeadm_ops, util
 from tests.standin.k8s_standin.apiserver import version_info
 from tests.standin.k8s_standin.entry import main
 from tests.standin.k8s_standin.kubelet import image_version
@@ -160,63 +159,3 @@ def test_apiserver_version_follows_the_manifest_image(node: Path) -> None:
     assert (
         version_info("v1.23.16")["gitVersion"] == "v1.23.16" and version_info()["gitVersion"] == util.VERSION
     )
-
-
-# ---------------------------------------------------------------- etcd snapshot
-
-
-ETCDCTL = ["etcdctl", "--endpoints=https://127.0.0.1:2379", "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
-           "--cert=/etc/kubernetes/pki/etcd/server.crt", "--key=/etc/kubernetes/pki/etcd/server.key"]  # fmt: skip
-
-
-@pytest.fixture
-def etcd_node(node: Path) -> Path:
-    put(node, f"/etc/systemd/system/{util.APISERVER_UNIT}", "[Service]\n")
-    for f in ("ca.crt", "server.crt", "server.key"):
-        put(node, f"/etc/kubernetes/pki/etcd/{f}", "pem\n")
-    state = {
-        "resourceVersion": 42,
-        "objects": {"|namespaces||default": {}, "|nodes||m1": {}, "|nodes||w1": {}},
-    }
-    put(node, "/var/lib/standin-apiserver/state.json", json.dumps(state))
-    (node / "var/lib/etcd").mkdir(parents=True)
-    return node
-
-
-def crictl_run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    rc = main(["/usr/bin/crictl", "-r", "unix:///run/containerd/containerd.sock", *args])
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
-
-
-def test_snapshot_save_and_status(etcd_node: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, err = crictl_run(capsys, "ps", "--name", "^etcd$", "-q")
-    assert (rc, out) == (0, crictl.ETCD_CONTAINER + "\n"), err
-    cid = out.strip()
-    rc, out, err = crictl_run(capsys, "exec", cid, *ETCDCTL, "snapshot", "save", "/var/lib/etcd/snap.db")
-    assert (rc, out) == (0, "Snapshot saved at /var/lib/etcd/snap.db\n"), err
-    snap = etcd_node / "var/lib/etcd/snap.db"
-    assert snap.read_bytes() == (etcd_node / "var/lib/standin-apiserver/state.json").read_bytes()
-    assert not (etcd_node / "var/lib/etcd/snap.db.part").exists()
-    rc, out, err = crictl_run(
-        capsys, "exec", cid, *ETCDCTL, "snapshot", "status", "/var/lib/etcd/snap.db", "-w", "json"
-    )
-    st = json.loads(out)
-    assert rc == 0 and (st["revision"], st["totalKey"], st["totalSize"]) == (42, 3, snap.stat().st_size)
-    assert isinstance(st["hash"], int) and list(st) == ["hash", "revision", "totalKey", "totalSize"]
-
-
-def test_snapshot_failures_are_etcdctls(etcd_node: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cid = crictl.ETCD_CONTAINER
-    rc, _, err = crictl_run(capsys, "exec", cid, *ETCDCTL, "snapshot", "save", "/var/lib/nowhere/snap.db")
-    assert (
-        rc == 5 and "Error: could not open /var/lib/nowhere/snap.db.part (no such file or directory)" in err
-    )
-    (etcd_node / "etc/kubernetes/pki/etcd/server.key").unlink()
-    rc, _, err = crictl_run(capsys, "exec", cid, *ETCDCTL, "snapshot", "save", "/var/lib/etcd/snap.db")
-    assert (rc, err) == (128, "Error: open /etc/kubernetes/pki/etcd/server.key: no such file or directory\n")
-    rc, _, err = crictl_run(capsys, "exec", "0123abcd", "etcdctl", "version")
-    assert rc == 1 and 'an error occurred when try to find container "0123abcd": not found' in err
-    (etcd_node / f"etc/systemd/system/{util.APISERVER_UNIT}").unlink()  # no control plane: no etcd
-    rc, out, _ = crictl_run(capsys, "ps", "--name", "^etcd$", "-q")
-    assert (rc, out) == (0, "")

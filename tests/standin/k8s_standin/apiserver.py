@@ -9,9 +9,7 @@ import http.client
 import http.server
 import ipaddress
 import json
-import os
 import re
-import secrets
 import socket
 import ssl
 import threading
@@ -20,6 +18,7 @@ from typing import Any
 
 from . import controllers, serverside, validation
 from .client import ApiError, not_found
+from .etcdstore import EtcdClient, Store
 from .pki import TOKEN_RE, csr_subject, jws_detached, secret_data, sign_csr, token_expired
 from .util import (
     BUILD_DATE,
@@ -34,9 +33,7 @@ from .util import (
     b64,
     now,
     parse_rfc3339,
-    read_text,
     rfc3339,
-    write_file,
 )
 
 # --------------------------------------------------------------------------- API resources
@@ -92,6 +89,8 @@ BUILTIN_RESOURCES: list[tuple[str, str, str, str, bool, list[str], str]] = [
      ["csr"], ""),
     ("apiregistration.k8s.io", "v1", "APIService", "apiservices", False, [], ""),
 ]  # fmt: skip
+# what this server serves itself, by (group, plural): the etcd keys of the rest carry their group
+BUILTIN = frozenset((r[0], r[3]) for r in BUILTIN_RESOURCES)
 
 
 def res_path(group: str, version: str, plural: str, ns: str | None = None, name: str | None = None) -> str:
@@ -109,77 +108,12 @@ def qualified(plural: str, group: str) -> str:
 # --------------------------------------------------------------------------- API server (stand-in)
 
 
-class Store:
-    """Cluster state (what etcd holds), persisted as one JSON file after every write."""
-
-    def __init__(self, state_dir: str, db: str = "state.json") -> None:
-        self.path = os.path.join(state_dir, db)
-        self.lock = threading.RLock()
-        self.rv = 1
-        self.objects: dict[str, dict] = {}
-        os.makedirs(state_dir, mode=0o700, exist_ok=True)
-        text = read_text(self.path)
-        if text:
-            doc = json.loads(text)
-            self.rv, self.objects = doc["resourceVersion"], doc["objects"]
-        for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
-            key = self.key("", "namespaces", "", ns)
-            if key not in self.objects:
-                self.put(key, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-
-    @staticmethod
-    def key(group: str, plural: str, ns: str, name: str) -> str:
-        return f"{group}|{plural}|{ns}|{name}"
-
-    def put(self, key: str, obj: dict) -> dict:
-        with self.lock:
-            self.rv += 1
-            md = obj.setdefault("metadata", {})
-            md["resourceVersion"] = str(self.rv)
-            md.setdefault("uid", str(_uuid4()))
-            md.setdefault("creationTimestamp", rfc3339())
-            if obj.get("kind") == "Namespace":
-                obj.setdefault("spec", {"finalizers": ["kubernetes"]})
-                obj["status"] = {"phase": "Active"}
-                md.setdefault("labels", {})["kubernetes.io/metadata.name"] = md["name"]
-            self.objects[key] = obj
-            self.save()
-            return obj
-
-    def delete(self, key: str) -> dict | None:
-        with self.lock:
-            obj = self.objects.pop(key, None)
-            if obj is not None:
-                self.save()
-            return obj
-
-    def save(self) -> None:
-        write_file(self.path, json.dumps({"resourceVersion": self.rv, "objects": self.objects}), 0o600)
-
-    def items(self, group: str, plural: str, ns: str | None = None) -> list[dict]:
-        pre = f"{group}|{plural}|"
-        with self.lock:
-            out = [
-                copy.deepcopy(o)
-                for k, o in sorted(self.objects.items())
-                if k.startswith(pre) and (ns is None or k.split("|")[2] == ns)
-            ]
-        return out
-
-
-def _uuid4() -> str:
-    b = bytearray(secrets.token_bytes(16))
-    b[6] = (b[6] & 0x0F) | 0x40
-    b[8] = (b[8] & 0x3F) | 0x80
-    h = b.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
 class ApiServer:
     """The stand-in kube-apiserver: REST subset + authn (x509 / bootstrap tokens) + node lifecycle."""
 
-    def __init__(self, state_dir: str, ca_cert: str, ca_key: str, db: str = "state.json") -> None:
-        self.store = Store(state_dir, db)
+    def __init__(self, state_dir: str, ca_cert: str, ca_key: str, db: str = "state.json",
+                 etcd: EtcdClient | None = None) -> None:  # fmt: skip
+        self.store = Store(state_dir, db, etcd, BUILTIN)
         self.ca_cert = ca_cert
         self.ca_key = ca_key
         self.cluster_cidr = ""
@@ -779,9 +713,10 @@ class _TLSServer(http.server.ThreadingHTTPServer):
 
 def serve_api(state_dir: str, cert: str, key: str, client_ca: str, ca_key: str, bind: str, port: int,
               cluster_cidr: str = "", git_version: str = VERSION,
-              db: str = "state.json") -> tuple[_TLSServer, ApiServer]:  # fmt: skip
-    """Start the API server in a background thread (used by the unit and by tests)."""
-    api = ApiServer(state_dir, client_ca, ca_key, db)
+              db: str = "state.json", etcd: EtcdClient | None = None) -> tuple[_TLSServer, ApiServer]:  # fmt: skip
+    """Start the API server in a background thread (used by the unit and by tests); its store is
+    `etcd` when given (a real etcd), else the JSON file `db` in state_dir."""
+    api = ApiServer(state_dir, client_ca, ca_key, db, etcd)
     api.cluster_cidr = cluster_cidr
     api.git_version = git_version
     handler = type("H", (_Handler,), {"api": api})

@@ -7,13 +7,15 @@ import datetime as dt
 import json
 import os
 import re
+import subprocess
 import sys
 from typing import Any
 
 import yaml
 
+from . import etcdpod
 from .containerd import containerd_version, cri_info, crictl_fatal, ctr, image_exists, pull_image, sock_path
-from .etcdctl import etcdctl_main
+from .etcdpod import ETCD_CONTAINER
 from .flags import parse_flags
 from .util import APISERVER_UNIT, CRICTL_VERSION, Fail, hp, read_text, run, systemctl, tabwrite
 
@@ -69,9 +71,8 @@ def _image_records(ctr_ls: str) -> list[dict[str, Any]]:
 # pkg/kubelet/kuberuntime/kuberuntime_gc.go), `ps -a` lists the current start and the one before
 # it, newest first as crictl sorts them (containerByCreated, cmd/crictl/container.go).
 
-# etcd is the API server's store (state.json): its container is there while the API server is,
-# and `crictl exec ETCD etcdctl ...` runs the stand-in etcdctl (etcdctl.py) on it.
-ETCD_CONTAINER = "e7cd5a7e11a9c0de"
+# etcd's static pod runs in containerd for real (etcdpod.py): its task is listed with ctr's, named
+# `etcd`, and `crictl exec ETCD CMD...` is a `ctr task exec` in it (the image's etcdctl is real).
 
 
 def _apiserver_starts(earlier_too: bool = True) -> tuple[str, str]:
@@ -103,7 +104,7 @@ def _apiserver_rows(all_states: bool) -> list[list[str]]:
     rows = [[current, "", "", state, "kube-apiserver", "1" if earlier else "0", ""]] if current else []
     if earlier:  # asked for with -a only
         rows.append([earlier, "", "", "Exited", "kube-apiserver", "0", ""])
-    return [*rows, [ETCD_CONTAINER, "", "", state, "etcd", "0", ""]]
+    return rows
 
 
 def _crictl_exec(args: list[str]) -> int:
@@ -128,21 +129,12 @@ def _crictl_exec(args: list[str]) -> int:
         sys.stderr.write(crictl_fatal("ID and COMMAND cannot be empty"))
         return 1
     cid, cmd = args[0], args[1:]
-    running = [r[0] for r in _apiserver_rows(False)]
-    if not ETCD_CONTAINER.startswith(cid) or ETCD_CONTAINER not in running:
+    if not ETCD_CONTAINER.startswith(cid) or not etcdpod.running():
         sys.stderr.write(crictl_fatal(f"execing command in container: rpc error: code = NotFound desc = an error "
                                       f'occurred when try to find container "{cid}": not found'))  # fmt: skip
         return 1
-    if os.path.basename(cmd[0]) != "etcdctl":
-        sys.stderr.write(crictl_fatal(f'execing command in container: rpc error: code = Unknown desc = failed to exec '
-                                      f'in container: OCI runtime exec failed: exec failed: exec: "{cmd[0]}": '
-                                      "executable file not found in $PATH: unknown"))  # fmt: skip
-        return 1
-    try:
-        return etcdctl_main(cmd[1:])
-    except Fail as e:
-        sys.stderr.write(e.message + "\n")
-        return e.code
+    # what crictl passes through: the command's own output and exit code (runc's when it cannot exec)
+    return subprocess.run(etcdpod.exec_argv(f"crictl-exec-{os.getpid()}", cmd), check=False).returncode
 
 
 def _crictl_ps(ep: str, flags: dict[str, Any]) -> None:
@@ -151,14 +143,16 @@ def _crictl_ps(ep: str, flags: dict[str, Any]) -> None:
     for line in out.splitlines()[1:]:
         f = line.split()
         if len(f) >= 3 and (flags.get("all") or f[2] == "RUNNING"):
-            rows.append([f[0][:13], "", "", "Running" if f[2] == "RUNNING" else "Exited", f[0][:13], "0", ""])
+            name = "etcd" if f[0] == ETCD_CONTAINER else f[0][:13]
+            rows.append([f[0], "", "", "Running" if f[2] == "RUNNING" else "Exited", name, "0", ""])
     rows += _apiserver_rows(bool(flags.get("all")))
     if flags.get("name"):  # a regular expression on NAME, as crictl filters
         rows[1:] = [r for r in rows[1:] if re.search(flags["name"], r[4])]
+    # -q prints whole IDs, the table their first 13 characters (cmd/crictl/container.go, truncatedID)
     sys.stdout.write(
         "\n".join(r[0] for r in rows[1:]) + ("\n" if rows[1:] else "")
         if flags.get("quiet")
-        else tabwrite(rows)
+        else tabwrite([rows[0], *([r[0][:13], *r[1:]] for r in rows[1:])])
     )
 
 

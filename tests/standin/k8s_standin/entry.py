@@ -1,5 +1,6 @@
-"""Dispatch on basename(argv[0]): kubeadm, kubelet, crictl, helm or etcdutl. (No kubectl: the lab's
-is Debian's real client, tests/standin/README.md.)"""
+"""Dispatch on basename(argv[0]): kubeadm, kubelet, crictl or helm. (No kubectl: the lab's is
+Debian's real client; no etcd, etcdctl or etcdutl: the lab's etcd image carries the real ones,
+tests/standin/README.md.)"""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from .util import VERSION, Fail
 # own binary (a node calls crictl and helm dozens of times per install).
 TOOLS = {
     "kubeadm": ("kubeadm_ops", "kubeadm_main"), "kubelet": ("kubelet", "kubelet_main"),
-    "crictl": ("crictl", "crictl_main"), "helm": ("helm", "helm_main"), "etcdutl": ("etcdutl", "etcdutl_main"),
+    "crictl": ("crictl", "crictl_main"), "helm": ("helm", "helm_main"),
 }  # fmt: skip
 
 
@@ -23,7 +24,7 @@ def main(argv: list[str]) -> int:
         name, argv = (argv[1], argv[1:]) if len(argv) > 1 else ("", argv)
     if name not in TOOLS:
         sys.stderr.write(
-            "usage: python3 -m k8s_standin {kubeadm|kubelet|crictl|helm|etcdutl} ...  (or install under those names)\n"
+            "usage: python3 -m k8s_standin {kubeadm|kubelet|crictl|helm} ...  (or install under those names)\n"
         )
         return 2
     if name == "kubelet" and "--version" in argv[1:]:

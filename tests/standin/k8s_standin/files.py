@@ -37,15 +37,19 @@ ETCD_MANIFEST = f"{MANIFESTS}/etcd.yaml"
 
 
 def store_path() -> str:
-    """The stand-in's etcd database (the API server's store, one JSON file): `member/snap/db` under
-    the data dir the etcd static pod's manifest names (its --data-dir, through the volumeMount to
-    that mount's hostPath, as real etcd in its pod sees the host), where real etcd keeps its bbolt
-    file. So `etcdutl snapshot restore` into a new dir and a manifest pointed at it brings the old
-    state back, and a missing or empty data dir is a fresh etcd. No etcd manifest (external etcd):
-    STATE_DIR/state.json."""
+    """The API server's JSON file when there is no etcd manifest (external etcd; not real, and
+    nothing in the lab runs so): with one, its objects are in the etcd that manifest runs
+    (etcdpod.py, etcdstore.py)."""
+    return hp(f"{STATE_DIR}/state.json")
+
+
+def etcd_data_dir() -> str:
+    """etcd's data dir on the host (unprefixed): the etcd manifest's --data-dir, through its
+    volumeMount to that mount's hostPath, as etcd in its pod sees the host (kubeadm 1.23's
+    getEtcdDataDir reads the hostPath too). Fail: no manifest, or one without a --data-dir."""
     text = read_text(hp(ETCD_MANIFEST))
     if text is None:
-        return hp(f"{STATE_DIR}/state.json")
+        raise Fail(f"open {ETCD_MANIFEST}: no such file or directory")
     try:
         spec = yaml.safe_load(text)["spec"]
         container = spec["containers"][0]
@@ -58,7 +62,7 @@ def store_path() -> str:
                 break
     except (yaml.YAMLError, KeyError, IndexError, TypeError, StopIteration, AttributeError) as e:
         raise Fail(f"static pod manifest {ETCD_MANIFEST} is invalid: no --data-dir ({e!r})") from e
-    return hp(os.path.join(data, "member/snap/db"))
+    return data
 
 
 def legacy_kubelet_config_cm(version: str) -> str:

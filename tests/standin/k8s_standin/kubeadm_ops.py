@@ -14,6 +14,7 @@ from typing import TextIO
 
 import yaml
 
+from . import etcdpod
 from .apiserver import res_path, version_info
 from .client import ApiClient, ApiError, Unreachable
 from .config import InitConfig, control_plane_images, load_init_config, parse_version
@@ -26,8 +27,8 @@ from .files import (
     MANIFESTS,
     PKI,
     STATE_DIR,
+    etcd_data_dir,
     legacy_kubelet_config_cm,
-    store_path,
 )
 from .flags import parse_flags
 from .join import cmd_kubeadm_join
@@ -156,9 +157,10 @@ def cmd_kubeadm_reset(argv: list[str]) -> int:
     out.write(f'[reset] Unmounting mounted directories in "{KUBELET_DIR}"\n')
     out.write("[reset] Removing kubernetes-managed containers\n")
     if os.path.exists(hp(f"/etc/systemd/system/{APISERVER_UNIT}")):  # the "static pod" containers
-        systemctl("stop", APISERVER_UNIT)
+        systemctl("stop", APISERVER_UNIT)  # etcd's container with it (etcdpod.py)
         os.remove(hp(f"/etc/systemd/system/{APISERVER_UNIT}"))
         systemctl("daemon-reload")
+        etcdpod.remove_leftover()
     if not is_cp:
         out.write("[reset] No etcd config found. Assuming external etcd\n"
                   "[reset] Please, manually reset etcd to prevent further issues\n")  # fmt: skip
@@ -171,10 +173,10 @@ def cmd_kubeadm_reset(argv: list[str]) -> int:
     etcd_dir = "/var/lib/etcd"
     with contextlib.suppress(Fail):
         if os.path.exists(hp(ETCD_MANIFEST)):
-            etcd_dir = store_path()[len(hp("")) :].removesuffix("/member/snap/db")
+            etcd_dir = etcd_data_dir()
     stateful = [etcd_dir, KUBELET_DIR, "/var/lib/dockershim", "/var/run/kubernetes", "/var/lib/cni"]
     out.write(f"[reset] Deleting contents of stateful directories: [{' '.join(stateful)}]\n")
-    for d in dirs + stateful + [STATE_DIR]:  # STATE_DIR is the stand-in's etcd
+    for d in dirs + stateful + [STATE_DIR]:  # STATE_DIR: the JSON store of an API server without etcd
         p = hp(d)
         if not os.path.isdir(p):
             continue

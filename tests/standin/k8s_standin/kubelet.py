@@ -14,16 +14,20 @@ import re
 import secrets
 import signal
 import socket
+import subprocess
 import sys
 import threading
+import time
 from typing import Any
 
 import yaml
 
+from . import etcdpod
 from .apiserver import res_path, serve_api
 from .client import ApiClient, ApiError, Credentials, Unreachable, load_kubeconfig
 from .containerd import cni_ready, containerd_config, containerd_version, ctr, sock_path
-from .files import K8S, KUBELET_DIR, MANIFESTS, store_path
+from .etcdstore import EtcdClient
+from .files import ETCD_MANIFEST, K8S, KUBELET_DIR, MANIFESTS, STATE_DIR, store_path
 from .flags import parse_flags
 from .pki import gen_key, make_csr
 from .pods import PodWorker
@@ -105,8 +109,34 @@ def image_version(manifest_path: str) -> str:
     return VERSION
 
 
+def _etcd_client(f: dict[str, str], proc: subprocess.Popen[bytes], stop: threading.Event) -> EtcdClient:
+    """The API server's connection to etcd (--etcd-servers over TLS with --etcd-certfile/keyfile), once
+    etcd answers: as kube-apiserver, it waits for its storage, and gives up after a minute."""
+    for k in ("etcd-cafile", "etcd-certfile", "etcd-keyfile"):
+        if not f.get(k) or not os.path.exists(hp(f[k])):
+            raise Fail(f"open {f.get(k, '')}: no such file or directory")
+    client = EtcdClient(
+        f.get("etcd-servers", ""), hp(f["etcd-cafile"]), hp(f["etcd-certfile"]), hp(f["etcd-keyfile"])
+    )
+    end = now() + 60
+    while True:
+        try:
+            client.wait(0)
+            return client
+        except Fail as e:
+            if proc.poll() is not None or stop.is_set() or now() >= end:
+                log_klog(
+                    "W",
+                    "clientconn.go:1331",
+                    f"grpc: addrConn.createTransport failed to connect: {e.message}",
+                )
+                raise Fail("context deadline exceeded") from e
+        time.sleep(0.2)
+
+
 def apiserver_main(argv: list[str]) -> int:
     manifest = argv[0] if argv else hp(f"{MANIFESTS}/kube-apiserver.yaml")
+    etcd_proc: subprocess.Popen[bytes] | None = None
     try:
         f = pod_command_flags(manifest, "kube-apiserver", APISERVER_FLAGS)
         if f.get("oidc-issuer-url") or f.get("oidc-client-id"):
@@ -128,22 +158,39 @@ def apiserver_main(argv: list[str]) -> int:
             if cm.get("allocate-node-cidrs") == "true":
                 cidr = cm.get("cluster-cidr", "")
         ca = hp(f["client-ca-file"])
-        db = store_path()  # etcd's data dir, as its manifest names it
-        srv, _ = serve_api(os.path.dirname(db), hp(f["tls-cert-file"]), hp(f["tls-private-key-file"]), ca,
-                           os.path.join(os.path.dirname(ca), "ca.key"), f.get("bind-address", "0.0.0.0"),
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        if os.path.exists(hp(ETCD_MANIFEST)):  # local etcd: its static pod, run for real (etcdpod.py)
+            etcd_proc = etcdpod.start(hp(ETCD_MANIFEST))
+            client = _etcd_client(f, etcd_proc, stop)
+            db = ""
+        else:  # no etcd manifest: the JSON file (not real; nothing in the lab runs so)
+            client, db = None, store_path()
+        srv, _ = serve_api(os.path.dirname(db) or STATE_DIR, hp(f["tls-cert-file"]), hp(f["tls-private-key-file"]),
+                           ca, os.path.join(os.path.dirname(ca), "ca.key"), f.get("bind-address", "0.0.0.0"),
                            int(f.get("secure-port", "6443")), cidr, image_version(manifest),
-                           os.path.basename(db))  # fmt: skip
+                           os.path.basename(db) or "state.json", client)  # fmt: skip
     except Fail as e:
         log_klog("E", "run.go:74", f'"command failed" err="{e.message}"')
+        if etcd_proc is not None:
+            etcdpod.stop(etcd_proc)
         return 1
     except OSError as e:
         log_klog("E", "run.go:74", f'"command failed" err="failed to listen on 0.0.0.0:6443: {e.strerror}"')
+        if etcd_proc is not None:
+            etcdpod.stop(etcd_proc)
         return 1
     log_klog("I", "secure_serving.go:266", f"Serving securely on [::]:{srv.server_address[1]}")
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    stop.wait()
+    while not stop.wait(1.0):
+        # etcd's container exited: this unit ends too, and the kubelet starts it again
+        if etcd_proc is not None and etcd_proc.poll() is not None:
+            log_klog("E", "run.go:74", f'"command failed" err="etcd exited ({etcd_proc.returncode})"')
+            srv.shutdown()
+            etcdpod.stop(etcd_proc)
+            return 1
     srv.shutdown()
+    if etcd_proc is not None:
+        etcdpod.stop(etcd_proc)
     return 0
 
 

@@ -1,0 +1,94 @@
+"""The etcd static pod, run for real: the manifest's image through the node's containerd (`ctr run`,
+runc), with the host's network, the manifest's hostPath volumes bind-mounted at their mountPaths
+and the manifest's command, as the kubelet would run its one container. The lab's etcd image
+carries the official etcd 3.5.1 build (bundles/profiles/lab.yml), so this is a real etcd.
+
+It runs as a child of the API server unit (kubelet.apiserver_main): a rewritten etcd manifest (a
+restore's new data dir) restarts that unit, so etcd restarts with it, as the kubelet would
+restart the etcd pod. Not as real: no pod sandbox (no pause container, no CNI: etcd is
+hostNetwork anyway), no liveness probe, no resource limits; the container ID is fixed (crictl.py
+lists it as the `etcd` container).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import yaml
+
+from .containerd import ctr, image_exists, pull_image, sock_path
+from .util import Fail, read_text
+
+ETCD_CONTAINER = "e7cd5a7e11a9c0de"
+ENDPOINT = "unix:///run/containerd/containerd.sock"
+NS = "k8s.io"
+
+
+def etcd_spec(manifest: str) -> tuple[str, list[str], list[tuple[str, str]]]:
+    """(image, command, [(hostPath, mountPath)]) of the etcd static pod manifest (Fail: invalid)."""
+    try:
+        spec = yaml.safe_load(read_text(manifest) or "")["spec"]
+        c = spec["containers"][0]
+        vols = {v["name"]: v["hostPath"]["path"] for v in spec.get("volumes") or [] if "hostPath" in v}
+        mounts = [(vols[m["name"]], m["mountPath"]) for m in c.get("volumeMounts") or [] if m["name"] in vols]
+        image, command = c["image"], [*c.get("command", []), *c.get("args", [])]
+    except (yaml.YAMLError, KeyError, IndexError, TypeError) as e:
+        raise Fail(f"static pod manifest {manifest} is invalid: {e!r}") from e
+    if not (isinstance(image, str) and command and all(isinstance(a, str) for a in command)):
+        raise Fail(f"static pod manifest {manifest} is invalid: no image or command")
+    return image, command, mounts
+
+
+def remove_leftover() -> None:
+    """A container a killed run left (ctr run --rm removes it only when it sees the task exit)."""
+    ctr(ENDPOINT, "-n", NS, "tasks", "kill", "-s", "SIGKILL", ETCD_CONTAINER, timeout=10)
+    for _ in range(50):
+        rc, _ = ctr(ENDPOINT, "-n", NS, "tasks", "delete", "-f", ETCD_CONTAINER, timeout=10)
+        if (
+            rc == 0
+            or ETCD_CONTAINER not in ctr(ENDPOINT, "-n", NS, "tasks", "ls", "-q", timeout=10)[1].split()
+        ):
+            break
+        time.sleep(0.1)
+    ctr(ENDPOINT, "-n", NS, "containers", "rm", ETCD_CONTAINER, timeout=10)
+
+
+def start(manifest: str) -> subprocess.Popen[bytes]:
+    """Pull the image when containerd lacks it, then `ctr run` it (its output: this unit's journal)."""
+    image, command, mounts = etcd_spec(manifest)
+    if not image_exists(ENDPOINT, image):
+        rc, out = pull_image(ENDPOINT, image)
+        if rc != 0:
+            raise Fail(out.strip())
+    remove_leftover()
+    argv = ["ctr", "--address", sock_path(ENDPOINT), "-n", NS, "run", "--rm", "--net-host"]
+    for host, path in mounts:
+        argv += ["--mount", f"type=bind,src={host},dst={path},options=rbind:rw"]
+    argv += [image, ETCD_CONTAINER, *command]
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sys.stdout, stderr=sys.stderr)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to etcd (ctr run passes it on), as the kubelet stops a container; then SIGKILL."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    remove_leftover()
+
+
+def running() -> bool:
+    """etcd's task runs in containerd."""
+    rc, out = ctr(ENDPOINT, "-n", NS, "tasks", "ls", timeout=10)
+    return rc == 0 and any(ln.split()[:1] == [ETCD_CONTAINER] and "RUNNING" in ln for ln in out.splitlines())
+
+
+def exec_argv(exec_id: str, cmd: list[str]) -> list[str]:
+    """`ctr task exec` of CMD in etcd's container (crictl exec)."""
+    return ["ctr", "--address", sock_path(ENDPOINT), "-n", NS, "tasks", "exec", "--exec-id", exec_id,
+            ETCD_CONTAINER, *cmd]  # fmt: skip
