@@ -10,6 +10,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from tests._support.lab_ssh import root_sh
+
 ADMIN = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
 NEW_STICK = "/srv/appliance-new-stick"  # where master1 sees the new bundle
 
@@ -18,15 +20,7 @@ def ssh(
     site_dir: Path, node: str, command: str, timeout: int = 120, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`command` as root on `node` through the site's ssh_config; `stdin` fed to it."""
-    q = "'" + command.replace("'", "'\\''") + "'"
-    return subprocess.run(
-        ["ssh", "-F", str(site_dir / "ssh_config"), "-o", "BatchMode=yes", node, f"sudo sh -c {q}"],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return root_sh(site_dir, node, command, timeout, stdin)
 
 
 def nodes(site_dir: Path) -> dict[str, dict[str, Any]]:

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from tests._support.killed_runs import kill_when_printed
+from tests._support.lab_ssh import root_sh
 from tests.e2e.conftest import TWO_NODE_LAB
 
 LAB = os.environ.get("APPLIANCE_E2E_REBUILD_LAB", "rbm")  # a lab name of one's own on a shared machine
@@ -34,13 +35,7 @@ KILLED_AT = "Control plane | Wait for the API server"  # after kubeadm init, in 
 
 
 def _ssh(site_dir: Path, node: str, command: str, timeout: int = 120) -> subprocess.CompletedProcess[bytes]:
-    q = "'" + command.replace("'", "'\\''") + "'"
-    return subprocess.run(
-        ["ssh", "-F", str(site_dir / "ssh_config"), "-o", "BatchMode=yes", node, f"sudo sh -c {q}"],
-        capture_output=True,
-        timeout=timeout,
-        check=False,
-    )
+    return root_sh(site_dir, node, command, timeout, text=False)
 
 
 def _ok(site_dir: Path, command: str, node: str = "master1") -> str:

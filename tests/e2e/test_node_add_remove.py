@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from appliance_cli.core.siteconfig import SITE_FILE, load_site
+from tests._support.lab_ssh import root_sh
 
 LAB = os.environ.get("APPLIANCE_E2E_NODE_LAB", "nar")  # a lab name of one's own on a shared machine
 ADMIN = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
@@ -24,14 +25,7 @@ NEW = "worker2"
 
 
 def _ssh(site_dir: Path, node: str, command: str) -> subprocess.CompletedProcess[str]:
-    q = "'" + command.replace("'", "'\\''") + "'"
-    return subprocess.run(
-        ["ssh", "-F", str(site_dir / "ssh_config"), "-o", "BatchMode=yes", node, f"sudo sh -c {q}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return root_sh(site_dir, node, command)
 
 
 def _nodes(site_dir: Path) -> dict[str, dict[str, Any]]:

@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from appliance_cli.core.siteconfig import SITE_FILE, load_site
+from tests._support.lab_ssh import root_sh
 
 # a lab of its own; APPLIANCE_E2E_OIDC_LAB names another where several people share the machine
 LAB = os.environ.get("APPLIANCE_E2E_OIDC_LAB", "oid")
@@ -44,19 +45,9 @@ FLAGS = {
 
 
 def _ssh(site_dir: Path, node: str, command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run(
-        ["ssh", "-F", str(site_dir / "ssh_config"), "-o", "BatchMode=yes", node, f"sudo sh -c {_q(command)}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    res = root_sh(site_dir, node, command)
     assert not check or res.returncode == 0, f"{node}: {command}: {res.stderr}"
     return res
-
-
-def _q(s: str) -> str:
-    return "'" + s.replace("'", "'\\''") + "'"
 
 
 def _edit_site(site_dir: Path, fn) -> None:

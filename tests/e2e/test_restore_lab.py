@@ -27,6 +27,7 @@ import pytest
 
 from tests._support import agebackup
 from tests._support.killed_runs import kill_when_printed
+from tests._support.lab_ssh import root_sh
 from tests.e2e.conftest import TWO_NODE_LAB
 
 LAB = os.environ.get("APPLIANCE_E2E_RESTORE_LAB", "rst")  # a lab name of one's own on a shared machine
@@ -42,14 +43,7 @@ ETCDCTL = ("crictl exec $(crictl ps --name '^etcd$' -q) etcdctl --endpoints=http
 
 
 def _ssh(site_dir: Path, command: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
-    q = "'" + command.replace("'", "'\\''") + "'"
-    return subprocess.run(
-        ["ssh", "-F", str(site_dir / "ssh_config"), "-o", "BatchMode=yes", "master1", f"sudo sh -c {q}"],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return root_sh(site_dir, "master1", command, timeout)
 
 
 def _ok(site_dir: Path, command: str) -> str:
