@@ -213,7 +213,9 @@ def check_copied_backup(path: str) -> CopiedBackup:
     return CopiedBackup(name, root, files)
 
 
-_HAS_CLUSTER = 'if test -e "$1"; then echo yes; else echo no; fi'
+# Whether the master runs a cluster ($1, kubeadm's admin.conf) and, when it does, the restore
+# state ($2, nothing when absent): one round trip. The paths are arguments, never shell text.
+_HAS_CLUSTER = 'if test -e "$1"; then echo yes; cat -- "$2" 2>/dev/null || true; else echo no; fi'
 
 
 def refuse_live_master(cfg: SiteConfig, backup: str) -> bool:
@@ -222,10 +224,10 @@ def refuse_live_master(cfg: SiteConfig, backup: str) -> bool:
     A master with kubeadm's admin.conf otherwise runs a cluster and is refused (the restore of a
     running cluster is `appliance restore`). -> whether this run finishes an unfinished rebuild."""
     master = cfg.master.name
-    answer = run_on(cfg, cfg.master, ["sh", "-c", _HAS_CLUSTER, "sh", PATHS.admin_conf], timeout=60).strip()
-    if answer == "no":
+    argv = ["sh", "-c", _HAS_CLUSTER, "sh", PATHS.admin_conf, RESTORE_STATE_FILE]
+    answer, _, text = run_on(cfg, cfg.master, argv, timeout=60).partition("\n")
+    if answer.strip() == "no":
         return False
-    text = run_on(cfg, cfg.master, read_if_there(RESTORE_STATE_FILE), timeout=60)
     rebuild = opstate.parse_restore(text, RESTORE_STATE_FILE, master).rebuild_master
     if rebuild.backup == backup and rebuild.phase == "secrets":
         return True

@@ -396,20 +396,28 @@ def test_rebuild_master_checks_the_copy_first_refuses_a_live_master_then_runs_th
     ],
 )
 def test_a_rebuild_runs_on_a_fresh_master_or_finishes_its_own(
-    site, monkeypatch, admin_conf, rebuild, outcome
+    site, monkeypatch, tmp_path, admin_conf, rebuild, outcome
 ) -> None:
     from appliance_cli.core.siteconfig import load_site
 
+    # the master as files under tmp_path; the command itself runs (one round trip: it is asked once)
+    conf, state = tmp_path / "admin.conf", tmp_path / "state.json"
+    if admin_conf == "yes":
+        conf.write_text("kubeconfig\n")
+    state.write_text(json.dumps({"schema": 1, "rebuild_master": rebuild}))
+    asked: list[list[str]] = []
+
     def run_on(cfg, node, command, timeout=60):  # type: ignore[no-untyped-def]
-        if command[4] == "/etc/kubernetes/admin.conf":
-            return admin_conf + "\n"
-        assert command[4] == restore_cmd.STATE_FILE, command
-        return json.dumps({"schema": 1, "rebuild_master": rebuild})
+        asked.append(command)
+        assert command[4:] == ["/etc/kubernetes/admin.conf", restore_cmd.STATE_FILE], command
+        local = [*command[:4], str(conf), str(state)]
+        return subprocess.run(local, capture_output=True, text=True, check=True).stdout
 
     monkeypatch.setattr(backups, "run_on", run_on)
     cfg = load_site(site)
     if isinstance(outcome, bool):
         assert backups.refuse_live_master(cfg, NEW) is outcome
+        assert len(asked) == 1
         return
     with pytest.raises(ApplianceError, match=outcome) as e:
         backups.refuse_live_master(cfg, NEW)
