@@ -220,7 +220,8 @@ def test_lab_profile_is_test_only() -> None:
     assert not lab.production
     assert all(f.test_only for f in lab.files)
     standins = {f.name for f in lab.files if f.source == "tests/standin/k8s_standin"}
-    assert standins == {"kubeadm", "kubelet", "crictl", "helm"}  # etcd's tools are real: its image carries them
+    # etcd's tools are real: the lab's etcd image carries them
+    assert standins == {"kubeadm", "kubelet", "crictl", "helm"}
     # kubectl is the real client: Debian's, from the apt closure, declared bundled for the cluster's release
     kubectl = {f.name: f for f in lab.files}["kubectl"]
     assert kubectl.from_deb and (kubectl.from_deb.package, kubectl.from_deb.file) == (
