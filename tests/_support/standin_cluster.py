@@ -32,9 +32,8 @@ class Cluster:
         make_cert(str(pki / "apiserver.crt"), str(pki / "apiserver.key"), str(pki / "ca.crt"), str(pki / "ca.key"),
                     "kube-apiserver", server=True, client=False, sans=["IP:127.0.0.1"])  # fmt: skip
         self.etcd = Etcd(root / "etcd")
-        self.srv, self.api = serve_api(str(root / "state"), str(pki / "apiserver.crt"), str(pki / "apiserver.key"),
-                                         str(pki / "ca.crt"), str(pki / "ca.key"), "127.0.0.1", 0, "10.244.0.0/16",
-                                         etcd=self.etcd.client())  # fmt: skip
+        self.srv, self.api = serve_api(self.etcd.client(), str(pki / "apiserver.crt"), str(pki / "apiserver.key"),
+                                         str(pki / "ca.crt"), str(pki / "ca.key"), "127.0.0.1", 0, "10.244.0.0/16")  # fmt: skip
         self.endpoint = f"127.0.0.1:{self.srv.server_address[1]}"
         self.ca = (pki / "ca.crt").read_text()
         self.kubeconfig = root / "admin.conf"

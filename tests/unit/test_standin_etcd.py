@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests._support.real_etcd import Etcd, etcd_bin
-from tests.standin.k8s_standin import crictl, etcdpod, kubeadm_ops, util
+from tests.standin.k8s_standin import crictl, etcdpod, kubeadm_ops, kubelet, util
 from tests.standin.k8s_standin.apiserver import BUILTIN
 from tests.standin.k8s_standin.entry import main
 from tests.standin.k8s_standin.etcdstore import Store, etcd_key, resource_of
@@ -68,8 +69,7 @@ def test_keys_are_kube_apiservers() -> None:
 
 def test_objects_live_in_etcd_with_its_revisions(tmp_path: Path) -> None:
     etcd = Etcd(tmp_path / "etcd")
-    store = Store(str(tmp_path / "unused"), etcd=etcd.client(), builtin=BUILTIN)
-    assert not (tmp_path / "unused").exists()  # no JSON file
+    store = Store(etcd.client(), BUILTIN)
     cm = store.put(
         Store.key("", "configmaps", "default", "a"), {"kind": "ConfigMap", "metadata": {"name": "a"}}
     )
@@ -82,7 +82,7 @@ def test_objects_live_in_etcd_with_its_revisions(tmp_path: Path) -> None:
     assert store.delete(Store.key("", "configmaps", "default", "a")) is not None
     assert etcd.ctl("get", "/registry/configmaps/default/a").stdout == ""
     # a second API server on the same etcd (a restarted one) reads the same objects and revisions
-    again = Store(str(tmp_path / "unused"), etcd=etcd.client(), builtin=BUILTIN)
+    again = Store(etcd.client(), BUILTIN)
     assert again.rv == store.rv and again.objects == store.objects
     assert sorted(again.objects) == ["|namespaces||default", "|namespaces||kube-node-lease", "|namespaces||kube-public",
                                      "|namespaces||kube-system", "|nodes||m1"]  # fmt: skip
@@ -90,19 +90,46 @@ def test_objects_live_in_etcd_with_its_revisions(tmp_path: Path) -> None:
 
 def test_etcd_stopped_is_an_error_and_the_store_keeps_what_etcd_has(tmp_path: Path) -> None:
     etcd = Etcd(tmp_path / "etcd")
-    store = Store(str(tmp_path / "unused"), etcd=etcd.client(), builtin=BUILTIN)
+    store = Store(etcd.client(), BUILTIN)
     etcd.stop()
-    with pytest.raises(Fail, match=r"^etcdserver: 127\.0\.0\.1:\d+: "):
+    with pytest.raises(Fail, match=r"^etcdserver: dial tcp 127\.0\.0\.1:\d+: connect: connection refused$"):
         store.put(
             Store.key("", "configmaps", "default", "b"), {"kind": "ConfigMap", "metadata": {"name": "b"}}
         )
     assert Store.key("", "configmaps", "default", "b") not in store.objects
 
 
+def test_the_api_server_waits_for_etcd_naming_it_then_gives_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    etcd = Etcd(tmp_path / "etcd")
+    etcd.stop()
+    port = etcd.endpoint.rsplit(":", 1)[1]
+    monkeypatch.setattr(kubelet, "ETCD_WAIT_S", 2.0)
+    flags = {
+        "etcd-servers": etcd.endpoint,
+        "etcd-cafile": etcd.ca,
+        "etcd-certfile": etcd.cert,
+        "etcd-keyfile": etcd.key,
+    }
+    with pytest.raises(Fail, match=r"^context deadline exceeded$"):
+        kubelet._etcd_client(flags, None, threading.Event())
+    warnings = capsys.readouterr().err.splitlines()
+    assert len(warnings) >= 2 and all(w.startswith("W") for w in warnings), warnings
+    assert warnings[-1].endswith(
+        f"clientconn.go:1331] [core] grpc: addrConn.createTransport failed to connect to {{127.0.0.1:{port} 127.0.0.1 "
+        f'<nil> 0 <nil>}}. Err: connection error: desc = "transport: Error while dialing dial tcp 127.0.0.1:{port}: '
+        'connect: connection refused". Reconnecting...'
+    ), warnings[-1]
+    etcd.start()  # etcd answers: the client is returned at once
+    flags["etcd-servers"] = etcd.endpoint
+    assert kubelet._etcd_client(flags, None, threading.Event()).host == "127.0.0.1"
+
+
 def test_a_snapshot_restored_into_a_new_data_dir_brings_its_state_back(tmp_path: Path) -> None:
     """etcdctl snapshot save, etcdutl snapshot restore (the real 3.5.1 tools), etcd on the new dir."""
     etcd = Etcd(tmp_path / "etcd", name="m1")
-    store = Store("", etcd=etcd.client(), builtin=BUILTIN)
+    store = Store(etcd.client(), BUILTIN)
     store.put(
         Store.key("", "configmaps", "default", "before"),
         {"kind": "ConfigMap", "metadata": {"name": "before"}},
@@ -124,7 +151,7 @@ def test_a_snapshot_restored_into_a_new_data_dir_brings_its_state_back(tmp_path:
     assert done.returncode == 0, done.stderr
     etcd.data_dir = restored
     etcd.start()
-    back = Store("", etcd=etcd.client(), builtin=BUILTIN)
+    back = Store(etcd.client(), BUILTIN)
     names = [o["metadata"]["name"] for o in back.items("", "configmaps")]
     assert names == ["before"] and back.rv >= status["revision"]
 

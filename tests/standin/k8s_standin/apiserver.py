@@ -111,9 +111,8 @@ def qualified(plural: str, group: str) -> str:
 class ApiServer:
     """The stand-in kube-apiserver: REST subset + authn (x509 / bootstrap tokens) + node lifecycle."""
 
-    def __init__(self, state_dir: str, ca_cert: str, ca_key: str, db: str = "state.json",
-                 etcd: EtcdClient | None = None) -> None:  # fmt: skip
-        self.store = Store(state_dir, db, etcd, BUILTIN)
+    def __init__(self, etcd: EtcdClient, ca_cert: str, ca_key: str) -> None:
+        self.store = Store(etcd, BUILTIN)
         self.ca_cert = ca_cert
         self.ca_key = ca_key
         self.cluster_cidr = ""
@@ -711,12 +710,10 @@ class _TLSServer(http.server.ThreadingHTTPServer):
         super().finish_request(request, client_address)
 
 
-def serve_api(state_dir: str, cert: str, key: str, client_ca: str, ca_key: str, bind: str, port: int,
-              cluster_cidr: str = "", git_version: str = VERSION,
-              db: str = "state.json", etcd: EtcdClient | None = None) -> tuple[_TLSServer, ApiServer]:  # fmt: skip
-    """Start the API server in a background thread (used by the unit and by tests); its store is
-    `etcd` when given (a real etcd), else the JSON file `db` in state_dir."""
-    api = ApiServer(state_dir, client_ca, ca_key, db, etcd)
+def serve_api(etcd: EtcdClient, cert: str, key: str, client_ca: str, ca_key: str, bind: str, port: int,
+              cluster_cidr: str = "", git_version: str = VERSION) -> tuple[_TLSServer, ApiServer]:  # fmt: skip
+    """Start the API server in a background thread (used by the unit and by tests), its objects in `etcd`."""
+    api = ApiServer(etcd, client_ca, ca_key)
     api.cluster_cidr = cluster_cidr
     api.git_version = git_version
     handler = type("H", (_Handler,), {"api": api})

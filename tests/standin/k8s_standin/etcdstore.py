@@ -26,7 +26,6 @@ import base64
 import copy
 import http.client
 import json
-import os
 import secrets
 import ssl
 import threading
@@ -34,7 +33,7 @@ import time
 import urllib.parse
 from typing import Any
 
-from .util import Fail, read_text, rfc3339, write_file
+from .util import Fail, rfc3339
 
 REGISTRY = "/registry/"
 # kube-apiserver's renames of a built-in resource's etcd prefix (module docstring)
@@ -110,7 +109,7 @@ class EtcdClient:
                     self.conn.close()
                     self.conn = None
                     if attempt == 2:
-                        raise Fail(f"etcdserver: {self.host}:{self.port}: {e}") from e
+                        raise Fail(f"etcdserver: {self._dial_error(e)}") from e
         try:
             doc = json.loads(raw or b"{}")
         except ValueError as e:
@@ -119,12 +118,27 @@ class EtcdClient:
             raise Fail(f"etcdserver: {doc.get('message') or doc.get('error') or raw[:200]!r}")
         return doc
 
+    def _dial_error(self, e: BaseException) -> str:
+        """What went wrong, in Go's net/tls words where there are some (grpc quotes them)."""
+        where = f"dial tcp {self.host}:{self.port}"
+        if isinstance(e, ConnectionRefusedError):
+            return f"{where}: connect: connection refused"
+        if isinstance(e, TimeoutError):
+            return f"{where}: i/o timeout"
+        if isinstance(e, ssl.SSLError):
+            return f"authentication handshake failed: {e.reason or e}"
+        return f"{where}: {e}"
+
+    def ping(self) -> None:
+        """One read: etcd answers (Fail: what went wrong)."""
+        self.call("range", {"key": _b64(REGISTRY), "limit": "1", "keys_only": True})
+
     def wait(self, deadline_s: float) -> None:
-        """Until etcd answers (the real API server retries its etcd connection at start)."""
+        """Until etcd answers (Fail: it did not within deadline_s)."""
         end = time.monotonic() + deadline_s
         while True:
             try:
-                self.call("range", {"key": _b64(REGISTRY), "limit": "1", "keys_only": True})
+                self.ping()
                 return
             except Fail as e:
                 if time.monotonic() >= end:
@@ -156,37 +170,23 @@ def _unb64(s: str) -> bytes:
 
 
 class Store:
-    """Cluster state (what etcd holds): in a real etcd when given one (etcdstore.py: kube-apiserver's
-    keys, resourceVersion its revision), else one JSON file written after every write."""
+    """Cluster state: every object in etcd (above), and a copy in memory that the reads are served
+    from (what kube-apiserver's watch cache does; not a quorum read per GET)."""
 
-    def __init__(
-        self, state_dir: str, db: str = "state.json", etcd: EtcdClient | None = None,
-        builtin: frozenset[tuple[str, str]] | None = None,
-    ) -> None:  # fmt: skip
-        if etcd is not None and not builtin:
-            raise ValueError("an etcd store needs the (group, plural) pairs the API server serves itself")
-        self.path = os.path.join(state_dir, db)
+    def __init__(self, etcd: EtcdClient, builtin: frozenset[tuple[str, str]]) -> None:
         self.etcd = etcd
-        self.builtin = builtin or frozenset()  # what etcd_key gives a key without its group
+        self.builtin = builtin  # what this API server serves itself: their keys carry no group
         self.lock = threading.RLock()
-        self.rv = 1
         self.objects: dict[str, dict] = {}
-        if etcd is not None:
-            self.rv, kvs = etcd.load()
-            for ekey, value, mod in kvs:
-                try:
-                    group, plural, ns, name = resource_of(self.builtin, ekey)
-                    obj = json.loads(value)
-                except ValueError:
-                    continue  # not an object this server wrote (kube-apiserver would fail to decode it)
-                obj.setdefault("metadata", {})["resourceVersion"] = str(mod)
-                self.objects[self.key(group, plural, ns, name)] = obj
-        else:
-            os.makedirs(state_dir, mode=0o700, exist_ok=True)
-            text = read_text(self.path)
-            if text:
-                doc = json.loads(text)
-                self.rv, self.objects = doc["resourceVersion"], doc["objects"]
+        self.rv, kvs = etcd.load()
+        for ekey, value, mod in kvs:
+            try:
+                group, plural, ns, name = resource_of(builtin, ekey)
+                obj = json.loads(value)
+            except ValueError:
+                continue  # not an object this server wrote (kube-apiserver would fail to decode it)
+            obj.setdefault("metadata", {})["resourceVersion"] = str(mod)
+            self.objects[self.key(group, plural, ns, name)] = obj
         for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
             key = self.key("", "namespaces", "", ns)
             if key not in self.objects:
@@ -205,31 +205,20 @@ class Store:
                 obj.setdefault("spec", {"finalizers": ["kubernetes"]})
                 obj["status"] = {"phase": "Active"}
                 md.setdefault("labels", {})["kubernetes.io/metadata.name"] = md["name"]
-            if self.etcd is not None:
-                md.pop("resourceVersion", None)  # kube-apiserver stores none: it is the key's revision
-                self.rv = self.etcd.put(
-                    etcd_key(self.builtin, *key.split("|")), json.dumps(obj, separators=(",", ":")).encode()
-                )
-            else:
-                self.rv += 1
+            md.pop("resourceVersion", None)  # kube-apiserver stores none: it is the key's revision
+            self.rv = self.etcd.put(
+                etcd_key(self.builtin, *key.split("|")), json.dumps(obj, separators=(",", ":")).encode()
+            )
             md["resourceVersion"] = str(self.rv)
             self.objects[key] = obj
-            self.save()
             return obj
 
     def delete(self, key: str) -> dict | None:
         with self.lock:
             if key not in self.objects:
                 return None
-            if self.etcd is not None:
-                self.rv = self.etcd.delete(etcd_key(self.builtin, *key.split("|")))
-            obj = self.objects.pop(key)
-            self.save()
-            return obj
-
-    def save(self) -> None:
-        if self.etcd is None:
-            write_file(self.path, json.dumps({"resourceVersion": self.rv, "objects": self.objects}), 0o600)
+            self.rv = self.etcd.delete(etcd_key(self.builtin, *key.split("|")))
+            return self.objects.pop(key)
 
     def items(self, group: str, plural: str, ns: str | None = None) -> list[dict]:
         pre = f"{group}|{plural}|"

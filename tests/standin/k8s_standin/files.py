@@ -32,15 +32,7 @@ K8S = "/etc/kubernetes"
 PKI = "/etc/kubernetes/pki"
 MANIFESTS = "/etc/kubernetes/manifests"
 KUBELET_DIR = "/var/lib/kubelet"
-STATE_DIR = "/var/lib/standin-apiserver"
 ETCD_MANIFEST = f"{MANIFESTS}/etcd.yaml"
-
-
-def store_path() -> str:
-    """The API server's JSON file when there is no etcd manifest (external etcd; not real, and
-    nothing in the lab runs so): with one, its objects are in the etcd that manifest runs
-    (etcdpod.py, etcdstore.py)."""
-    return hp(f"{STATE_DIR}/state.json")
 
 
 def etcd_data_dir() -> str:

@@ -26,7 +26,6 @@ from .files import (
     KUBELET_DIR,
     MANIFESTS,
     PKI,
-    STATE_DIR,
     etcd_data_dir,
     legacy_kubelet_config_cm,
 )
@@ -176,7 +175,7 @@ def cmd_kubeadm_reset(argv: list[str]) -> int:
             etcd_dir = etcd_data_dir()
     stateful = [etcd_dir, KUBELET_DIR, "/var/lib/dockershim", "/var/run/kubernetes", "/var/lib/cni"]
     out.write(f"[reset] Deleting contents of stateful directories: [{' '.join(stateful)}]\n")
-    for d in dirs + stateful + [STATE_DIR]:  # STATE_DIR: the JSON store of an API server without etcd
+    for d in dirs + stateful:
         p = hp(d)
         if not os.path.isdir(p):
             continue

@@ -17,7 +17,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from typing import Any
 
 import yaml
@@ -27,7 +26,7 @@ from .apiserver import res_path, serve_api
 from .client import ApiClient, ApiError, Credentials, Unreachable, load_kubeconfig
 from .containerd import cni_ready, containerd_config, containerd_version, ctr, sock_path
 from .etcdstore import EtcdClient
-from .files import ETCD_MANIFEST, K8S, KUBELET_DIR, MANIFESTS, STATE_DIR, store_path
+from .files import ETCD_MANIFEST, K8S, KUBELET_DIR, MANIFESTS
 from .flags import parse_flags
 from .pki import gen_key, make_csr
 from .pods import PodWorker
@@ -109,29 +108,39 @@ def image_version(manifest_path: str) -> str:
     return VERSION
 
 
-def _etcd_client(f: dict[str, str], proc: subprocess.Popen[bytes], stop: threading.Event) -> EtcdClient:
+ETCD_WAIT_S = 60.0  # how long the API server waits for etcd at start before it gives up
+
+
+def _etcd_client(
+    f: dict[str, str], proc: subprocess.Popen[bytes] | None, stop: threading.Event
+) -> EtcdClient:
     """The API server's connection to etcd (--etcd-servers over TLS with --etcd-certfile/keyfile), once
-    etcd answers: as kube-apiserver, it waits for its storage, and gives up after a minute."""
+    etcd answers. As kube-apiserver, it waits for its storage, logging grpc's warning at each failed
+    attempt (backoff 1 s x1.6, grpc-go's default), and gives up after a minute."""
     for k in ("etcd-cafile", "etcd-certfile", "etcd-keyfile"):
         if not f.get(k) or not os.path.exists(hp(f[k])):
             raise Fail(f"open {f.get(k, '')}: no such file or directory")
     client = EtcdClient(
         f.get("etcd-servers", ""), hp(f["etcd-cafile"]), hp(f["etcd-certfile"]), hp(f["etcd-keyfile"])
     )
-    end = now() + 60
+    end, backoff = now() + ETCD_WAIT_S, 1.0
     while True:
         try:
-            client.wait(0)
+            client.ping()
             return client
         except Fail as e:
-            if proc.poll() is not None or stop.is_set() or now() >= end:
-                log_klog(
-                    "W",
-                    "clientconn.go:1331",
-                    f"grpc: addrConn.createTransport failed to connect: {e.message}",
-                )
+            # grpc's clientconn.go: "grpc: addrConn.createTransport failed to connect to %v. Err: %v.
+            # Reconnecting..." (%v: resolver.Address as grpc 1.40, kube 1.23's, prints it)
+            addr = f"{client.host}:{client.port}"
+            log_klog("W", "clientconn.go:1331", f"[core] grpc: addrConn.createTransport failed to connect to "
+                     f"{{{addr} {client.host} <nil> 0 <nil>}}. Err: connection error: desc = \"transport: Error "
+                     f'while dialing {e.message.removeprefix("etcdserver: ")}". Reconnecting...')  # fmt: skip
+            sys.stderr.flush()
+            if (proc is not None and proc.poll() is not None) or stop.is_set() or now() >= end:
                 raise Fail("context deadline exceeded") from e
-        time.sleep(0.2)
+        if stop.wait(backoff):
+            raise Fail("context deadline exceeded")
+        backoff = min(backoff * 1.6, 10.0)
 
 
 def apiserver_main(argv: list[str]) -> int:
@@ -160,16 +169,14 @@ def apiserver_main(argv: list[str]) -> int:
         ca = hp(f["client-ca-file"])
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        if os.path.exists(hp(ETCD_MANIFEST)):  # local etcd: its static pod, run for real (etcdpod.py)
+        # local etcd: its static pod, run for real (etcdpod.py); without its manifest (held away by a
+        # restore, or external etcd) the API server waits for --etcd-servers all the same
+        if os.path.exists(hp(ETCD_MANIFEST)):
             etcd_proc = etcdpod.start(hp(ETCD_MANIFEST))
-            client = _etcd_client(f, etcd_proc, stop)
-            db = ""
-        else:  # no etcd manifest: the JSON file (not real; nothing in the lab runs so)
-            client, db = None, store_path()
-        srv, _ = serve_api(os.path.dirname(db) or STATE_DIR, hp(f["tls-cert-file"]), hp(f["tls-private-key-file"]),
-                           ca, os.path.join(os.path.dirname(ca), "ca.key"), f.get("bind-address", "0.0.0.0"),
-                           int(f.get("secure-port", "6443")), cidr, image_version(manifest),
-                           os.path.basename(db) or "state.json", client)  # fmt: skip
+        client = _etcd_client(f, etcd_proc, stop)
+        srv, _ = serve_api(client, hp(f["tls-cert-file"]), hp(f["tls-private-key-file"]), ca,
+                           os.path.join(os.path.dirname(ca), "ca.key"), f.get("bind-address", "0.0.0.0"),
+                           int(f.get("secure-port", "6443")), cidr, image_version(manifest))  # fmt: skip
     except Fail as e:
         log_klog("E", "run.go:74", f'"command failed" err="{e.message}"')
         if etcd_proc is not None:
