@@ -678,6 +678,43 @@ def test_control_plane_names_the_last_line_of_the_newest_api_server_container_th
     assert out.stdout.startswith("the kubelet started no kube-apiserver container")
 
 
+def test_control_plane_names_the_etcd_an_api_server_cannot_reach_and_whether_it_runs(tmp_path: Path) -> None:
+    """The same script when the API server's last lines are grpc's warnings about its etcd (1.23's
+    form of the address, and the later `{Addr: ...}` one): which etcd, and whether etcd's container
+    runs, on a line of its own."""
+    import yaml
+
+    tasks = yaml.safe_load(
+        (Path(__file__).parents[2] / "roles/control_plane/tasks/apiserver-down.yml").read_text()
+    )
+    script = next(t for t in tasks if t["name"] == "Control plane | Read why the API server does not answer")
+    old = ("W1130 12:00:00.000000 1 clientconn.go:1331] [core] grpc: addrConn.createTransport failed to connect to "
+           '{127.0.0.1:2379 127.0.0.1 <nil> 0 <nil>}. Err: connection error: desc = \\"transport: Error while dialing '
+           'dial tcp 127.0.0.1:2379: connect: connection refused\\". Reconnecting...')  # fmt: skip
+    new = ('W0914 20:21:08.834540 1 logging.go:55] [core] [Channel #2 SubChannel #4]grpc: addrConn.createTransport '
+           'failed to connect to {Addr: \\"10.0.0.5:2379\\", ServerName: \\"10.0.0.5:2379\\", }. Err: ...')  # fmt: skip
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+    for line, etcd_ps, want in (
+        (
+            old,
+            "",
+            "it cannot reach etcd at 127.0.0.1:2379: no etcd container runs (crictl ps -a --name etcd)",
+        ),
+        (new, "e7cd\\n", "it cannot reach etcd at 10.0.0.5:2379: etcd's container runs"),
+    ):
+        (bindir / "crictl").write_text(
+            '#!/bin/sh\ncase "$*" in\n  *kube-apiserver*) printf "a1\\n" ;;\n'
+            f'  *etcd*) printf "{etcd_ps}" ;;\n  logs*) printf "I0 started\\n{line}\\n" >&2 ;;\nesac\nexit 0\n'
+        )
+        (bindir / "crictl").chmod(0o755)
+        out = subprocess.run(["bash", "-c", script["ansible.builtin.shell"]["cmd"]], env=env, capture_output=True,
+                             text=True, check=True)  # fmt: skip
+        assert out.stdout.splitlines()[1:] == [want], out.stdout
+        assert "addrConn.createTransport failed to connect to" in out.stdout.splitlines()[0]
+
+
 def test_init_certs_keep_the_pki_a_rebuilt_master_brings(fake_root: Path, tmp_path: Path) -> None:
     """kubeadm init on a master whose /etc/kubernetes/pki came back from a backup: every CA, every
     certificate its CA signed and the sa key are used as they are (the workers' certificates and
