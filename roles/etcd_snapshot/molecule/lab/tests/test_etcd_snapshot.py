@@ -2,13 +2,10 @@
 
 import json
 
+import yaml
+
 DIR = "/var/lib/appliance/molecule-etcd-snapshots"
-# etcdutl of the etcd image the static pod runs (the lab's carries the official 3.5.1 build), with
-# the snapshot's directory mounted read-only: the way etcd_restore reads a snapshot
-ETCDUTL = (
-    f"ctr -n k8s.io run --rm --mount type=bind,src={DIR},dst={DIR},options=rbind:ro "
-    "registry.k8s.io/etcd:3.5.6-0 molecule-etcd-snapshot-status etcdutl"
-)
+MANIFEST = "/etc/kubernetes/manifests/etcd.yaml"
 
 
 def test_the_snapshot_is_kept_root_only(host):
@@ -19,7 +16,13 @@ def test_the_snapshot_is_kept_root_only(host):
 
 
 def test_the_snapshot_reads_back_with_etcdutl(host):
-    status = json.loads(host.check_output(f"{ETCDUTL} snapshot status {DIR}/molecule.db -w json"))
+    """etcdutl of the image etcd's static pod runs (its manifest names it: the site's registry; the
+    lab's carries the official 3.5.1 build), the snapshot's directory mounted read-only: the way
+    etcd_restore reads a snapshot."""
+    image = yaml.safe_load(host.file(MANIFEST).content_string)["spec"]["containers"][0]["image"]
+    etcdutl = (f"ctr -n k8s.io run --rm --mount type=bind,src={DIR},dst={DIR},options=rbind:ro {image} "
+               "molecule-etcd-snapshot-status etcdutl")  # fmt: skip
+    status = json.loads(host.check_output(f"{etcdutl} snapshot status {DIR}/molecule.db -w json"))
     assert status["revision"] > 0 and status["totalKey"] > 0, status
 
 
