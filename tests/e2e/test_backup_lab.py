@@ -2,7 +2,7 @@
 etcd snapshot and the secrets (cluster PKI, the registry's CA and passwords, every helm release's
 values) encrypted with age to the site's backup.recipient, kubeadm's ClusterConfiguration and the
 release list in clear, and sha256 sums that check. Opened on the controller with the lab's
-identity (as an operator would, off the appliance): etcdctl reads the snapshot, the archive holds
+identity (as an operator would, off the appliance): etcdutl (of etcd's image) reads the snapshot, the archive holds
 the secrets as they are on the master. Then a grep of the backup directory for every secret the
 lab holds (each key and password file's lines, each Secret's data in the cluster) finds none."""
 
@@ -16,15 +16,12 @@ import subprocess
 import tarfile
 
 import pytest
+import yaml
 
 from tests._support import agebackup
 
 pytestmark = pytest.mark.usefixtures("installs")
 
-ETCDCTL = (
-    "etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt "
-    "--cert=/etc/kubernetes/pki/etcd/server.crt --key=/etc/kubernetes/pki/etcd/server.key"
-)
 ADMIN = "--kubeconfig /etc/kubernetes/admin.conf"
 # The secrets a rebuilt master needs, as files on the master: private keys and passwords.
 SECRET_FILES = (
@@ -86,17 +83,24 @@ def _to_master(site, ssh_config, path: str, data: bytes) -> None:
     assert res.returncode == 0, res.stderr
 
 
-def test_the_snapshot_opens_with_the_identity_and_etcdctl_reads_it(site, hosts, ssh_config, backup):
+def test_the_snapshot_opens_with_the_identity_and_etcdutl_reads_it(site, hosts, ssh_config, backup):
+    """Decrypted on the controller, put back on the master and read by etcdutl of the image etcd's
+    static pod runs (the lab's carries the official 3.5.1 build), as etcd_restore reads it."""
     _, where, _ = backup
     m = hosts[site.master.name]
     snap = agebackup.plaintext(agebackup.identity(site.site_dir), m, f"{where}/etcd-snapshot.db.age")
-    back = "/root/appliance-e2e-snapshot.db"
+    back = "/root/appliance-e2e-snapshot/etcd-snapshot.db"
+    image = yaml.safe_load(m.file("/etc/kubernetes/manifests/etcd.yaml").content_string)["spec"][
+        "containers"
+    ][0]["image"]
+    etcdutl = (f"ctr -n k8s.io run --rm --mount type=bind,src=/root/appliance-e2e-snapshot,"
+               f"dst=/root/appliance-e2e-snapshot,options=rbind:ro {image} appliance-e2e-snapshot-status etcdutl")  # fmt: skip
     try:
+        assert m.run("mkdir -p -m 700 /root/appliance-e2e-snapshot").rc == 0
         _to_master(site, ssh_config, back, snap)
-        etcd = m.check_output("crictl ps --name '^etcd$' -q").strip()
-        status = json.loads(m.check_output(f"crictl exec {etcd} {ETCDCTL} snapshot status {back} -w json"))
+        status = json.loads(m.check_output(f"{etcdutl} snapshot status {back} -w json"))
     finally:
-        m.run(f"rm -f {back}")
+        m.run("rm -rf /root/appliance-e2e-snapshot")
     assert status["revision"] > 0 and status["totalKey"] > 0, status
 
 
@@ -142,8 +146,10 @@ def test_no_secret_the_lab_holds_is_in_the_backup_in_clear(site, hosts, ssh_conf
     data_dir = re.search(r"--data-dir=(\S+)", manifest).group(1)
     try:
         _to_master(site, ssh_config, listed, "".join(f"{n}\n" for n in needles).encode())
-        hits = m.run(f"grep -rhoF -f {listed} {where}")
-        control = m.run(f"grep -rhoF -f {listed} /etc/kubernetes/pki /etc/appliance {data_dir}")
+        # -a: a match in a binary file (the encrypted files, etcd's bbolt file and WAL) is printed, not
+        # "binary file matches" (which the comparison below would not see)
+        hits = m.run(f"grep -rhoaF -f {listed} {where}")
+        control = m.run(f"grep -rhoaF -f {listed} /etc/kubernetes/pki /etc/appliance {data_dir}")
     finally:
         m.run(f"rm -f {listed}")
     assert hits.rc in (0, 1), hits.stderr  # 1: no line matched
