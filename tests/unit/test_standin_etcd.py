@@ -113,7 +113,7 @@ def test_the_api_server_waits_for_etcd_naming_it_then_gives_up(
         "etcd-keyfile": etcd.key,
     }
     with pytest.raises(Fail, match=r"^context deadline exceeded$"):
-        kubelet._etcd_client(flags, None, threading.Event())
+        kubelet._etcd_client(flags, lambda: False, threading.Event())
     warnings = capsys.readouterr().err.splitlines()
     assert len(warnings) >= 2 and all(w.startswith("W") for w in warnings), warnings
     assert warnings[-1].endswith(
@@ -123,7 +123,7 @@ def test_the_api_server_waits_for_etcd_naming_it_then_gives_up(
     ), warnings[-1]
     etcd.start()  # etcd answers: the client is returned at once
     flags["etcd-servers"] = etcd.endpoint
-    assert kubelet._etcd_client(flags, None, threading.Event()).host == "127.0.0.1"
+    assert kubelet._etcd_client(flags, lambda: False, threading.Event()).host == "127.0.0.1"
 
 
 def test_a_snapshot_restored_into_a_new_data_dir_brings_its_state_back(tmp_path: Path) -> None:
@@ -172,20 +172,7 @@ def test_the_etcd_pod_runs_its_manifests_image_command_and_mounts(
     calls: list[tuple[str, ...]] = []
     monkeypatch.setattr(etcdpod, "ctr", lambda ep, *a, **kw: (calls.append(a), (0, ""))[1])
     monkeypatch.setattr(etcdpod, "image_exists", lambda ep, image: True)
-    started: list[list[str]] = []
-
-    class P:
-        def __init__(self, argv: list[str], **kw: object) -> None:
-            started.append(argv)
-
-    monkeypatch.setattr(etcdpod.subprocess, "Popen", P)
     etcdpod.start(str(node / "etc/kubernetes/manifests/etcd.yaml"))
-    assert started == [["ctr", "--address", "/run/containerd/containerd.sock", "-n", "k8s.io", "run", "--rm",
-                        "--net-host",
-                        "--mount", "type=bind,src=/var/lib/etcd-restore-1,dst=/var/lib/etcd-restore-1,options=rbind:rw",
-                        "--mount", "type=bind,src=/etc/kubernetes/pki/etcd,dst=/etc/kubernetes/pki/etcd,options=rbind:rw",
-                        "registry.k8s.io/etcd:3.5.6-0", etcdpod.ETCD_CONTAINER, "etcd", "--name=m1",
-                        "--data-dir=/var/lib/etcd-restore-1"]]  # fmt: skip
     assert calls[0] == (
         "-n",
         "k8s.io",
@@ -195,6 +182,21 @@ def test_the_etcd_pod_runs_its_manifests_image_command_and_mounts(
         "SIGKILL",
         etcdpod.ETCD_CONTAINER,
     )  # a leftover first
+    # detached: the container lives in its shim, so a restart of containerd leaves it running
+    assert calls[-1] == ("-n", "k8s.io", "run", "-d", "--net-host", "--log-uri", "file:///var/log/standin-etcd.log",
+                         "--mount", "type=bind,src=/var/lib/etcd-restore-1,dst=/var/lib/etcd-restore-1,options=rbind:rw",
+                         "--mount", "type=bind,src=/etc/kubernetes/pki/etcd,dst=/etc/kubernetes/pki/etcd,options=rbind:rw",
+                         "registry.k8s.io/etcd:3.5.6-0", etcdpod.ETCD_CONTAINER, "etcd", "--name=m1",
+                         "--data-dir=/var/lib/etcd-restore-1")  # fmt: skip
+    tasks = {"running": (0, f"TASK  PID  STATUS\n{etcdpod.ETCD_CONTAINER}  812  RUNNING\n"),
+             "gone": (0, f"TASK  PID  STATUS\n{etcdpod.ETCD_CONTAINER}  0  STOPPED\n"),
+             "unknown": (1, "ctr: failed to dial: connection refused")}  # fmt: skip
+    for want, answer in tasks.items():
+        monkeypatch.setattr(etcdpod, "ctr", lambda ep, *a, answer=answer, **kw: answer)
+        assert etcdpod.state() == want
+    monkeypatch.setattr(etcdpod, "ctr", lambda ep, *a, **kw: (1, "ctr: image not found"))
+    with pytest.raises(Fail, match=r"^etcd's container did not start: ctr: image not found$"):
+        etcdpod.start(str(node / "etc/kubernetes/manifests/etcd.yaml"))
     (node / "etc/kubernetes/manifests/etcd.yaml").write_text("spec: {containers: [{name: etcd}]}\n")
     with pytest.raises(Fail, match=r"etcd\.yaml is invalid"):
         etcdpod.start(str(node / "etc/kubernetes/manifests/etcd.yaml"))

@@ -1,9 +1,9 @@
-"""The etcd static pod, run for real: the manifest's image through the node's containerd (`ctr run`,
-runc), with the host's network, the manifest's hostPath volumes bind-mounted at their mountPaths
+"""The etcd static pod, run for real: the manifest's image through the node's containerd (`ctr run
+-d`, runc), with the host's network, the manifest's hostPath volumes bind-mounted at their mountPaths
 and the manifest's command, as the kubelet would run its one container. The lab's etcd image
 carries the official etcd 3.5.1 build (bundles/profiles/lab.yml), so this is a real etcd.
 
-It runs as a child of the API server unit (kubelet.apiserver_main): a rewritten etcd manifest (a
+The API server unit (kubelet.apiserver_main) starts it and stops it: a rewritten etcd manifest (a
 restore's new data dir) restarts that unit, so etcd restarts with it, as the kubelet would
 restart the etcd pod. Not as real: no pod sandbox (no pause container, no CNI: etcd is
 hostNetwork anyway), no liveness probe, no resource limits; the container ID is fixed (crictl.py
@@ -12,8 +12,6 @@ lists it as the `etcd` container).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 
 import yaml
@@ -22,6 +20,7 @@ from .containerd import ctr, image_exists, pull_image, sock_path
 from .util import Fail, read_text
 
 ETCD_CONTAINER = "e7cd5a7e11a9c0de"
+LOG = "/var/log/standin-etcd.log"  # etcd's output (the kubelet would keep it under /var/log/pods)
 ENDPOINT = "unix:///run/containerd/containerd.sock"
 NS = "k8s.io"
 
@@ -55,37 +54,48 @@ def remove_leftover() -> None:
     ctr(ENDPOINT, "-n", NS, "containers", "rm", ETCD_CONTAINER, timeout=10)
 
 
-def start(manifest: str) -> subprocess.Popen[bytes]:
-    """Pull the image when containerd lacks it, then `ctr run` it (its output: this unit's journal)."""
+def start(manifest: str) -> None:
+    """Pull the image when containerd lacks it, then start it detached (`ctr run -d`), as the kubelet
+    runs a container through the CRI: the container lives in its shim, not in this process, so a
+    restart of containerd (an upgrade of its package) leaves it running. Its output goes to LOG."""
     image, command, mounts = etcd_spec(manifest)
     if not image_exists(ENDPOINT, image):
         rc, out = pull_image(ENDPOINT, image)
         if rc != 0:
             raise Fail(out.strip())
     remove_leftover()
-    argv = ["ctr", "--address", sock_path(ENDPOINT), "-n", NS, "run", "--rm", "--net-host"]
+    argv = ["-n", NS, "run", "-d", "--net-host", "--log-uri", f"file://{LOG}"]
     for host, path in mounts:
         argv += ["--mount", f"type=bind,src={host},dst={path},options=rbind:rw"]
-    argv += [image, ETCD_CONTAINER, *command]
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sys.stdout, stderr=sys.stderr)
+    rc, out = ctr(ENDPOINT, *argv, image, ETCD_CONTAINER, *command, timeout=60)
+    if rc != 0:
+        raise Fail(f"etcd's container did not start: {out.strip()}")
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to etcd (ctr run passes it on), as the kubelet stops a container; then SIGKILL."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-    remove_leftover()
+def state() -> str:
+    """etcd's task: "running", "gone" (exited, or no task), or "unknown" (containerd does not answer,
+    as while it restarts: the container runs on in its shim)."""
+    rc, out = ctr(ENDPOINT, "-n", NS, "tasks", "ls", timeout=10)
+    if rc != 0:
+        return "unknown"
+    mine = [ln.split() for ln in out.splitlines() if ln.split()[:1] == [ETCD_CONTAINER]]
+    return "running" if mine and mine[0][-1] == "RUNNING" else "gone"
 
 
 def running() -> bool:
     """etcd's task runs in containerd."""
-    rc, out = ctr(ENDPOINT, "-n", NS, "tasks", "ls", timeout=10)
-    return rc == 0 and any(ln.split()[:1] == [ETCD_CONTAINER] and "RUNNING" in ln for ln in out.splitlines())
+    return state() == "running"
+
+
+def stop() -> None:
+    """SIGTERM to etcd, as the kubelet stops a container, up to 15 s; then SIGKILL, and the container
+    removed."""
+    ctr(ENDPOINT, "-n", NS, "tasks", "kill", "-s", "SIGTERM", ETCD_CONTAINER, timeout=10)
+    for _ in range(150):
+        if state() != "running":
+            break
+        time.sleep(0.1)
+    remove_leftover()
 
 
 def exec_argv(exec_id: str, cmd: list[str]) -> list[str]:

@@ -14,9 +14,9 @@ import re
 import secrets
 import signal
 import socket
-import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -111,41 +111,42 @@ def image_version(manifest_path: str) -> str:
 ETCD_WAIT_S = 60.0  # how long the API server waits for etcd at start before it gives up
 
 
-def _etcd_client(
-    f: dict[str, str], proc: subprocess.Popen[bytes] | None, stop: threading.Event
-) -> EtcdClient:
+def _etcd_client(f: dict[str, str], etcd_gone: Callable[[], bool], stop: threading.Event) -> EtcdClient:
     """The API server's connection to etcd (--etcd-servers over TLS with --etcd-certfile/keyfile), once
-    etcd answers. As kube-apiserver, it waits for its storage, logging grpc's warning at each failed
-    attempt (backoff 1 s x1.6, grpc-go's default), and gives up after a minute."""
+    etcd answers. As kube-apiserver, it waits for its storage, logging grpc's warning (on grpc-go's
+    default backoff, 1 s x1.6), and gives up after a minute."""
     for k in ("etcd-cafile", "etcd-certfile", "etcd-keyfile"):
         if not f.get(k) or not os.path.exists(hp(f[k])):
             raise Fail(f"open {f.get(k, '')}: no such file or directory")
     client = EtcdClient(
         f.get("etcd-servers", ""), hp(f["etcd-cafile"]), hp(f["etcd-certfile"]), hp(f["etcd-keyfile"])
     )
-    end, backoff = now() + ETCD_WAIT_S, 1.0
+    # tried every 0.2 s (a local etcd just started answers within a second or two); grpc's warning
+    # logged on its own schedule, at the first failure and then after 1 s, 1.6 s, ... (at most 10 s)
+    end, backoff, warn_at = now() + ETCD_WAIT_S, 1.0, 0.0
     while True:
         try:
             client.ping()
             return client
         except Fail as e:
-            # grpc's clientconn.go: "grpc: addrConn.createTransport failed to connect to %v. Err: %v.
-            # Reconnecting..." (%v: resolver.Address as grpc 1.40, kube 1.23's, prints it)
-            addr = f"{client.host}:{client.port}"
-            log_klog("W", "clientconn.go:1331", f"[core] grpc: addrConn.createTransport failed to connect to "
-                     f"{{{addr} {client.host} <nil> 0 <nil>}}. Err: connection error: desc = \"transport: Error "
-                     f'while dialing {e.message.removeprefix("etcdserver: ")}". Reconnecting...')  # fmt: skip
-            sys.stderr.flush()
-            if (proc is not None and proc.poll() is not None) or stop.is_set() or now() >= end:
+            if now() >= warn_at:
+                # grpc's clientconn.go: "grpc: addrConn.createTransport failed to connect to %v. Err:
+                # %v. Reconnecting..." (%v: resolver.Address as grpc 1.40, kube 1.23's, prints it)
+                addr = f"{client.host}:{client.port}"
+                log_klog("W", "clientconn.go:1331", f"[core] grpc: addrConn.createTransport failed to connect to "
+                         f"{{{addr} {client.host} <nil> 0 <nil>}}. Err: connection error: desc = \"transport: "
+                         f'Error while dialing {e.message.removeprefix("etcdserver: ")}". Reconnecting...')  # fmt: skip
+                sys.stderr.flush()
+                warn_at, backoff = now() + backoff, min(backoff * 1.6, 10.0)
+            if stop.is_set() or now() >= end or etcd_gone():
                 raise Fail("context deadline exceeded") from e
-        if stop.wait(backoff):
+        if stop.wait(0.2):
             raise Fail("context deadline exceeded")
-        backoff = min(backoff * 1.6, 10.0)
 
 
 def apiserver_main(argv: list[str]) -> int:
     manifest = argv[0] if argv else hp(f"{MANIFESTS}/kube-apiserver.yaml")
-    etcd_proc: subprocess.Popen[bytes] | None = None
+    etcd_started = False
     try:
         f = pod_command_flags(manifest, "kube-apiserver", APISERVER_FLAGS)
         if f.get("oidc-issuer-url") or f.get("oidc-client-id"):
@@ -172,32 +173,34 @@ def apiserver_main(argv: list[str]) -> int:
         # local etcd: its static pod, run for real (etcdpod.py); without its manifest (held away by a
         # restore, or external etcd) the API server waits for --etcd-servers all the same
         if os.path.exists(hp(ETCD_MANIFEST)):
-            etcd_proc = etcdpod.start(hp(ETCD_MANIFEST))
-        client = _etcd_client(f, etcd_proc, stop)
+            etcd_started = True
+            etcdpod.start(hp(ETCD_MANIFEST))
+        client = _etcd_client(f, lambda: etcd_started and etcdpod.state() == "gone", stop)
         srv, _ = serve_api(client, hp(f["tls-cert-file"]), hp(f["tls-private-key-file"]), ca,
                            os.path.join(os.path.dirname(ca), "ca.key"), f.get("bind-address", "0.0.0.0"),
                            int(f.get("secure-port", "6443")), cidr, image_version(manifest))  # fmt: skip
     except Fail as e:
         log_klog("E", "run.go:74", f'"command failed" err="{e.message}"')
-        if etcd_proc is not None:
-            etcdpod.stop(etcd_proc)
+        if etcd_started:
+            etcdpod.stop()
         return 1
     except OSError as e:
         log_klog("E", "run.go:74", f'"command failed" err="failed to listen on 0.0.0.0:6443: {e.strerror}"')
-        if etcd_proc is not None:
-            etcdpod.stop(etcd_proc)
+        if etcd_started:
+            etcdpod.stop()
         return 1
     log_klog("I", "secure_serving.go:266", f"Serving securely on [::]:{srv.server_address[1]}")
-    while not stop.wait(1.0):
-        # etcd's container exited: this unit ends too, and the kubelet starts it again
-        if etcd_proc is not None and etcd_proc.poll() is not None:
-            log_klog("E", "run.go:74", f'"command failed" err="etcd exited ({etcd_proc.returncode})"')
+    while not stop.wait(2.0):
+        # etcd's container exited: this unit ends too, and the kubelet starts it again ("unknown":
+        # containerd restarting, the container runs on in its shim)
+        if etcd_started and etcdpod.state() == "gone":
+            log_klog("E", "run.go:74", '"command failed" err="etcd exited"')
             srv.shutdown()
-            etcdpod.stop(etcd_proc)
+            etcdpod.stop()
             return 1
     srv.shutdown()
-    if etcd_proc is not None:
-        etcdpod.stop(etcd_proc)
+    if etcd_started:
+        etcdpod.stop()
     return 0
 
 
