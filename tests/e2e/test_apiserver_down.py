@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -30,13 +31,43 @@ def _wait_healthy(master, timeout: float = 180) -> None:
         time.sleep(2)
 
 
-def test_an_api_server_that_does_not_start_is_named_with_its_last_log_line(site, hosts, cli):
+def _destructive(what: str) -> None:
     if os.environ.get("APPLIANCE_E2E_SITE") and os.environ.get("APPLIANCE_E2E_DESTRUCTIVE") != "1":
-        pytest.skip("stops the API server: set APPLIANCE_E2E_DESTRUCTIVE=1 to run it on a real site")
-    master = hosts[site.master.name]
-    # a short wait for this test only: a file next to the rendered group_vars, removed at the end
+        pytest.skip(f"stops {what}: set APPLIANCE_E2E_DESTRUCTIVE=1 to run it on a real site")
+
+
+def _short_api_wait(site) -> Path:
+    """A short API wait for one test: a file next to the rendered group_vars, the test removes it."""
     override = site.site_dir / "group_vars" / "all" / "90-e2e-short-api-wait.yml"
     override.write_text("control_plane_api_retries: 5\ncontrol_plane_api_delay: 3\n")
+    return override
+
+
+def _failed_install_line(site, cli, why: str) -> str:
+    """`appliance install` fails in one line, the control plane's report of an API server that
+    does not answer within the short wait."""
+    run = cli("install", "--site", str(site.site_dir), "--skip-diagnose")
+    assert run.rc != 0, f"install passed with {why}"
+    errors = [ln for ln in run.err.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1, run.err[-3000:]
+    assert errors[0].startswith(
+        f"error: {site.master.name}: task 'Control plane | Report an API server that does not answer' "
+        "failed: the API server did not answer /healthz within 15s ("
+    ), errors[0]
+    print(f"\n  {errors[0]}")
+    return errors[0]
+
+
+def _install_converges(site, cli) -> None:
+    again = cli("install", "--site", str(site.site_dir), "--skip-diagnose")
+    assert again.rc == 0, again.err[-3000:]
+    assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in again.recap.values())
+
+
+def test_an_api_server_that_does_not_start_is_named_with_its_last_log_line(site, hosts, cli):
+    _destructive("the API server")
+    master = hosts[site.master.name]
+    override = _short_api_wait(site)
     assert master.run(f"cp -p {MANIFEST} {KEPT}").rc == 0
     try:
         # after the command's first item: --oidc-client-id without --oidc-issuer-url is refused
@@ -44,49 +75,29 @@ def test_an_api_server_that_does_not_start_is_named_with_its_last_log_line(site,
             f"sed -i '0,/- kube-apiserver$/s//- kube-apiserver\\n    - --oidc-client-id=half-a-pair/' {MANIFEST}"
         )
         assert broken.rc == 0 and "half-a-pair" in master.file(MANIFEST).content_string
-        run = cli("install", "--site", str(site.site_dir), "--skip-diagnose")
-        assert run.rc != 0, "install passed with an API server that cannot start"
-        errors = [ln for ln in run.err.splitlines() if ln.startswith("error:")]
-        assert len(errors) == 1, run.err[-3000:]
-        assert errors[0].startswith(
-            f"error: {site.master.name}: task 'Control plane | Report an API server that does not answer' "
-            "failed: the API server did not answer /healthz within 15s ("
-        ), errors[0]
-        assert "oidc-issuer-url and oidc-client-id should be specified together" in errors[0], errors[0]
-        print(f"\n  {errors[0]}")
+        line = _failed_install_line(site, cli, "an API server that cannot start")
+        assert "oidc-issuer-url and oidc-client-id should be specified together" in line, line
     finally:
         override.unlink()
         master.run(f"cp -p {KEPT} {MANIFEST} && touch {MANIFEST} && rm -f {KEPT}")
     _wait_healthy(master)
-    again = cli("install", "--site", str(site.site_dir), "--skip-diagnose")
-    assert again.rc == 0, again.err[-3000:]
-    assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in again.recap.values())
+    _install_converges(site, cli)
 
 
 def test_an_etcd_that_was_stopped_is_named_by_the_api_servers_error(site, hosts, cli):
-    if os.environ.get("APPLIANCE_E2E_SITE") and os.environ.get("APPLIANCE_E2E_DESTRUCTIVE") != "1":
-        pytest.skip("stops etcd: set APPLIANCE_E2E_DESTRUCTIVE=1 to run it on a real site")
+    _destructive("etcd")
     master = hosts[site.master.name]
-    override = site.site_dir / "group_vars" / "all" / "90-e2e-short-api-wait.yml"
-    override.write_text("control_plane_api_retries: 5\ncontrol_plane_api_delay: 3\n")
+    override = _short_api_wait(site)
     # the kubelet stops a static pod whose manifest leaves the directory: etcd stops, the API server
     # waits for it, logging grpc's warnings about 127.0.0.1:2379
     assert master.run(f"mv {ETCD_MANIFEST} {ETCD_KEPT}").rc == 0
     try:
-        run = cli("install", "--site", str(site.site_dir), "--skip-diagnose")
-        assert run.rc != 0, "install passed with etcd stopped"
-        errors = [ln for ln in run.err.splitlines() if ln.startswith("error:")]
-        assert len(errors) == 1, run.err[-3000:]
-        assert errors[0].startswith(
-            f"error: {site.master.name}: task 'Control plane | Report an API server that does not answer' "
-            "failed: the API server did not answer /healthz within 15s ("
-        ), errors[0]
-        assert "addrConn.createTransport failed to connect to {127.0.0.1:2379" in errors[0], errors[0]
+        line = _failed_install_line(site, cli, "etcd stopped")
+        assert "addrConn.createTransport failed to connect to {127.0.0.1:2379" in line, line
         assert (
             "it cannot reach etcd at 127.0.0.1:2379: no etcd container runs (crictl ps -a --name etcd)"
-            in errors[0]
+            in line
         )
-        print(f"\n  {errors[0]}")
     finally:
         override.unlink()
         master.run(f"mv {ETCD_KEPT} {ETCD_MANIFEST} && touch {ETCD_MANIFEST}")
@@ -98,6 +109,4 @@ def test_an_etcd_that_was_stopped_is_named_by_the_api_servers_error(site, hosts,
     )
     assert status.rc == 0 and re.search(r"\|\s+3\.5\.1\s+\|", status.stdout), status.stdout + status.stderr
     print(status.stdout)
-    again = cli("install", "--site", str(site.site_dir), "--skip-diagnose")
-    assert again.rc == 0, again.err[-3000:]
-    assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in again.recap.values())
+    _install_converges(site, cli)
