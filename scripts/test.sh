@@ -23,27 +23,33 @@ read -r -a e2e_args <<<"${E2E_ARGS:-}"
 read -r -a local_paths <<<"${LOCAL_PATHS:-tests/unit tests/integration}"
 read -r -a e2e_paths <<<"${E2E_PATHS:-tests/e2e}"
 
-# Each run in a process group of its own (setsid), as a terminal's Ctrl-C would reach it: pytest
-# and its xdist workers alike get SIGINT, which background jobs of a script would otherwise ignore,
-# and tear their labs down.
+# Each run in a process group of its own, as a terminal's Ctrl-C would reach it: pytest and its
+# xdist workers alike get SIGINT, and tear their labs down. Job control (set -m) while the two
+# start: bash makes each job's group in the parent before `$!` is known (setsid made it later, in
+# the child: an INT sent before found no group, CI stop 51), and leaves SIGINT alone where a
+# background job of a script ignores it. An INT ignored on entry (this script itself run in the
+# background) stays ignored until env resets it, so stop() waits for that first: an INT sent
+# between set -m's fork and env's reset would be lost (CI stop 52: lint failed, the lab run went
+# on). stdin is /dev/null: a background group that reads a terminal stops.
+set -m
 # shellcheck disable=SC2016 # $1 and $@ are the inner bash's: LOCAL_PRE, then pytest's arguments
-APPLIANCE_TIMINGS_JSON=${LOCAL_TIMES:-} setsid nice -n 10 env --default-signal=INT \
+APPLIANCE_TIMINGS_JSON=${LOCAL_TIMES:-} nice -n 10 env --default-signal=INT \
   bash -c '[[ -z $1 ]] || "$1" || exit; shift; exec pytest -q -rfEs "$@"' test-local "${LOCAL_PRE:-}" \
-  "${local_args[@]}" "${local_paths[@]}" >"$log" 2>&1 &
+  "${local_args[@]}" "${local_paths[@]}" </dev/null >"$log" 2>&1 &
 local_pid=$!
-APPLIANCE_TIMINGS_JSON=${E2E_TIMES:-} setsid env --default-signal=INT \
-  pytest -q -rfEs "${e2e_args[@]}" "${e2e_paths[@]}" &
+APPLIANCE_TIMINGS_JSON=${E2E_TIMES:-} env --default-signal=INT \
+  pytest -q -rfEs "${e2e_args[@]}" "${e2e_paths[@]}" </dev/null &
 e2e_pid=$!
-# A run that has not yet made its own group (setsid not yet run: a lint that fails at once can end
-# first) is waited for, not missed: the signal to its group would fail and the lab run go on.
+set +m # no job notices ("[1]+ Done") in the output
 stop() {
-  local i
-  for ((i = 0; i < 100; i++)); do
-    kill -INT -- "-$1" 2>/dev/null && return
-    kill -0 "$1" 2>/dev/null || return
+  local i key value mask
+  for ((i = 0; i < 100; i++)); do # while the job's first process ignores INT (SigIgn bit 2), ≤ 10 s
+    mask=0
+    while read -r key value; do [[ $key != SigIgn: ]] || mask=$value; done 2>/dev/null <"/proc/$1/status"
+    ((16#$mask & 2)) || break
     sleep 0.1
   done
-  kill -INT "$1" 2>/dev/null
+  kill -INT -- "-$1" 2>/dev/null
 }
 trap 'stop $local_pid; stop $e2e_pid' INT TERM HUP
 
