@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 
 import pytest
@@ -140,7 +141,7 @@ def test_a_configuration_the_running_containerd_never_loaded_is_reported(site, h
 
 def _kubectl(site, hosts, *args: str) -> str:
     return hosts[site.master.name].check_output(
-        "kubectl --kubeconfig /etc/kubernetes/admin.conf " + " ".join(args)
+        shlex.join(["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", *args])
     )
 
 
@@ -163,13 +164,14 @@ def test_every_daemonset_pod_pulled_its_images_from_the_registry_and_runs(site, 
 
 def test_a_node_whose_flannel_image_cannot_be_pulled_is_not_ready(site, hosts):
     """The lab fails where a site would: with flannel's image missing from the registry, the pod
-    is ErrImagePull naming the image, nothing writes the node's CNI config, and a node without
-    one (a new node, here a removed file) stays NotReady; the right image brings it back."""
+    is ErrImagePull naming the image, the kubelet's events say so, nothing writes the node's CNI
+    config, and a node without one (a new node, here a removed file) stays NotReady; the right
+    image brings it back."""
     if os.environ.get("APPLIANCE_E2E_SITE") and os.environ.get("APPLIANCE_E2E_DESTRUCTIVE") != "1":
         pytest.skip("breaks a node's network: set APPLIANCE_E2E_DESTRUCTIVE=1 on a real site")
     name = next(n.name for n in site.nodes if "master" not in n.roles)
     good = _kubectl(site, hosts, "-n", "kube-flannel", "get", "ds", "kube-flannel-ds", "-o",
-                    "jsonpath='{.spec.template.spec.initContainers[1].image}'")  # fmt: skip
+                    "jsonpath={.spec.template.spec.initContainers[1].image}")  # fmt: skip
     missing = good.rsplit(":", 1)[0] + ":v0.0.0-missing"
     hosts[name].check_output("rm -f /etc/cni/net.d/10-flannel.conflist")
     try:
@@ -184,7 +186,13 @@ def test_a_node_whose_flannel_image_cannot_be_pulled_is_not_ready(site, hosts):
         pod = next(p for p in pods if p["spec"]["nodeName"] == name)
         waiting = pod["status"]["initContainerStatuses"][1]["state"]["waiting"]
         assert waiting["reason"] in ("ErrImagePull", "ImagePullBackOff")
-        assert waiting["message"].startswith(f'Failed to pull image "{missing}"')
+        assert f'image "{missing}"' in waiting["message"]  # the pull's error, or the back-off line
+        # the kubelet's events, as an operator reads them (Debian's kubectl selects them by the pod)
+        described = _kubectl(site, hosts, "-n", "kube-flannel", "describe", "pod", pod["metadata"]["name"])
+        events = described[described.index("Events:") :]
+        assert f'Failed to pull image "{missing}": ' in events, events
+        assert "Error: ErrImagePull" in events, events
+        assert f'Back-off pulling image "{missing}"' in events, events
         assert not hosts[name].file("/etc/cni/net.d/10-flannel.conflist").exists
     finally:
         _set_flannel_image(site, hosts, good)

@@ -1,12 +1,13 @@
 """The stand-in's DaemonSet controller and kubelet pod worker against the stand-in API server (real
 mutual TLS, node credentials): scheduling by selector, affinity and taints; a pod that pulls
 reports Running and its ConfigMap copy lands on the host; a pull failure reports ErrImagePull /
-ImagePullBackOff naming the image and writes nothing. containerd is replaced by a recorded
+ImagePullBackOff naming the image and writes nothing; the kubelet's image events on the pod. containerd is replaced by a recorded
 puller here (no daemon on this machine); the lab e2e pulls for real."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -134,11 +135,25 @@ def test_a_pulled_pod_runs_its_configmap_copy_and_reports_running(cluster: Clust
     assert pod["status"]["phase"] == "Running"
     assert pod["status"]["initContainerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
     assert pod["status"]["containerStatuses"][0]["ready"] is True
-    worker.sync()  # nothing left to do: no second pull
+    pulling, pulled, present = _events(cluster)
+    assert pulling == ("Normal", "Pulling", f'Pulling image "{FLANNEL}"', 1)
+    assert pulled[:2] == ("Normal", "Pulled")
+    assert re.fullmatch(rf'Successfully pulled image "{re.escape(FLANNEL)}" in [0-9.]+(ms|s)', pulled[2]), (
+        pulled
+    )
+    assert present == ("Normal", "Pulled", f'Container image "{FLANNEL}" already present on machine', 1)
+    worker.sync()  # nothing left to do: no second pull, no new event
     assert puller.pulled == [SANDBOX, FLANNEL]
+    assert len(_events(cluster)) == 3
 
 
-def test_a_missing_image_is_err_image_pull_naming_it_and_nothing_is_written(
+def _events(c: Cluster) -> list[tuple[str, str, str, int]]:
+    """(type, reason, message, count) of the kube-flannel events, oldest first."""
+    items = c.admin().get("/api/v1/namespaces/kube-flannel/events")["items"]
+    return [(e["type"], e["reason"], e["message"], e["count"]) for e in items]
+
+
+def test_a_missing_image_is_err_image_pull_naming_it_then_back_off_and_nothing_is_written(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     cluster.add_node("w1")
@@ -147,22 +162,47 @@ def test_a_missing_image_is_err_image_pull_naming_it_and_nothing_is_written(
     worker = PodWorker(
         _node_client(cluster, "w1"), "w1", "unix:///x.sock", Puller({FLANNEL}), lambda e: set()
     )
-    worker.sync()
+    worker.sync()  # pulls, fails: ErrImagePull, its message the pull's own error
     status = _pod(cluster, "w1")["status"]
     assert status["phase"] == "Pending"
     waiting = status["initContainerStatuses"][0]["state"]["waiting"]
-    assert waiting["reason"] == "ErrImagePull"
-    assert waiting["message"] == (
-        f'Failed to pull image "{FLANNEL}": rpc error: code = Unknown desc = failed to pull and unpack image '
-        f'"{FLANNEL}": {FLANNEL}: not found'
+    error = (
+        f'rpc error: code = Unknown desc = failed to pull and unpack image "{FLANNEL}": {FLANNEL}: not found'
     )
+    assert waiting == {"reason": "ErrImagePull", "message": error}
     assert not (tmp_path / "root/etc/cni/net.d/10-flannel.conflist").exists()
-    worker.backoff = {k: (0.0, n) for k, (_, n) in worker.backoff.items()}  # the back-off has passed
+    pulls = [
+        ("Normal", "Pulling", f'Pulling image "{FLANNEL}"', 1),
+        ("Warning", "Failed", f'Failed to pull image "{FLANNEL}": {error}', 1),
+        ("Warning", "Failed", "Error: ErrImagePull", 1),
+    ]
+    assert _events(cluster) == pulls
+    event = cluster.admin().get("/api/v1/namespaces/kube-flannel/events")["items"][0]
+    pod = _pod(cluster, "w1")
+    assert event["involvedObject"]["fieldPath"] == "spec.initContainers{install-cni}"
+    assert (event["involvedObject"]["uid"], event["source"]) == (
+        pod["metadata"]["uid"], {"component": "kubelet", "host": "w1"}
+    )  # fmt: skip
+    assert event["metadata"]["name"].startswith(pod["metadata"]["name"] + ".")
+
+    worker.sync()  # inside the back-off: said once, no pull
+    waiting = _pod(cluster, "w1")["status"]["initContainerStatuses"][0]["state"]["waiting"]
+    assert waiting == {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{FLANNEL}"'}
+    backoff = [
+        ("Normal", "BackOff", f'Back-off pulling image "{FLANNEL}"', 1),
+        ("Warning", "Failed", "Error: ImagePullBackOff", 1),
+    ]
+    worker.sync()
+    assert _events(cluster) == pulls + backoff
+
+    for b in worker.backoff.values():
+        b.due = 0.0  # the back-off has passed: it pulls again, and the same events count up
     worker.sync()
     assert (
         _pod(cluster, "w1")["status"]["initContainerStatuses"][0]["state"]["waiting"]["reason"]
-        == "ImagePullBackOff"
+        == "ErrImagePull"
     )
+    assert _events(cluster) == [(t, r, m, 2) for t, r, m, _ in pulls] + backoff
 
 
 def test_a_node_reads_only_the_configmaps_its_pods_mount(cluster: Cluster) -> None:

@@ -303,12 +303,15 @@ class ApiServer:
     def _node_authorizer(
         self, user: str, groups: list[str], verb: str, plural: str, ns: str, name: str
     ) -> bool:
-        """A kubelet reads and updates the pods bound to it and reads the ConfigMaps they mount."""
+        """A kubelet reads and updates the pods bound to it, reads the ConfigMaps they mount, and
+        records events."""
         if "system:nodes" not in groups or not user.startswith("system:node:"):
             return False
         node = user.removeprefix("system:node:")
         if plural == "pods":  # create/delete: mirror pods only (NodeRestriction, in _create/handle)
             return verb in ("get", "list", "watch", "update", "patch", "create", "delete")
+        if plural == "events":  # NodeRules in plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go
+            return verb in ("create", "update", "patch")
         if plural == "configmaps" and verb == "get":
             return any(
                 (v.get("configMap") or {}).get("name") == name

@@ -7,11 +7,23 @@ then run the init steps that copy a key of a mounted ConfigMap to a host path (f
 install-cni writes /etc/cni/net.d/10-flannel.conflist that way, so a node's network becomes
 ready only once flannel's image really pulled from the private registry), and report the pod's
 status as the kubelet would (Running, or Pending with ErrImagePull / ImagePullBackOff naming the
-image and containerd's reason).
+image and containerd's reason), and record the kubelet's image events on the pod (Pulling, Pulled,
+Failed, BackOff; FailedCreatePodSandBox when the sandbox image fails).
+
+Events, statuses and their wording, from kubernetes/kubernetes as stored in the index (none at
+v1.23.17; the commit read is named): pkg/kubelet/images/image_manager.go at 00a3928b
+(EnsureImageExists: `Pulling image %q`, `Successfully pulled image %q in %v`, `Container image %q
+already present on machine`, `Failed to pull image %q: %v`, `Back-off pulling image %q`; the
+status message is the pull's error itself, or the back-off line); pkg/kubelet/kuberuntime/
+kuberuntime_container.go at fbba6b47 (startContainer: `Error: %v` of ErrImagePull /
+ImagePullBackOff); pkg/kubelet/events/event.go at 00bdb3fa (the reasons); client-go's
+tools/record (an event is `<pod>.<hex ns>`, an identical one counts up in place).
 
 Limits: no container is started; an init step that copies a file out of the image itself
 (flannel's install-cni-plugin copying /flannel) is not emulated (the lab's images are busybox
-stand-ins without that file); probes, restarts and resources are not modelled.
+stand-ins without that file); probes, restarts and resources are not modelled. The sandbox image
+is pulled here, not by containerd's RunPodSandbox, so FailedCreatePodSandBox carries crictl's
+pull error, not the sandbox call's. No Created/Started events (nothing starts).
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ import re
 import time
 import urllib.parse
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .client import ApiClient, ApiError
@@ -28,6 +41,26 @@ from .containerd import containerd_config, ctr, pull_image
 from .util import hp, log_klog, rfc3339, write_file
 
 BACKOFF_S = (10, 20, 40, 80, 160, 300)  # the kubelet's image pull back-off steps
+
+
+def go_duration(seconds: float) -> str:
+    """Go's time.Duration String for what the stand-in measures: `523.40012ms`, `1.2034s`."""
+    if seconds < 1:
+        return f"{seconds * 1000:.6f}".rstrip("0").rstrip(".") + "ms"
+    return f"{seconds:.9f}".rstrip("0").rstrip(".") + "s"
+
+
+@dataclass
+class Backoff:
+    """A pod whose image pull failed: when it may pull again, how often it failed, and for which
+    container; `told` once the back-off has been reported for this window."""
+
+    due: float
+    failures: int
+    image: str
+    container: dict | None
+    init: bool
+    told: bool = False
 
 
 def _images_present(endpoint: str) -> set[str]:
@@ -53,7 +86,8 @@ class PodWorker:
         self.client, self.node, self.cri = client, node, cri
         self.pull, self.present = pull, present
         self.running: set[str] = set()  # pod uids whose images are all pulled
-        self.backoff: dict[str, tuple[float, int]] = {}  # uid -> (next try, failures)
+        self.backoff: dict[str, Backoff] = {}  # uid -> its failed pull
+        self.events: dict[tuple[str, str, str, str], dict] = {}  # (uid, fieldPath, reason, message) -> event
 
     def sync(self) -> None:
         q = urllib.parse.quote(f"spec.nodeName={self.node}")
@@ -73,8 +107,15 @@ class PodWorker:
                     raise
         live = {p["metadata"]["uid"] for p in pods}
         self.running &= live
+        self.backoff = {u: b for u, b in self.backoff.items() if u in live}
+        self.events = {k: e for k, e in self.events.items() if k[0] in live}
+        for pod in pods:  # in back-off: said once per window, as the kubelet's next sync would
+            b = self.backoff.get(pod["metadata"]["uid"])
+            if b and not b.told and b.due > time.monotonic():
+                b.told = True
+                self._report(pod, self._backing_off(pod, b))
         todo = [p for p in pods if p["metadata"]["uid"] not in self.running
-                and self.backoff.get(p["metadata"]["uid"], (0.0, 0))[0] <= time.monotonic()]  # fmt: skip
+                and self.backoff.get(p["metadata"]["uid"], Backoff(0.0, 0, "", None, False)).due <= time.monotonic()]  # fmt: skip
         if not todo:
             return
         have = self.present(self.cri)
@@ -85,34 +126,115 @@ class PodWorker:
     def run_pod(self, pod: dict, have: set[str], sandbox: str) -> dict:
         spec, uid = pod["spec"], pod["metadata"]["uid"]
         inits, apps = spec.get("initContainers") or [], spec.get("containers") or []
-        for image in [sandbox, *(c["image"] for c in inits + apps)]:
+        wanted: list[tuple[str, dict | None, bool]] = [
+            (sandbox, None, False),
+            *((c["image"], c, True) for c in inits),
+            *((c["image"], c, False) for c in apps),
+        ]
+        for image, c, init in wanted:
             if image in have:
+                if c is not None:
+                    self._event(
+                        pod,
+                        c,
+                        init,
+                        "Normal",
+                        "Pulled",
+                        f'Container image "{image}" already present on machine',
+                    )
                 continue
+            if c is not None:
+                self._event(pod, c, init, "Normal", "Pulling", f'Pulling image "{image}"')
+            t0 = time.monotonic()
             rc, out = self.pull(self.cri, image)
             if rc != 0:
-                return self._failed(pod, image, _pull_reason(out))
+                return self._failed(pod, image, c, init, _pull_reason(out))
             have.add(image)
+            if c is not None:
+                took = go_duration(time.monotonic() - t0)
+                self._event(
+                    pod, c, init, "Normal", "Pulled", f'Successfully pulled image "{image}" in {took}'
+                )
         for c in inits:
             self.emulate_init(pod, c)
         self.running.add(uid)
         self.backoff.pop(uid, None)
         return _status("Running", pod, inits, apps, None)
 
-    def _failed(self, pod: dict, image: str, reason: str) -> dict:
+    def _failed(self, pod: dict, image: str, c: dict | None, init: bool, reason: str) -> dict:
         uid = pod["metadata"]["uid"]
-        failures = self.backoff.get(uid, (0.0, 0))[1] + 1
-        self.backoff[uid] = (time.monotonic() + BACKOFF_S[min(failures, len(BACKOFF_S)) - 1], failures)
+        failures = (self.backoff[uid].failures if uid in self.backoff else 0) + 1
+        due = time.monotonic() + BACKOFF_S[min(failures, len(BACKOFF_S)) - 1]
+        self.backoff[uid] = Backoff(due, failures, image, c, init)
         message = f'Failed to pull image "{image}": {reason}'
         log_klog(
             "E",
             "pod_workers.go:951",
             f'"Error syncing pod, skipping" err="{message}" pod="{pod["metadata"]["namespace"]}/{pod["metadata"]["name"]}"',
         )
-        waiting = ("ErrImagePull" if failures == 1 else "ImagePullBackOff", message, image)
+        if c is None:  # the sandbox: containerd's RunPodSandbox pulls it (kuberuntime_sandbox.go)
+            self._event(
+                pod,
+                None,
+                False,
+                "Warning",
+                "FailedCreatePodSandBox",
+                f"Failed to create pod sandbox: {reason}",
+            )
+        else:
+            self._event(pod, c, init, "Warning", "Failed", message)
+            self._event(pod, c, init, "Warning", "Failed", "Error: ErrImagePull")
         spec = pod["spec"]
         return _status(
-            "Pending", pod, spec.get("initContainers") or [], spec.get("containers") or [], waiting
-        )
+            "Pending", pod, spec.get("initContainers") or [], spec.get("containers") or [],
+            ("ErrImagePull", reason, image),
+        )  # fmt: skip
+
+    def _backing_off(self, pod: dict, b: Backoff) -> dict:
+        message = f'Back-off pulling image "{b.image}"'
+        if b.container is not None:
+            self._event(pod, b.container, b.init, "Normal", "BackOff", message)
+            self._event(pod, b.container, b.init, "Warning", "Failed", "Error: ImagePullBackOff")
+        spec = pod["spec"]
+        return _status(
+            "Pending", pod, spec.get("initContainers") or [], spec.get("containers") or [],
+            ("ImagePullBackOff", message, b.image),
+        )  # fmt: skip
+
+    def _event(self, pod: dict, c: dict | None, init: bool, kind: str, reason: str, message: str) -> None:
+        """One event on the pod (on its container when C), as client-go's recorder posts it; the
+        same event again counts up in place. A rejected event is dropped, as the recorder does."""
+        meta, stamp = pod["metadata"], rfc3339()
+        field = f"spec.{'initContainers' if init else 'containers'}{{{c['name']}}}" if c is not None else ""
+        key = (meta["uid"], field, reason, message)
+        base = f"/api/v1/namespaces/{meta['namespace']}/events"
+        before = self.events.get(key)
+        if before is not None:
+            event = dict(before, count=before["count"] + 1, lastTimestamp=stamp)
+            event["metadata"] = {k: v for k, v in before["metadata"].items() if k in ("name", "namespace")}
+            method, path = "PUT", f"{base}/{before['metadata']['name']}"
+        else:
+            ref = {"kind": "Pod", "namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"],
+                   "apiVersion": "v1", "resourceVersion": meta.get("resourceVersion", "")}  # fmt: skip
+            if field:
+                ref["fieldPath"] = field
+            event = {
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": f"{meta['name']}.{time.time_ns():x}", "namespace": meta["namespace"]},
+                "involvedObject": ref, "reason": reason, "message": message,
+                "source": {"component": "kubelet", "host": self.node},
+                "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1, "type": kind,
+                "eventTime": None, "reportingComponent": "", "reportingInstance": "",
+            }  # fmt: skip
+            method, path = "POST", base
+        try:
+            self.client.call(method, path, event)
+        except ApiError as e:
+            log_klog(
+                "E", "event.go:267", f'"Server rejected event (will not retry!)" err="{e}" event="{reason}"'
+            )
+            return
+        self.events[key] = event
 
     def _report(self, pod: dict, status: dict) -> None:
         meta = pod["metadata"]
