@@ -13,6 +13,7 @@ import base64
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -213,6 +214,57 @@ def test_the_registry_stopped_while_seeding_is_named_then_a_rerun_converges(site
     assert not master.service("docker-registry").is_running
     _converges(site, cli, before, hosts)
     assert master.service("docker-registry").is_running
+
+
+def test_an_image_gone_from_the_registry_is_named_by_the_image_check_and_the_kubelet(site, hosts, cli):
+    """The GPU Operator's device plugin image is gone from the private registry (its tag, as a
+    registry clean-up would leave it) and from every node's containerd. A run of that role alone
+    (`--tags gpu_operator`: the registry is not seeded) stops at the image check before helm, in one
+    line naming the pull node, the release, the registry and the image. A pod of that image shows
+    the kubelet's events: `Failed to pull image "REF": ...` and `Error: ErrImagePull`. The whole
+    install seeds the registry again from the bundle and converges."""
+    _lab_only()
+    master = hosts[site.master.name]
+    held = {n.name: hosts[n.name].check_output("ctr -n k8s.io images ls -q").split() for n in site.nodes}
+    ref = next(r for refs in held.values() for r in refs if "/nvidia/k8s-device-plugin:" in r)
+    repo, tag = ref.split("/", 1)[1].rsplit(":", 1)
+    link = f"/var/lib/docker-registry/docker/registry/v2/repositories/{repo}/_manifests/tags/{tag}"
+    before = _cluster(site, hosts)
+    master.check_output(shlex.join(["test", "-f", f"{link}/current/link"]))
+    master.check_output(shlex.join(["rm", "-rf", link]))
+    for name, refs in held.items():
+        if ref in refs:
+            hosts[name].check_output(shlex.join(["ctr", "-n", "k8s.io", "images", "rm", ref]))
+    args = ("install", "--site", str(site.site_dir), "--skip-diagnose", "--skip-preflight")
+    r = _record(cli(*args, "--tags", "gpu_operator", timeout=1800))
+    assert r.rc == 5, r.out[-3000:] + r.err[-3000:]
+    line = _error_line(r)
+    assert (
+        f"could not pull 1 image(s) of the GPU Operator release from {site.registry.address}: {ref} " in line
+    ), line
+    assert "the private registry lacks them" in line, line
+
+    node = next(n.name for n in site.nodes if "master" not in n.roles)
+    overrides = json.dumps({"apiVersion": "v1", "spec": {"nodeName": node}})
+    probe = ["run", "image-gone-probe", "--image", ref, "--restart", "Never", "--overrides", overrides]
+    master.check_output(shlex.join([*KUBECTL.split(), "-n", "default", *probe]))
+    try:
+        want = (f'Failed to pull image "{ref}": ', "Error: ErrImagePull")
+        end, messages = time.monotonic() + 90, []
+        while time.monotonic() < end:
+            events = json.loads(master.check_output(shlex.join([*KUBECTL.split(), "-n", "default", "get", "events",
+                                "--field-selector", "involvedObject.name=image-gone-probe", "-o", "json"])))  # fmt: skip
+            messages = [(e["source"].get("host"), e["message"]) for e in events["items"]]
+            if all(any(m.startswith(w) for _, m in messages) for w in want):
+                break
+            time.sleep(2)
+        print("\n".join(f"{h}: {m}" for h, m in messages))  # shown by pytest -rP
+        assert all(any(h == node and m.startswith(w) for h, m in messages) for w in want), messages
+    finally:
+        master.check_output(shlex.join([*KUBECTL.split(), "-n", "default", "delete", "pod", "image-gone-probe",
+                                        "--grace-period=0", "--force", "--ignore-not-found"]))  # fmt: skip
+    _converges(site, cli, before, hosts)
+    master.check_output(shlex.join(["test", "-f", f"{link}/current/link"]))
 
 
 def test_a_bundle_blob_written_to_on_the_master_is_caught_by_sync_then_a_recopy_converges(site, hosts, cli):

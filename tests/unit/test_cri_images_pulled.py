@@ -76,7 +76,8 @@ def test_an_image_that_cannot_be_pulled_fails_in_one_line_naming_node_release_an
         m.converge(mod, CRICTL)
     assert str(e.value) == (
         f"worker1 could not pull 1 image(s) of gpu-operator from master1:5000: {absent} rpc error: not found"
-        " — the bundle lacks them: add them to the profile's images and rebuild, then re-run"
+        " — the private registry lacks them: the whole install (no --tags) seeds it again from the bundle;"
+        " if the bundle lacks them too, add them to the profile's images and rebuild"
     )
     assert "\n" not in str(e.value)
     assert e.value.result["pulled"] == [OTHER]  # the others were still pulled

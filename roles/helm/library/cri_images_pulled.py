@@ -84,8 +84,8 @@ def converge(module: Any, exe: str) -> dict[str, Any]:
     if out["missing"]:
         module.fail_json(
             msg=f"{p['node']} could not pull {len(out['missing'])} image(s) of {p['release']} from {p['registry']}: "
-            f"{'; '.join(out['missing'])} — the bundle lacks them: add them to the profile's images and rebuild, "
-            "then re-run",
+            f"{'; '.join(out['missing'])} — the private registry lacks them: the whole install (no --tags) seeds it "
+            "again from the bundle; if the bundle lacks them too, add them to the profile's images and rebuild",
             **out,
         )
     return {"changed": bool(out["pulled"]), **out}
