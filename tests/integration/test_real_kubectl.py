@@ -17,6 +17,8 @@ import pytest
 
 from tests._support.real_kubectl import real_kubectl, run_kubectl
 from tests._support.standin_cluster import Cluster
+from tests.standin.k8s_standin import pods
+from tests.standin.k8s_standin.client import ApiClient, Credentials, load_kubeconfig
 from tests.standin.k8s_standin.util import rfc3339
 
 
@@ -198,3 +200,41 @@ def test_wait(kc: tuple[Cluster, Path]) -> None:
     p = run(kc, "wait", "--for=condition=Ready", "node/w3", "node/nope", "--timeout=2s")
     assert p.returncode == 1 and 'nodes "nope" not found' in p.stderr
     c.admin().call("DELETE", "/api/v1/nodes/w3")
+
+
+def test_describe_shows_the_kubelets_image_events(
+    kc: tuple[Cluster, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pod run on w1 whose image cannot be pulled: `kubectl describe pod` lists the kubelet's
+    events (kubectl 1.20 asks for them by a field selector on involvedObject), and `get events`
+    selects them by the pod's name, as the fault test does on the lab."""
+    c = kc[0]
+    image = "10.77.0.10:5000/nvidia/k8s-device-plugin:v0.16.2-ubi8"
+    overrides = json.dumps({"apiVersion": "v1", "spec": {"nodeName": "w1"}})
+    ok(kc, "-n", "default", "run", "gone", "--image", image, "--restart", "Never", "--overrides", overrides)
+    conf = c.root / "w1-node.conf"
+    conf.write_text(c.client_kubeconfig("system:node:w1", ["system:nodes"]))
+    monkeypatch.setattr(pods, "containerd_config", lambda: {"sandbox_image": "registry.k8s.io/pause:3.6"})
+    error = f'rpc error: code = Unknown desc = failed to pull and unpack image "{image}": {image}: not found'
+
+    def pull(endpoint: str, ref: str) -> tuple[int, str]:
+        if ref != image:
+            return 0, ""
+        return 1, f'time="x" level=fatal msg="pulling image: {error.replace(chr(34), chr(92) + chr(34))}"\n'
+
+    client = ApiClient(Credentials.from_kubeconfig(load_kubeconfig(str(conf))))
+    pods.PodWorker(client, "w1", "unix:///x.sock", pull, lambda e: set()).sync()
+    described = ok(kc, "-n", "default", "describe", "pod", "gone")
+    events = described[described.index("Events:") :].splitlines()
+    print("\n".join(events))  # shown by pytest -rP
+    assert events[1].split() == ["Type", "Reason", "Age", "From", "Message"], events
+    assert any(ln.split()[:2] == ["Warning", "Failed"] and f'Failed to pull image "{image}": {error}' in ln
+               for ln in events), events  # fmt: skip
+    assert any(
+        ln.split()[:2] == ["Warning", "Failed"] and ln.endswith("Error: ErrImagePull") for ln in events
+    ), events
+    selected = json.loads(ok(kc, "-n", "default", "get", "events", "--field-selector",
+                             "involvedObject.name=gone", "-o", "json"))["items"]  # fmt: skip
+    assert [e["reason"] for e in selected] == ["Pulling", "Failed", "Failed"], selected
+    assert {e["source"]["host"] for e in selected} == {"w1"}
+    ok(kc, "-n", "default", "delete", "pod", "gone", "--grace-period=0", "--force")

@@ -167,10 +167,11 @@ class PodWorker:
         due = time.monotonic() + BACKOFF_S[min(failures, len(BACKOFF_S)) - 1]
         self.backoff[uid] = Backoff(due, failures, image, c, init)
         message = f'Failed to pull image "{image}": {reason}'
+        quoted = message.replace("\\", "\\\\").replace('"', '\\"')  # klog quotes a value as Go's %q
         log_klog(
             "E",
             "pod_workers.go:951",
-            f'"Error syncing pod, skipping" err="{message}" pod="{pod["metadata"]["namespace"]}/{pod["metadata"]["name"]}"',
+            f'"Error syncing pod, skipping" err="{quoted}" pod="{pod["metadata"]["namespace"]}/{pod["metadata"]["name"]}"',
         )
         if c is None:  # the sandbox: containerd's RunPodSandbox pulls it (kuberuntime_sandbox.go)
             self._event(
