@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 from collections.abc import Iterator
 
 import pytest
@@ -25,13 +26,13 @@ NS = "gpu-operator"
 
 def _helm(site, hosts, *args: str) -> str:
     return hosts[site.master.name].check_output(
-        "helm --kubeconfig /etc/kubernetes/admin.conf " + " ".join(args)
+        shlex.join(["helm", "--kubeconfig", "/etc/kubernetes/admin.conf", *args])
     )
 
 
 def _kubectl(site, hosts, *args: str) -> str:
     return hosts[site.master.name].check_output(
-        "kubectl --kubeconfig /etc/kubernetes/admin.conf " + " ".join(args)
+        shlex.join(["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", *args])
     )
 
 
