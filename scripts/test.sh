@@ -23,30 +23,32 @@ read -r -a e2e_args <<<"${E2E_ARGS:-}"
 read -r -a local_paths <<<"${LOCAL_PATHS:-tests/unit tests/integration}"
 read -r -a e2e_paths <<<"${E2E_PATHS:-tests/e2e}"
 
-# Each run in a process group of its own, as a terminal's Ctrl-C would reach it: pytest and its
-# xdist workers alike get SIGINT, and tear their labs down. Job control (set -m) while the two
-# start: bash makes each job's group in the parent before `$!` is known (setsid made it later, in
-# the child: an INT sent before found no group, CI stop 51), and leaves SIGINT alone where a
-# background job of a script ignores it. An INT ignored on entry (this script itself run in the
-# background) stays ignored until env resets it, so stop() waits for that first: an INT sent
-# between set -m's fork and env's reset would be lost (CI stop 52: lint failed, the lab run went
-# on). stdin is /dev/null: a background group that reads a terminal stops.
-set -m
+# Each run in a session and process group of its own (setsid: no controlling terminal, so nothing
+# in it can stop on reading one), as a terminal's Ctrl-C would reach it: pytest and its xdist
+# workers alike get SIGINT, and tear their labs down. A run is ready for that INT only once setsid
+# has made its group and env has reset SIGINT, which a background job of a script starts with
+# ignored: stop() waits for both (its first process leads its group, SigIgn lacks INT), at most
+# 10 s. CI stop 51 sent the INT before the group existed; stop 52 before env's reset, where it
+# was ignored: lint failed and the lab run went on.
 # shellcheck disable=SC2016 # $1 and $@ are the inner bash's: LOCAL_PRE, then pytest's arguments
-APPLIANCE_TIMINGS_JSON=${LOCAL_TIMES:-} nice -n 10 env --default-signal=INT \
+APPLIANCE_TIMINGS_JSON=${LOCAL_TIMES:-} setsid nice -n 10 env --default-signal=INT \
   bash -c '[[ -z $1 ]] || "$1" || exit; shift; exec pytest -q -rfEs "$@"' test-local "${LOCAL_PRE:-}" \
   "${local_args[@]}" "${local_paths[@]}" </dev/null >"$log" 2>&1 &
 local_pid=$!
-APPLIANCE_TIMINGS_JSON=${E2E_TIMES:-} env --default-signal=INT \
+APPLIANCE_TIMINGS_JSON=${E2E_TIMES:-} setsid env --default-signal=INT \
   pytest -q -rfEs "${e2e_args[@]}" "${e2e_paths[@]}" </dev/null &
 e2e_pid=$!
-set +m # no job notices ("[1]+ Done") in the output
+ready() { # $1's group is its own and $1 no longer ignores SIGINT (SigIgn bit 2); gone counts as ready
+  local stat key value pgrp mask=0
+  { stat=$(<"/proc/$1/stat"); } 2>/dev/null || return 0
+  read -r _ _ pgrp _ <<<"${stat##*) }" # after "PID (COMM) ": state, ppid, pgrp
+  while read -r key value; do [[ $key != SigIgn: ]] || mask=$value; done 2>/dev/null <"/proc/$1/status"
+  ((pgrp == $1 && !(16#$mask & 2)))
+}
 stop() {
-  local i key value mask
-  for ((i = 0; i < 100; i++)); do # while the job's first process ignores INT (SigIgn bit 2), ≤ 10 s
-    mask=0
-    while read -r key value; do [[ $key != SigIgn: ]] || mask=$value; done 2>/dev/null <"/proc/$1/status"
-    ((16#$mask & 2)) || break
+  local i
+  for ((i = 0; i < 100; i++)); do
+    ready "$1" && break
     sleep 0.1
   done
   kill -INT -- "-$1" 2>/dev/null
@@ -61,6 +63,13 @@ cat "$log"
 if ((local_rc != 0)); then
   echo "make test: ${LOCAL_PRE:+$LOCAL_PRE or }the unit or integration tests failed (rc $local_rc): the lab tests are stopped" >&2
   stop "$e2e_pid"
+  # Python drops a KeyboardInterrupt raised inside a callback (an import's module-lock weakref, seen
+  # at pytest's start): the INT again every 5 s until the run ends. tests/conftest.py ignores INT
+  # once pytest has taken one, so these never cut the labs' teardown short.
+  while kill -0 "$e2e_pid" 2>/dev/null; do
+    for ((i = 0; i < 50; i++)); do kill -0 "$e2e_pid" 2>/dev/null && sleep 0.1; done
+    kill -INT -- "-$e2e_pid" 2>/dev/null
+  done
   wait "$e2e_pid"
   exit "$local_rc"
 fi

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -12,6 +15,14 @@ from tests._support.timings import SuiteTimings, skip_reason
 # priority (scripts/test.sh), where a quick example may wait its turn for a core.
 settings.register_profile("appliance", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("appliance")
+
+
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """One INT (Ctrl-C, or scripts/test.sh's) stops the run and its labs are torn down; any INT after
+    it is ignored, so it cannot cut that teardown short (test.sh repeats its INT while the run
+    lives, as Python can drop one)."""
+    with contextlib.suppress(ValueError):  # not the main thread (an xdist worker's execnet thread)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def pytest_configure(config: pytest.Config) -> None:

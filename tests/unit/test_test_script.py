@@ -4,8 +4,11 @@ would (its fixtures torn down) and the whole run fails at once. Probe modules st
 
 from __future__ import annotations
 
+import fcntl
+import os
 import signal
 import subprocess
+import termios
 import time
 from pathlib import Path
 
@@ -35,6 +38,7 @@ def _run(
     pre: Path | None = None,
     path: str = "",
     sigint: signal.Handlers = signal.SIG_DFL,
+    tty: int | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], float]:
     env = inner_run_env()
     env = env | {"PATH": path + env["PATH"]} | {
@@ -50,12 +54,21 @@ def _run(
             text=True,
             timeout=timeout,
             env=env,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),  # what the script inherits
+            preexec_fn=lambda: _inherit(sigint, tty),
+            pass_fds=() if tty is None else (tty,),
         )
     except subprocess.TimeoutExpired as e:
         out = "".join(x.decode() if isinstance(x, bytes) else x or "" for x in (e.stdout, e.stderr))
         pytest.fail(f"scripts/test.sh still ran after {timeout} s: the lab run was not stopped\n{out}")
     return r, time.monotonic() - t0
+
+
+def _inherit(sigint: signal.Handlers, tty: int | None) -> None:
+    """What the script starts with: SIGINT's disposition, and TTY as its controlling terminal."""
+    signal.signal(signal.SIGINT, sigint)
+    if tty is not None:
+        os.setsid()
+        fcntl.ioctl(tty, termios.TIOCSCTTY, 0)
 
 
 NICENESS = """import os, pathlib
@@ -137,21 +150,30 @@ def test_lint_runs_first_in_the_unit_lane_and_its_failure_stops_both_runs(tmp_pa
     assert "lint passed" in r.stdout and ran.exists()
 
 
+# The lab run's command is `setsid env --default-signal=INT pytest ...`, the unit lane's
+# `setsid nice ...`: a wrapper that sleeps 2 s for the lab run only, before the real tool.
+SLOW = {
+    "setsid": "[[ $1 != env ]] || sleep 2",  # CI stop 51: the INT came before the run's group existed
+    "env": "[[ $2 != pytest ]] || sleep 2",  # CI stop 52: the INT came while SIGINT was still ignored
+}
+
+
 @pytest.mark.parametrize("int_on_entry", ["default", "ignored"])
+@pytest.mark.parametrize("slow_tool", sorted(SLOW))
 def test_a_lint_failure_stops_a_lab_run_that_has_not_started_pytest_yet(
-    tmp_path: Path, int_on_entry: str
+    tmp_path: Path, slow_tool: str, int_on_entry: str
 ) -> None:
-    """CI stops 51 and 52: lint failed at once, before the lab run was ready for the INT, and the lab
-    run went on (51: its group not made yet; 52: the INT came while SIGINT was still ignored). An
-    env that waits 2 s before it runs, for the lab run only (the unit lane's runs bash), makes that
-    order certain. "ignored": the script itself runs
-    with SIGINT ignored, as a background job of a script would (nohup ... &): its jobs start with
-    it ignored until env resets it, and an INT sent in between would be lost."""
+    """Lint fails at once, before the lab run is ready for the INT: its setsid has not run yet (no
+    group to signal), or its env has not yet reset SIGINT, which a background job of a script
+    starts with ignored. A tool that waits 2 s makes that order certain. "ignored": the script
+    itself starts with SIGINT ignored (as under `nohup ... &`)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    real = subprocess.run(["bash", "-c", "command -v env"], capture_output=True, text=True, check=True)
-    slow = bin_dir / "env"
-    slow.write_text(f'#!/bin/bash\n[[ $2 != pytest ]] || sleep 2\nexec {real.stdout.strip()} "$@"\n')
+    real = subprocess.run(
+        ["bash", "-c", f"command -v {slow_tool}"], capture_output=True, text=True, check=True
+    )
+    slow = bin_dir / slow_tool
+    slow.write_text(f'#!/bin/bash\n{SLOW[slow_tool]}\nexec {real.stdout.strip()} "$@"\n')
     slow.chmod(0o755)
     local = _probe(tmp_path / "test_probe_local.py", "def test_x():\n    pass\n")
     e2e = _probe(
@@ -164,3 +186,75 @@ def test_a_lint_failure_stops_a_lab_run_that_has_not_started_pytest_yet(
     ignore = signal.SIG_IGN if int_on_entry == "ignored" else signal.SIG_DFL
     r, _ = _run(tmp_path, local, e2e, pre=lint, path=f"{bin_dir}:", sigint=ignore)
     assert r.returncode == 3, r.stdout + r.stderr
+
+
+def test_neither_run_has_a_controlling_terminal(tmp_path: Path) -> None:
+    """setsid: run from a terminal, a test that opens /dev/tty (ssh asking about a host key, say)
+    fails at once, where in a background group of that terminal it would stop on reading it and
+    the suite hang."""
+    probe = """import os, pathlib
+def test_tty():
+    try:
+        os.close(os.open("/dev/tty", os.O_RDONLY))
+        found = "tty"
+    except OSError:
+        found = "none"
+    pathlib.Path(os.environ["PROBE_DIR"], "{name}.tty").write_text(found)
+"""
+    local = _probe(tmp_path / "test_probe_local.py", probe.replace("{name}", "local"))
+    e2e = _probe(tmp_path / "test_probe_e2e.py", probe.replace("{name}", "e2e"))
+    controller, terminal = os.openpty()
+    try:
+        r, _ = _run(tmp_path, local, e2e, tty=terminal)  # the script has a terminal, as under make
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [(tmp_path / f"{n}.tty").read_text() for n in ("local", "e2e")] == ["none", "none"]
+
+
+def test_an_interrupt_python_dropped_is_sent_again(tmp_path: Path) -> None:
+    """Python drops a KeyboardInterrupt raised inside a callback (seen: an import's module-lock
+    weakref, at pytest's start). The lab probe here drops the first INT on purpose, once its test
+    runs; test.sh sends the INT again, 5 s later, and that one stops it."""
+    started, seen = tmp_path / "e2e.started", tmp_path / "e2e.ints"
+    local = _probe(
+        tmp_path / "test_probe_local.py",
+        f"""import pathlib, time
+def test_fails_once_the_lab_test_runs():
+    end = time.monotonic() + 120
+    while not pathlib.Path({str(started)!r}).exists() and time.monotonic() < end:
+        time.sleep(0.1)
+    assert False, "a broken unit test"
+""",
+    )
+    e2e = _probe(
+        tmp_path / "test_probe_e2e.py",
+        f"""import pathlib, signal, time
+def _first_dropped(signum, frame):
+    with open({str(seen)!r}, "a") as f:
+        f.write("INT\\n")
+    if pathlib.Path({str(seen)!r}).read_text().count("INT") > 1:
+        raise KeyboardInterrupt
+def test_a_long_lab_test():
+    signal.signal(signal.SIGINT, _first_dropped)
+    pathlib.Path({str(started)!r}).write_text("")
+    time.sleep({LAB_TEST_S})
+""",
+    )
+    r, seconds = _run(tmp_path, local, e2e)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert seen.read_text() == "INT\nINT\n", r.stdout + r.stderr
+    assert seconds >= 5, seconds  # the second INT came on test.sh's 5 s beat
+
+
+def test_an_interrupted_run_ignores_further_interrupts() -> None:
+    """tests/conftest.py: once pytest has taken an INT, its labs' teardown is not cut short by another."""
+    from tests import conftest
+
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        conftest.pytest_keyboard_interrupt(excinfo=None)  # type: ignore[arg-type]
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
