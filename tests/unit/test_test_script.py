@@ -30,6 +30,20 @@ def _probe(path: Path, body: str) -> Path:
     return path
 
 
+def _failing_unit_probe(tmp_path: Path, started: Path, wait_s: int) -> Path:
+    """A unit run whose one test fails once the lab probe has written STARTED (or WAIT_S passed)."""
+    return _probe(
+        tmp_path / "test_probe_local.py",
+        f"""import pathlib, time
+def test_fails_once_the_lab_run_is_under_way():
+    end = time.monotonic() + {wait_s}
+    while not pathlib.Path({str(started)!r}).exists() and time.monotonic() < end:
+        time.sleep(0.1)
+    assert False, "a broken unit test"
+""",
+    )
+
+
 def _run(
     tmp_path: Path,
     local: Path,
@@ -94,16 +108,7 @@ def test_both_runs_pass_and_the_unit_run_is_niced(tmp_path: Path) -> None:
 
 def test_a_failing_unit_run_interrupts_the_lab_run_which_tears_down(tmp_path: Path) -> None:
     started, torn_down = tmp_path / "e2e.started", tmp_path / "e2e.torn-down"
-    local = _probe(
-        tmp_path / "test_probe_local.py",
-        f"""import pathlib, time
-def test_fails_once_the_lab_run_is_under_way():
-    end = time.monotonic() + 60
-    while not pathlib.Path({str(started)!r}).exists() and time.monotonic() < end:
-        time.sleep(0.1)
-    assert False, "a broken unit test"
-""",
-    )
+    local = _failing_unit_probe(tmp_path, started, wait_s=60)
     e2e = _probe(
         tmp_path / "test_probe_e2e.py",
         f"""import pathlib, time, pytest
@@ -218,16 +223,7 @@ def test_an_interrupt_python_dropped_is_sent_again(tmp_path: Path) -> None:
     weakref, at pytest's start). The lab probe here drops the first INT on purpose, once its test
     runs; test.sh sends the INT again, 5 s later, and that one stops it."""
     started, seen = tmp_path / "e2e.started", tmp_path / "e2e.ints"
-    local = _probe(
-        tmp_path / "test_probe_local.py",
-        f"""import pathlib, time
-def test_fails_once_the_lab_test_runs():
-    end = time.monotonic() + 120
-    while not pathlib.Path({str(started)!r}).exists() and time.monotonic() < end:
-        time.sleep(0.1)
-    assert False, "a broken unit test"
-""",
-    )
+    local = _failing_unit_probe(tmp_path, started, wait_s=120)
     e2e = _probe(
         tmp_path / "test_probe_e2e.py",
         f"""import pathlib, signal, time
