@@ -110,3 +110,59 @@ def test_check_mode_pulls_nothing() -> None:
     out = m.converge(mod, CRICTL)
     assert (out["changed"], out["present"], out["absent"]) == (False, [LISTED], [OTHER])
     assert not [c for c in mod.ran if c[1] == "pull"]
+
+
+REF = "master1:5000/nvidia/k8s-device-plugin:v0.16.2-ubi8"
+# What crictl 1.23 prints when containerd 1.6's CRI plugin cannot resolve a tag: logrus' non-tty
+# line, its msg Go-quoted (%q), after a warning line of its own.
+CRICTL_NOT_FOUND = (
+    'time="2026-11-30T21:08:20+00:00" level=warning msg="image connect using default endpoints: '
+    '[unix:///var/run/dockershim.sock unix:///run/containerd/containerd.sock]"\n'
+    'time="2026-11-30T21:08:21+00:00" level=fatal msg="pulling image: rpc error: code = NotFound desc = '
+    f'failed to pull and unpack image \\"{REF}\\": failed to resolve reference \\"{REF}\\": {REF}: not found"\n'
+)
+
+
+def test_crictls_reason_is_its_fatal_msg_unquoted_with_its_end_kept() -> None:
+    """The logrus prefix and the warning go; the msg's escaped quotes are unescaped; this msg fits
+    whole (with the prefix, the old 300 characters ended at `…/k8s-dev`)."""
+    reason = m.reason_of(CRICTL_NOT_FOUND)
+    assert reason.startswith(
+        f'pulling image: rpc error: code = NotFound desc = failed to pull and unpack image "{REF}"'
+    )
+    assert reason.endswith(f'failed to resolve reference "{REF}": {REF}: not found')
+    assert "time=" not in reason and "level=" not in reason and '\\"' not in reason
+    assert " … " not in reason and len(reason) <= m.REASON_CHARS
+
+
+def test_a_msg_over_the_limit_keeps_its_head_and_its_end() -> None:
+    long_ref = "master1:5000/" + "a/" * 150 + "x:1"
+    reason = m.reason_of(CRICTL_NOT_FOUND.replace(REF, long_ref))
+    assert len(reason) == m.REASON_CHARS
+    assert reason.startswith("pulling image: rpc error: code = NotFound") and reason.endswith(
+        "x:1: not found"
+    )
+    assert " … " in reason
+
+
+def test_a_short_msg_is_whole_and_text_that_is_not_logrus_is_kept_folded() -> None:
+    assert (
+        m.reason_of('time="t" level=fatal msg="no such image \\"x:1\\" present"\n')
+        == 'no such image "x:1" present'
+    )
+    assert m.reason_of('time="t" level=fatal msg=unquoted\n') == "unquoted"
+    assert m.reason_of("rpc error:\n  not found\n") == "rpc error: not found"
+    assert m.reason_of("") == ""
+
+
+def test_the_failure_line_carries_crictls_cause() -> None:
+    def answer(argv: list[str], _data: Any) -> tuple[int, str, str]:
+        if argv[1:] == ["images", "-o", "json"]:
+            return 0, _listing(), ""
+        return (1, "", "not found") if argv[1] == "inspecti" else (1, "", CRICTL_NOT_FOUND)
+
+    mod = FakeModule({"images": [REF], "node": "worker1", "release": "gpu-operator", "registry": "master1:5000"},
+                     check_mode=False, answer=answer)  # fmt: skip
+    with pytest.raises(ModuleFailed) as e:
+        m.converge(mod, CRICTL)
+    assert f"{REF}: not found — the private registry lacks them" in str(e.value)

@@ -18,7 +18,7 @@ from tests._support.standin_cluster import put
 from tests.standin.k8s_standin import preflight, util
 from tests.standin.k8s_standin.apiserver import ApiServer
 from tests.standin.k8s_standin.config import control_plane_images, load_init_config
-from tests.standin.k8s_standin.containerd import cni_ready, containerd_config
+from tests.standin.k8s_standin.containerd import cni_ready, containerd_config, crictl_fatal, pull_image
 from tests.standin.k8s_standin.entry import main
 from tests.standin.k8s_standin.join import validate_pins
 from tests.standin.k8s_standin.kubeadm_ops import version_policy
@@ -746,3 +746,28 @@ def test_init_certs_keep_the_pki_a_rebuilt_master_brings(fake_root: Path, tmp_pa
     shutil.copy(pki / "front-proxy-client.crt", pki / "apiserver-kubelet-client.crt")  # another CA's
     with pytest.raises(Fail, match=r"certificate apiserver-kubelet-client not signed by CA certificate ca"):
         write_pki(cfg, io.StringIO())
+
+
+def test_crictls_fatal_line_quotes_its_msg_as_logrus_does() -> None:
+    """logrus' text formatter: a value of only [A-Za-z0-9-._/@^+] is bare, any other is %q-quoted,
+    its own quotes escaped."""
+    assert crictl_fatal("plain-word").split(" ", 1)[1] == "level=fatal msg=plain-word\n"
+    line = crictl_fatal('no such image "x:1" present')
+    assert line.split(" ", 1)[1] == 'level=fatal msg="no such image \\"x:1\\" present"\n'
+
+
+def test_a_failed_pull_reads_as_containerds_cri_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ctr's `ctr: ` prefix goes, and a registry's 404 keeps NotFound, as the CRI plugin returns it."""
+    ref = "master1:5000/nvidia/k8s-device-plugin:v0.16.2-ubi8"
+    monkeypatch.setattr("tests.standin.k8s_standin.containerd.containerd_config",
+                        lambda: {"config_path": "", "auth": {}})  # fmt: skip
+    last = {"out": f'ctr: failed to resolve reference "{ref}": {ref}: not found\n'}
+    monkeypatch.setattr("tests.standin.k8s_standin.containerd.ctr", lambda *a, **k: (1, last["out"]))
+    rc, line = pull_image("unix:///run/containerd/containerd.sock", ref)
+    assert rc == 1
+    assert line.split(" ", 1)[1] == (
+        'level=fatal msg="pulling image: rpc error: code = NotFound desc = failed to pull and unpack image '
+        f'\\"{ref}\\": failed to resolve reference \\"{ref}\\": {ref}: not found"\n'
+    )
+    last["out"] = "ctr: dial tcp 10.77.0.11:5000: connect: connection refused\n"
+    assert "code = Unknown desc" in pull_image("unix:///x.sock", ref)[1]

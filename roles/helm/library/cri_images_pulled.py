@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from typing import Any
 
@@ -42,6 +43,9 @@ missing: {description: "References crictl could not pull, each as 'REF REASON'."
 # crictl lives in /usr/local/bin (kube_binaries' install path): a PATH under sudo may not hold it
 CRICTL_DIRS = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 REASON_CHARS = 300
+# crictl logs through logrus' text formatter, non-tty: `time="…" level=fatal msg="…"`, the msg
+# quoted with Go's %q (sirupsen/logrus text_formatter.go, appendValue, at 01105720).
+LOGRUS_LINE = re.compile(r'time="[^"]*" level=(\w+) msg=("(?:[^"\\]|\\.)*"|\S*).*')
 
 
 def crictl() -> str | None:
@@ -65,6 +69,25 @@ def listed(module: Any, exe: str) -> set[str]:
     }
 
 
+def reason_of(text: str) -> str:
+    """crictl's reason in one line: the fatal line's msg unquoted (else the last logrus line's, else
+    the whole text), its whitespace folded; when long, its head and its end, where the cause is."""
+    lines = [m for m in (LOGRUS_LINE.fullmatch(ln.strip()) for ln in text.splitlines()) if m]
+    fatal = [m for m in lines if m[1] == "fatal"] or lines
+    msg = text
+    if fatal:
+        msg = fatal[-1][2]
+        if msg.startswith('"'):
+            try:
+                msg = json.loads(msg)  # %q's escapes for printable text are JSON's
+            except ValueError:
+                msg = msg[1:-1]
+    reason = " ".join(msg.split())
+    if len(reason) > REASON_CHARS:
+        reason = f"{reason[:100]} … {reason[-(REASON_CHARS - 103) :]}"
+    return reason
+
+
 def converge(module: Any, exe: str) -> dict[str, Any]:
     p = module.params
     known = listed(module, exe)
@@ -79,8 +102,8 @@ def converge(module: Any, exe: str) -> dict[str, Any]:
             if rc == 0:
                 out["pulled"].append(ref)
             else:
-                reason = " ".join((err.strip() or pulled.strip() or f"crictl pull exited {rc}").split())
-                out["missing"].append(f"{ref} {reason[:REASON_CHARS]}")
+                reason = reason_of(err) or reason_of(pulled) or f"crictl pull exited {rc}"
+                out["missing"].append(f"{ref} {reason}")
     if out["missing"]:
         module.fail_json(
             msg=f"{p['node']} could not pull {len(out['missing'])} image(s) of {p['release']} from {p['registry']}: "

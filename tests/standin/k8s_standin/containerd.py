@@ -22,8 +22,13 @@ def ctr(endpoint: str, *args: str, timeout: float = 30) -> tuple[int, str]:
 
 
 def crictl_fatal(msg: str) -> str:
-    """crictl's logrus fatal line (non-tty form, as kubeadm captures it)."""
-    return f'time="{dt.datetime.now().astimezone().isoformat(timespec="seconds")}" level=fatal msg="{msg}"\n'
+    """crictl's logrus fatal line (non-tty form, as kubeadm captures it). logrus' text formatter
+    writes a value with any character outside [A-Za-z0-9-._/@^+] Go-quoted (%q): sirupsen/logrus
+    text_formatter.go, needsQuoting and appendValue, at 01105720. JSON's escapes stand in for %q's;
+    they differ only for control and non-printable characters (\\u0007 where Go writes \\a)."""
+    plain = re.fullmatch(r"[A-Za-z0-9._/@^+-]*", msg) and msg
+    value = plain or json.dumps(msg, ensure_ascii=False)
+    return f'time="{dt.datetime.now().astimezone().isoformat(timespec="seconds")}" level=fatal msg={value}\n'
 
 
 def crictl_info_probe(endpoint: str) -> tuple[int, str]:
@@ -159,7 +164,11 @@ def pull_image(endpoint: str, image: str) -> tuple[int, str]:
             break
     rc, out = ctr(endpoint, *args, image, timeout=300)
     if rc != 0:
-        last = out.strip().splitlines()[-1] if out.strip() else "unknown error"
-        return 1, crictl_fatal(f"pulling image: rpc error: code = Unknown desc = failed to pull and unpack image "
-                               f'\\"{image}\\": {last}')  # fmt: skip
+        # ctr's last line without its own "ctr: " prefix, which the CRI plugin does not add. The
+        # plugin wraps the error (%w), so a registry's 404 keeps its NotFound code: containerd
+        # v1.6.20 pkg/cri/server/image_pull.go and instrumented_service.go (errdefs.ToGRPC).
+        last = (out.strip().splitlines()[-1] if out.strip() else "unknown error").removeprefix("ctr: ")
+        code = "NotFound" if last.endswith("not found") else "Unknown"
+        return 1, crictl_fatal(f"pulling image: rpc error: code = {code} desc = failed to pull and unpack image "
+                               f'"{image}": {last}')  # fmt: skip
     return 0, f"Image is up to date for {image}\n"
