@@ -340,3 +340,16 @@ def test_each_apt_entry_pins_its_archive_keyring_and_the_file_matches(name, keys
         assert apt.keyring.path.startswith("bundles/keyrings/") and set(apt.keyring.fingerprints) == keys
         trusted = archive_keys(apt, content_root(), f"apt/{apt.name}", prof.production)
         assert trusted is not None and trusted.fingerprints == keys
+
+
+@pytest.mark.parametrize("profile", [PROD, "lab"])
+def test_every_runtime_the_role_installs_is_in_the_profiles_apt_list(profile: str) -> None:
+    """container_runtime installs containerd's or docker's packages from the bundle's apt
+    repository: both runtimes' packages must be there, or `container_runtime: docker` has nothing
+    to install from on an air-gapped site."""
+    defaults = yaml.safe_load((ROOT / "roles" / "container_runtime" / "defaults" / "main.yml").read_text())
+    wanted = set(defaults["container_runtime_containerd_packages"]) | set(
+        defaults["container_runtime_docker_packages"]
+    )
+    listed = {p for a in load_profile(profile).apt for p in a.packages}
+    assert "docker.io" in wanted and wanted <= listed, sorted(wanted - listed)
