@@ -48,7 +48,7 @@ ORDER = (
     "test_node_remove_unreachable.py", "test_upgrade_minor_lab.py", "test_preflight_failures.py",
     "test_node_maintenance.py", "test_backup_lab.py",
     "test_scheduler_runai.py", "test_kubernetes.py", "test_researcher_access.py",
-    "test_researcher_registry.py", "test_scheduler_open.py", "test_storage_nfs.py", "test_diagnose_lab.py",
+    "test_researcher_registry.py", "test_docker_runtime.py", "test_scheduler_open.py", "test_storage_nfs.py", "test_diagnose_lab.py",
     "test_gpu_platform.py", "test_install.py", "test_preflight.py", "test_os_prereqs_state.py",
     "test_bundle_on_site.py", "test_acceptance_refused.py", "test_support_bundle_lab.py",
     "test_toolkit_from_stick.py", "test_lab_lifecycle.py", "test_upgrade_plan_lab.py",
