@@ -1053,14 +1053,25 @@ def site_warnings(cfg: SiteConfig) -> list[str]:
 def _runtime_problems(cfg: SiteConfig) -> list[str]:
     """The docker path writes daemon.json whole: it would drop the `nvidia` runtime (and the
     default-runtime) the GPU Operator's toolkit adds, which GPU pods need (SEED-COVERAGE K4).
-    Until that path carries them over as the containerd one does, GPU workers need containerd."""
+    Until that path carries them over as the containerd one does, GPU workers need containerd.
+    Nor does it make the researcher registry's read-only endpoint a pull mirror (containerd's
+    hosts.toml does): docker would pull from the push endpoint, which refuses the nodes' account."""
+    if cfg.kubernetes.container_runtime != "docker":
+        return []
+    problems = []
     gpu = [n.name for n in cfg.nodes if "gpu-worker" in n.roles]
-    if cfg.kubernetes.container_runtime == "docker" and gpu:
-        return [
+    if gpu:
+        problems.append(
             f"kubernetes.container_runtime: docker with GPU workers ({', '.join(gpu)}): the docker path "
             "rewrites daemon.json and would drop the nvidia runtime the GPU Operator installs; use containerd"
-        ]
-    return []
+        )
+    if cfg.researcher_registry is not None:
+        problems.append(
+            f"kubernetes.container_runtime: docker with researcher_registry ({cfg.researcher_registry.address}): "
+            "the docker path sets no pull mirror for it, so the nodes could not pull researchers' images; "
+            "use containerd"
+        )
+    return problems
 
 
 def _gpu_problems(cfg: SiteConfig) -> list[str]:

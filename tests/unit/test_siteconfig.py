@@ -263,6 +263,19 @@ CASES = {
         ),
         "researcher_registry.address: port 5000 is the system registry's (master1:5000)",
     ),
+    "docker with the researcher registry": (
+        lambda d: (
+            d["kubernetes"].update(container_runtime="docker"),
+            d.update(
+                researcher_registry={
+                    "address": "master1:5001",
+                    "users": [{"name": "a", "password_file": "a"}],
+                }
+            ),
+        ),
+        "kubernetes.container_runtime: docker with researcher_registry (master1:5001): the docker path sets no "
+        "pull mirror for it",
+    ),
     "researcher registry without users": (
         lambda d: d.update(researcher_registry={"address": "master1:5001", "users": []}),
         "researcher_registry.users: List should have at least 1 item",
