@@ -235,7 +235,8 @@ def test_crictl_lists_and_execs_in_the_etcd_container_containerd_runs(
     ]
     assert ran[0][-4:] == [etcdpod.ETCD_CONTAINER, "etcdctl", "endpoint", "status"]
     rc, _, err = _crictl(capsys, "exec", "0123abcd", "etcdctl", "version")
-    assert rc == 1 and 'an error occurred when try to find container "0123abcd": not found' in err
+    # logrus' %q quoting of crictl's msg escapes the quotes inside it
+    assert rc == 1 and 'an error occurred when try to find container \\"0123abcd\\": not found"' in err
     monkeypatch.setattr(
         etcdpod, "ctr", lambda ep, *a, **kw: (0, "TASK    PID    STATUS\n")
     )  # etcd not running
