@@ -165,8 +165,9 @@ def pull_image(endpoint: str, image: str) -> tuple[int, str]:
     rc, out = ctr(endpoint, *args, image, timeout=300)
     if rc != 0:
         # ctr's last line without its own "ctr: " prefix, which the CRI plugin does not add. The
-        # plugin wraps the error (%w), so a registry's 404 keeps its NotFound code: containerd
-        # v1.6.20 pkg/cri/server/image_pull.go and instrumented_service.go (errdefs.ToGRPC).
+        # plugin wraps the error, so a registry's 404 keeps its NotFound code: containerd's
+        # pkg/cri/server/image_pull.go and instrumented_service.go (errdefs.ToGRPC), read in the
+        # code index at no tag.
         last = (out.strip().splitlines()[-1] if out.strip() else "unknown error").removeprefix("ctr: ")
         code = "NotFound" if last.endswith("not found") else "Unknown"
         return 1, crictl_fatal(f"pulling image: rpc error: code = {code} desc = failed to pull and unpack image "
