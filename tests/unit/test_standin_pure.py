@@ -771,3 +771,15 @@ def test_a_failed_pull_reads_as_containerds_cri_error(monkeypatch: pytest.Monkey
     )
     last["out"] = "ctr: dial tcp 10.77.0.11:5000: connect: connection refused\n"
     assert "code = Unknown desc" in pull_image("unix:///x.sock", ref)[1]
+
+
+def test_the_kubelet_reads_back_the_pull_error_crictl_fatal_quoted() -> None:
+    """pods._pull_reason is crictl_fatal's inverse (quotes and backslashes unescaped, crictl's
+    `pulling image: ` gone); output that is no logrus line gives its last line, as text."""
+    from tests.standin.k8s_standin.pods import _pull_reason
+
+    error = 'rpc error: code = NotFound desc = failed to pull and unpack image "r/x:1": C:\\path: not found'
+    assert _pull_reason(crictl_fatal(f"pulling image: {error}")) == error
+    assert _pull_reason(crictl_fatal("plain-word")) == "plain-word"
+    assert _pull_reason("first line\nctr: connection refused\n") == "ctr: connection refused"
+    assert _pull_reason("") == ""

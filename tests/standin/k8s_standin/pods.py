@@ -28,6 +28,7 @@ pull error, not the sandbox call's. No Created/Started events (nothing starts).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -69,9 +70,13 @@ def _images_present(endpoint: str) -> set[str]:
 
 
 def _pull_reason(out: str) -> str:
-    m = re.search(r'msg="(.*)"\s*$', out.strip())
-    text = m.group(1).replace('\\"', '"') if m else out.strip().splitlines()[-1:]
-    return str(text).removeprefix("pulling image: ")
+    """The pull's error from crictl's fatal line: its msg unquoted, as containerd.crictl_fatal
+    quoted it (JSON's escapes for Go's %q), without crictl's `pulling image: `; else the last line."""
+    m = re.search(r'msg=("(?:[^"\\]|\\.)*"|\S*)\s*$', out.strip())
+    if not m:
+        return (out.strip().splitlines() or [""])[-1]
+    text = json.loads(m[1]) if m[1].startswith('"') else m[1]
+    return text.removeprefix("pulling image: ")
 
 
 class PodWorker:
