@@ -52,7 +52,7 @@ def docker_lab(own_lab_cm, request, cli) -> Iterator[dict[str, Any]]:
                 node["roles"], node["hardware_class"] = ["cpu-worker"], sitegen.EXTRA_WORKER_CLASS
         for project in data["scheduler"]["projects"]:
             project["gpus"] = 0
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        path.write_text(sitegen.render_site(data))  # as `lab up` writes it
         site = ("--site", str(layout.site_dir))
         runs = {"install": cli("install", *site, "--tags", TAGS, "--skip-diagnose", timeout=1800)}
         if runs["install"].rc == 0:
