@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import time
+import tomllib
 
 import pytest
 
@@ -160,6 +161,65 @@ def test_every_daemonset_pod_pulled_its_images_from_the_registry_and_runs(site, 
             assert set(images) <= set(stored), (p["spec"]["nodeName"], images)
     every = {n.name for n in site.nodes}
     assert by_ds == {"kube-flannel-ds": every, "kube-proxy": every}
+
+
+def test_pods_on_every_node_reach_each_other_over_the_pod_network(site, hosts, nodes):
+    """A pod pinned to each node gets an address in its node's podCIDR from the CNI config flannel
+    installed, behind the node's cni0 bridge (flannel's subnet.env names the same lease), and
+    reaches every other node's pod from inside its network namespace. Deleting the pods releases
+    their addresses and namespaces. (The lab: Debian's bridge and host-local under the stand-in's
+    flannel plugin and host-gw routes; a site: flannel's own.)"""
+    import ipaddress
+
+    master = hosts[site.master.name]
+    toml = tomllib.loads(master.file("/etc/containerd/config.toml").content_string)
+    sandbox = toml["plugins"]["io.containerd.grpc.v1.cri"]["sandbox_image"]
+    names = {n.name: f"podnet-check-{n.name}" for n in site.nodes}
+    for node, pod in names.items():
+        spec = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": "default"},
+                "spec": {"nodeName": node, "tolerations": [{"operator": "Exists"}],
+                         "containers": [{"name": "pause", "image": sandbox}]}}  # fmt: skip
+        kubectl = shlex.join(["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "apply", "-f", "-"])
+        master.check_output(f"echo {shlex.quote(json.dumps(spec))} | {kubectl}")
+    try:
+        deadline, ips = time.monotonic() + 120, {}
+        while time.monotonic() < deadline and len(ips) < len(names):
+            items = json.loads(_kubectl(site, hosts, "get", "pods", "-n", "default", "-o", "json"))["items"]
+            ips = {p["spec"]["nodeName"]: p["status"]["podIP"] for p in items
+                   if p["metadata"]["name"] in names.values() and p.get("status", {}).get("phase") == "Running"
+                   and p["status"].get("podIP")}  # fmt: skip
+            time.sleep(2)
+        assert set(ips) == set(names), f"pods running with an address: {ips}"
+        for node, ip in ips.items():
+            cidr = ipaddress.ip_network(nodes[node]["spec"]["podCIDR"])
+            assert ipaddress.ip_address(ip) in cidr, (node, ip, cidr)
+            gateway = f"{cidr.network_address + 1}/{cidr.prefixlen}"
+            assert f"FLANNEL_SUBNET={gateway}" in hosts[node].file("/run/flannel/subnet.env").content_string
+            assert f" {gateway} " in hosts[node].check_output("ip -4 -o addr show dev cni0"), node
+        rows = []
+        for node, ip in ips.items():
+            find = ("for ns in $(ip netns list | cut -d' ' -f1); do ip -n \"$ns\" -4 -o addr | grep -q "
+                    f"{shlex.quote(' ' + ip + '/')} && echo \"$ns\"; done")  # fmt: skip
+            netns = hosts[node].check_output(find).split()
+            assert len(netns) == 1, (node, ip, netns)
+            for other, other_ip in ips.items():
+                if other != node:
+                    ping = hosts[node].run(shlex.join(["ip", "netns", "exec", netns[0], "ping", "-c", "1",
+                                                       "-W", "2", other_ip]))  # fmt: skip
+                    rows.append(f"{node} {ip} -> {other} {other_ip}: rc {ping.rc}")
+                    assert ping.rc == 0, (node, other, ping.stdout, ping.stderr)
+        print("\n".join(rows))
+    finally:
+        _kubectl(
+            site, hosts, "delete", "pod", "-n", "default", "--wait=true", "--timeout=60s", *names.values()
+        )
+    for node, ip in ips.items():
+        deadline = time.monotonic() + 30
+        while hosts[node].file(f"/var/lib/cni/networks/cbr0/{ip}").exists and time.monotonic() < deadline:
+            time.sleep(1)
+        assert not hosts[node].file(f"/var/lib/cni/networks/cbr0/{ip}").exists, (
+            f"{node}: {ip} still allocated"
+        )
 
 
 def test_a_node_whose_flannel_image_cannot_be_pulled_is_not_ready(site, hosts):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests._support.standin_cluster import Cluster
-from tests.standin.k8s_standin import util
+from tests.standin.k8s_standin import podnet, util
 from tests.standin.k8s_standin.client import ApiClient, ApiError, Credentials, load_kubeconfig
 from tests.standin.k8s_standin.controllers import eligible, pod_name
 from tests.standin.k8s_standin.pods import PodWorker
@@ -33,6 +33,7 @@ def _flannel(image: str = FLANNEL) -> list[dict]:
                 "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                     "nodeSelectorTerms": [{"matchExpressions": [
                         {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}},
+                "hostNetwork": True,
                 "tolerations": [{"operator": "Exists", "effect": "NoSchedule"}],
                 "initContainers": [{
                     "name": "install-cni", "image": image, "command": ["cp"],
@@ -237,3 +238,89 @@ def test_the_kubelet_back_confirms_the_delete_of_a_pod_left_terminating(cluster:
     with pytest.raises(ApiError) as e:
         admin.get("/api/v1/namespaces/default/pods/p")
     assert e.value.code == 404 and puller.pulled == []  # stopped, not started
+
+
+# ---- the pod network: a pod not on the host's network gets its sandbox network from CNI -----------
+
+
+def _plain_pod(c: Cluster, node: str, name: str = "web") -> dict:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+           "spec": {"nodeName": node, "containers": [{"name": "c", "image": FLANNEL}]}}  # fmt: skip
+    return c.admin().call("POST", "/api/v1/namespaces/default/pods", pod)
+
+
+def _default_pod(c: Cluster, name: str = "web") -> dict:
+    return c.admin().get(f"/api/v1/namespaces/default/pods/{name}")
+
+
+def test_a_pod_waits_for_the_network_then_reports_the_ip_its_sandbox_got(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster.add_node("w1")
+    _plain_pod(cluster, "w1")
+    made: list[str] = []
+    monkeypatch.setattr(podnet, "setup", lambda pod: made.append(pod["metadata"]["name"]) or "10.244.1.2")
+    worker = PodWorker(
+        _node_client(cluster, "w1"), "w1", "unix:///run/containerd/containerd.sock", Puller(), lambda e: set()
+    )
+    worker.sync()  # no CNI config on the node yet: no sandbox, the pod waits
+    status = _default_pod(cluster)["status"]
+    assert status["phase"] == "Pending" and made == [] and "podIP" not in status
+    assert status["containerStatuses"][0]["state"] == {"waiting": {"reason": "ContainerCreating"}}
+    conf = tmp_path / "root/etc/cni/net.d/10-flannel.conflist"
+    conf.parent.mkdir(parents=True)
+    conf.write_text(CNI_CONF)
+    worker.sync()
+    status = _default_pod(cluster)["status"]
+    assert (status["phase"], status["podIP"], status["podIPs"], made) == (
+        "Running", "10.244.1.2", [{"ip": "10.244.1.2"}], ["web"]
+    )  # fmt: skip
+
+
+def test_a_sandbox_whose_network_fails_is_failed_create_pod_sandbox_with_the_plugins_error(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster.add_node("w1")
+    _plain_pod(cluster, "w1")
+    conf = tmp_path / "root/etc/cni/net.d/10-flannel.conflist"
+    conf.parent.mkdir(parents=True)
+    conf.write_text(CNI_CONF)
+    err = ('failed to setup network for sandbox "abc": plugin type="flannel" failed (add): '
+           "open /run/flannel/subnet.env: no such file or directory")  # fmt: skip
+
+    def fail(pod: dict) -> str:
+        raise podnet.NetError(err)
+
+    monkeypatch.setattr(podnet, "setup", fail)
+    worker = PodWorker(
+        _node_client(cluster, "w1"), "w1", "unix:///run/containerd/containerd.sock", Puller(), lambda e: set()
+    )
+    worker.sync()
+    assert _default_pod(cluster)["status"]["phase"] == "Pending"
+    events = [(e["type"], e["reason"], e["message"])
+              for e in cluster.admin().get("/api/v1/namespaces/default/events")["items"]]  # fmt: skip
+    assert ("Warning", "FailedCreatePodSandBox",
+            f"Failed to create pod sandbox: rpc error: code = Unknown desc = {err}") in events  # fmt: skip
+
+
+def test_flannels_install_cni_plugin_puts_the_standins_plugin_in_the_cni_bin_dir(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster.add_node("w1")
+    _label(cluster, "w1", **{"kubernetes.io/os": "linux"})
+    docs = _flannel()
+    init = {"name": "install-cni-plugin", "image": "10.77.0.10:5000/flannel/flannel-cni-plugin:v1.2.0",
+            "command": ["cp"], "args": ["-f", "/flannel", "/opt/cni/bin/flannel"],
+            "volumeMounts": [{"name": "cni-plugin", "mountPath": "/opt/cni/bin"}]}  # fmt: skip
+    spec = docs[2]["spec"]["template"]["spec"]
+    spec["initContainers"].insert(0, init)
+    spec["volumes"].append({"name": "cni-plugin", "hostPath": {"path": "/opt/cni/bin"}})
+    _apply(cluster, docs)
+    exe = tmp_path / "kubelet"
+    exe.write_bytes(b"the stand-in zipapp")
+    monkeypatch.setattr("tests.standin.k8s_standin.pods.self_path", lambda: str(exe))
+    PodWorker(
+        _node_client(cluster, "w1"), "w1", "unix:///run/containerd/containerd.sock", Puller(), lambda e: set()
+    ).sync()
+    plugin = tmp_path / "root/opt/cni/bin/flannel"
+    assert plugin.read_bytes() == b"the stand-in zipapp" and plugin.stat().st_mode & 0o777 == 0o755

@@ -1,4 +1,4 @@
-"""Dispatch on basename(argv[0]): kubeadm, kubelet, crictl or helm. (No kubectl: the lab's is
+"""Dispatch on basename(argv[0]): kubeadm, kubelet, crictl, helm or flannel (the CNI plugin). (No kubectl: the lab's is
 Debian's real client; no etcd, etcdctl or etcdutl: the lab's etcd image carries the real ones,
 tests/standin/README.md.)"""
 
@@ -15,6 +15,7 @@ from .util import VERSION, Fail
 TOOLS = {
     "kubeadm": ("kubeadm_ops", "kubeadm_main"), "kubelet": ("kubelet", "kubelet_main"),
     "crictl": ("crictl", "crictl_main"), "helm": ("helm", "helm_main"),
+    "flannel": ("flannel", "flannel_cni_main"),  # the CNI plugin install-cni-plugin puts in /opt/cni/bin
 }  # fmt: skip
 
 
@@ -24,7 +25,7 @@ def main(argv: list[str]) -> int:
         name, argv = (argv[1], argv[1:]) if len(argv) > 1 else ("", argv)
     if name not in TOOLS:
         sys.stderr.write(
-            "usage: python3 -m k8s_standin {kubeadm|kubelet|crictl|helm} ...  (or install under those names)\n"
+            "usage: python3 -m k8s_standin {kubeadm|kubelet|crictl|helm|flannel} ...  (or install under those names)\n"
         )
         return 2
     if name == "kubelet" and "--version" in argv[1:]:

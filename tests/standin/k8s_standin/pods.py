@@ -37,9 +37,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from . import podnet
 from .client import ApiClient, ApiError
-from .containerd import containerd_config, ctr, pull_image
-from .util import hp, log_klog, rfc3339, write_file
+from .containerd import cni_ready, containerd_config, ctr, pull_image
+from .flannel import Flanneld
+from .util import hp, log_klog, rfc3339, self_path, write_file
 
 BACKOFF_S = (10, 20, 40, 80, 160, 300)  # the kubelet's image pull back-off steps
 
@@ -93,6 +95,8 @@ class PodWorker:
         self.running: set[str] = set()  # pod uids whose images are all pulled
         self.backoff: dict[str, Backoff] = {}  # uid -> its failed pull
         self.events: dict[tuple[str, str, str, str], dict] = {}  # (uid, fieldPath, reason, message) -> event
+        self.ips: dict[str, str] = {}  # uid -> pod IP, for pods on the pod network
+        self.flanneld: tuple[str, Flanneld] | None = None  # (its pod's uid, the daemon) while it runs here
 
     def sync(self) -> None:
         q = urllib.parse.quote(f"spec.nodeName={self.node}")
@@ -103,6 +107,7 @@ class PodWorker:
         ]  # pod runs them
         for p in [p for p in pods if p["metadata"].get("deletionTimestamp")]:  # stop it, confirm the delete
             pods.remove(p)
+            self._stop_network(p)
             try:
                 self.client.call(
                     "DELETE", f"/api/v1/namespaces/{p['metadata']['namespace']}/pods/{p['metadata']['name']}"
@@ -111,7 +116,14 @@ class PodWorker:
                 if e.code != 404:
                     raise
         live = {p["metadata"]["uid"] for p in pods}
+        for uid in podnet.leftover_uids() - live:  # deleted while this kubelet was away
+            self._stop_network({"metadata": {"uid": uid, "namespace": "", "name": ""}, "spec": {}})
         self.running &= live
+        self.ips = {u: ip for u, ip in self.ips.items() if u in live}
+        if self.flanneld and self.flanneld[0] not in live:  # flannel's pod is gone: its routes stay
+            self.flanneld = None
+        if self.flanneld:
+            self.flanneld[1].sync()
         self.backoff = {u: b for u, b in self.backoff.items() if u in live}
         self.events = {k: e for k, e in self.events.items() if k[0] in live}
         for pod in pods:  # in back-off: said once per window, as the kubelet's next sync would
@@ -162,9 +174,35 @@ class PodWorker:
                 )
         for c in inits:
             self.emulate_init(pod, c)
+        for c in apps:
+            self.emulate_app(pod, c)
+        ip = None
+        if not spec.get("hostNetwork"):
+            ready, why = cni_ready()
+            if not ready:  # kubelet.go syncPod: no sandbox while the runtime's network is not ready
+                return _status("Pending", pod, inits, apps, ("", why, ""))
+            try:
+                ip = self.ips.get(uid) or podnet.setup(pod)
+            except podnet.NetError as e:
+                self._event(pod, None, False, "Warning", "FailedCreatePodSandBox",
+                            f"Failed to create pod sandbox: rpc error: code = Unknown desc = {e}")  # fmt: skip
+                return _status("Pending", pod, inits, apps, ("", str(e), ""))
+            self.ips[uid] = ip
         self.running.add(uid)
         self.backoff.pop(uid, None)
-        return _status("Running", pod, inits, apps, None)
+        return _status("Running", pod, inits, apps, None, ip)
+
+    def _stop_network(self, pod: dict) -> None:
+        uid = pod["metadata"]["uid"]
+        self.ips.pop(uid, None)
+        if uid in podnet.leftover_uids():
+            err = podnet.teardown(pod)
+            if err:
+                log_klog(
+                    "E",
+                    "kuberuntime_manager.go:1045",
+                    f'"Failed to stop sandbox" podSandboxID="{podnet.sandbox_id(uid)}" err="{err}"',
+                )
 
     def _failed(self, pod: dict, image: str, c: dict | None, init: bool, reason: str) -> dict:
         uid = pod["metadata"]["uid"]
@@ -254,7 +292,8 @@ class PodWorker:
 
     # ---- init steps -----------------------------------------------------------------------------
     def emulate_init(self, pod: dict, c: dict) -> None:
-        """`cp [-f] SRC DST` where SRC is a mounted ConfigMap key and DST a hostPath: do it."""
+        """`cp [-f] SRC DST` where DST is a hostPath and SRC a mounted ConfigMap key (do it), or
+        /flannel of the flannel-cni-plugin image (install the stand-in's flannel CNI plugin)."""
         argv = [*(c.get("command") or []), *(c.get("args") or [])]
         if not argv or argv[0] not in ("cp", "/bin/cp"):
             return
@@ -262,7 +301,16 @@ class PodWorker:
         if len(files) != 2:
             return
         src, dst = (self._resolve(pod, c, path) for path in files)
-        if src is None or dst is None or src[0] != "configMap" or dst[0] != "hostPath":
+        if dst is None or dst[0] != "hostPath":
+            return
+        if src is None and files[0] == "/flannel" and _repository(c["image"]).endswith("/flannel-cni-plugin"):
+            target = hp(dst[1])
+            with open(self_path(), "rb") as f:  # the zipapp answers as `flannel` by its file name
+                plugin = f.read()
+            if _read_bytes(target) != plugin:
+                write_file(target, plugin, 0o755)
+            return
+        if src is None or src[0] != "configMap":
             return
         cm_name, key = src[1], src[2]
         ns = pod["metadata"]["namespace"]
@@ -273,6 +321,22 @@ class PodWorker:
         target = hp(dst[1])
         os.makedirs(os.path.dirname(target), exist_ok=True)
         write_file(target, data, 0o644)
+
+    def emulate_app(self, pod: dict, c: dict) -> None:
+        """flannel's daemon (`/opt/bin/flanneld`), run here while its pod runs (flannel.py)."""
+        argv = [*(c.get("command") or []), *(c.get("args") or [])]
+        if not argv or argv[0] != "/opt/bin/flanneld" or self.flanneld:
+            return
+        src = self._resolve(pod, c, "/etc/kube-flannel/net-conf.json")
+        if src is None or src[0] != "configMap":
+            return
+        ns = pod["metadata"]["namespace"]
+        net_conf = (self.client.get(f"/api/v1/namespaces/{ns}/configmaps/{src[1]}").get("data") or {}).get(
+            src[2]
+        )
+        if net_conf:
+            self.flanneld = (pod["metadata"]["uid"], Flanneld(self.client, self.node, net_conf, argv[1:]))
+            self.flanneld[1].sync()
 
     @staticmethod
     def _resolve(pod: dict, c: dict, path: str) -> tuple[str, str, str] | None:
@@ -298,14 +362,36 @@ class PodWorker:
         return None
 
 
+def _read_bytes(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _repository(image: str) -> str:
+    name = image.split("@", 1)[0]
+    return name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+
+
 def _status(
-    phase: str, pod: dict, inits: list[dict], apps: list[dict], waiting: tuple[str, str, str] | None
+    phase: str,
+    pod: dict,
+    inits: list[dict],
+    apps: list[dict],
+    waiting: tuple[str, str, str] | None,
+    ip: str | None = None,
 ) -> dict:
+    """The pod's status; WAITING is (reason, message, image), with an empty image for a sandbox
+    that could not be made (every container waits as ContainerCreating)."""
     now = rfc3339()
 
     def one(c: dict, init: bool) -> dict:
-        if waiting and c["image"] == waiting[2]:
-            state: dict[str, Any] = {"waiting": {"reason": waiting[0], "message": waiting[1]}}
+        if waiting and not waiting[2]:
+            state: dict[str, Any] = {"waiting": {"reason": "ContainerCreating"}}
+        elif waiting and c["image"] == waiting[2]:
+            state = {"waiting": {"reason": waiting[0], "message": waiting[1]}}
         elif waiting:
             state = {"waiting": {"reason": "PodInitializing" if not init else "Waiting"}}
         elif init:
@@ -318,7 +404,9 @@ def _status(
                 "restartCount": 0, "state": state}  # fmt: skip
 
     ready = "True" if phase == "Running" else "False"
+    net = {"podIP": ip, "podIPs": [{"ip": ip}]} if ip else {}
     return {
+        **net,
         "phase": phase,
         "conditions": [{"type": t, "status": ready, "lastTransitionTime": now}
                        for t in ("Initialized", "Ready", "ContainersReady")] +

@@ -1,0 +1,176 @@
+"""A pod's network, as containerd's CRI sets it up in RunPodSandbox (through go-cni and libcni): a
+network namespace /var/run/netns/cni-<id>, then the node's first CNI network config in conf_dir run
+plugin by plugin (ADD in order, each given the previous result; DEL in reverse), with the plugins
+from bin_dir: the real ones (bridge, host-local, portmap, loopback from Debian's
+containernetworking-plugins) and flannel's stand-in.
+
+Wording: containerd's `failed to setup network for sandbox %q: %w` (pkg/cri/server/sandbox_run.go)
+around libcni's `plugin type=%q failed (add): %w` (containernetworking/cni libcni/api.go
+AddNetworkList), both read in the code index at no tag.
+
+Limits: the namespace is named after the pod's uid (containerd names it after a random id), so a
+restarted kubelet finds its pods' networks again; the sandbox id is sha256 of the uid. No pause
+container holds the namespace (nothing runs in it; tests reach it with `ip netns exec`).
+No portMappings or bandwidth capabilities are passed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+
+from .containerd import containerd_config
+from .util import hp, run
+
+NETNS_DIR = "/var/run/netns"
+UID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+class NetError(Exception):
+    pass
+
+
+def sandbox_id(uid: str) -> str:
+    return hashlib.sha256(uid.encode()).hexdigest()
+
+
+def netns_name(uid: str) -> str:
+    return f"cni-{uid}"
+
+
+def network_config(conf_dir: str) -> dict | None:
+    """The first loadable config in conf_dir (libcni's ConfFiles, sorted), as a conflist."""
+    d = hp(conf_dir)
+    try:
+        names = sorted(n for n in os.listdir(d) if n.endswith((".conf", ".conflist", ".json")))
+    except OSError:
+        return None
+    for n in names:
+        try:
+            with open(os.path.join(d, n), encoding="utf-8") as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and n.endswith(".conflist") and isinstance(doc.get("plugins"), list):
+            return doc
+        if isinstance(doc, dict) and doc.get("type"):  # a single .conf is a list of one
+            return {"name": doc.get("name", ""), "cniVersion": doc.get("cniVersion", ""), "plugins": [doc]}
+    return None
+
+
+def plugin_conf(net: dict, plugin: dict, prev: dict | None) -> bytes:
+    """libcni's buildOneConfig: the plugin's own keys, with the list's name and version, and the
+    previous plugin's result."""
+    conf = dict(plugin, name=net.get("name", ""), cniVersion=net.get("cniVersion", ""))
+    if prev is not None:
+        conf["prevResult"] = prev
+    return json.dumps(conf).encode()
+
+
+def _exec(bin_dir: str, plugin: dict, env: dict[str, str], body: bytes) -> dict:
+    path = os.path.join(hp(bin_dir), str(plugin.get("type", "")))
+    if not os.access(path, os.X_OK):
+        raise NetError(f'failed to find plugin "{plugin.get("type")}" in path [{bin_dir}]')
+    p = subprocess.run(
+        [path], input=body, capture_output=True, env={**os.environ, **env}, timeout=60, check=False
+    )
+    try:
+        out = json.loads(p.stdout or b"{}")
+    except ValueError:
+        out = {"msg": p.stdout.decode(errors="replace").strip()}
+    if p.returncode != 0:
+        raise NetError(
+            str(out.get("msg") or p.stderr.decode(errors="replace").strip() or f"exit status {p.returncode}")
+        )
+    return out
+
+
+def _run_list(pod: dict, command: str, netns: str) -> dict | None:
+    cfg = containerd_config()
+    net = network_config(cfg["conf_dir"])
+    if net is None:
+        raise NetError("cni plugin not initialized")
+    meta, sid = pod["metadata"], sandbox_id(pod["metadata"]["uid"])
+    env = {
+        "CNI_COMMAND": command, "CNI_CONTAINERID": sid, "CNI_NETNS": netns, "CNI_IFNAME": "eth0",
+        "CNI_PATH": hp(cfg["bin_dir"]),
+        "CNI_ARGS": f"IgnoreUnknown=1;K8S_POD_NAMESPACE={meta['namespace']};K8S_POD_NAME={meta['name']};"
+                    f"K8S_POD_INFRA_CONTAINER_ID={sid};K8S_POD_UID={meta['uid']}",
+    }  # fmt: skip
+    plugins = net["plugins"] if command == "ADD" else list(reversed(net["plugins"]))
+    result = None
+    for plugin in plugins:
+        try:
+            out = _exec(
+                cfg["bin_dir"], plugin, env, plugin_conf(net, plugin, result if command == "ADD" else None)
+            )
+        except NetError as e:
+            verb = "add" if command == "ADD" else "delete"
+            raise NetError(f'plugin type="{plugin.get("type")}" failed ({verb}): {e}') from None
+        if command == "ADD":
+            result = out
+    return result
+
+
+def pod_ip(result: dict | None) -> str | None:
+    for ip in (result or {}).get("ips") or []:
+        addr = str(ip.get("address", "")).split("/")[0]
+        if addr:
+            return addr
+    return None
+
+
+def _ns_ip(name: str) -> str | None:
+    rc, out = run(["ip", "-n", name, "-j", "-4", "addr", "show", "dev", "eth0"], timeout=10)
+    if rc != 0:
+        return None
+    try:
+        return next((a["local"] for i in json.loads(out) for a in i.get("addr_info") or []), None)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def setup(pod: dict) -> str:
+    """The pod's IP: its namespace's, when an earlier call (or kubelet) set it up, else a new one."""
+    uid = pod["metadata"]["uid"]
+    name = netns_name(uid)
+    if os.path.exists(hp(f"{NETNS_DIR}/{name}")):
+        ip = _ns_ip(name)
+        if ip:
+            return ip
+        teardown(pod)
+    rc, out = run(["ip", "netns", "add", name], timeout=10)
+    if rc != 0:
+        raise NetError(f"failed to create network namespace for sandbox {sandbox_id(uid)!r}: {out.strip()}")
+    try:
+        ip = pod_ip(_run_list(pod, "ADD", f"{NETNS_DIR}/{name}"))
+        if not ip:
+            raise NetError("the CNI result has no IP address")
+    except NetError as e:
+        teardown(pod)
+        raise NetError(f'failed to setup network for sandbox "{sandbox_id(uid)}": {e}') from None
+    return ip
+
+
+def teardown(pod: dict) -> str | None:
+    """DEL through the plugins, then the namespace goes; the error, if the plugins failed."""
+    name = netns_name(pod["metadata"]["uid"])
+    err = None
+    try:
+        _run_list(pod, "DEL", f"{NETNS_DIR}/{name}")
+    except NetError as e:
+        err = str(e)
+    run(["ip", "netns", "delete", name], timeout=10)
+    return err
+
+
+def leftover_uids() -> set[str]:
+    """The pod uids whose namespaces this kubelet made (cni-<uid>)."""
+    try:
+        names = os.listdir(hp(NETNS_DIR))
+    except OSError:
+        return set()
+    return {n[4:] for n in names if n.startswith("cni-") and UID_RE.fullmatch(n[4:])}
