@@ -10,11 +10,12 @@ cd "$(dirname "$0")/.."
 # (headless) renders the diagnose HTML report in its e2e test. gnupg signs the bundle's apt repositories.
 # zsh runs `appliance completion zsh` in its unit test; xmllint (libxml2-utils) checks the GPU
 # probe fixtures against NVIDIA's DTD. age makes the lab's backup key pair (the operator's, off the
-# appliance) and opens its backups in the e2e tests.
+# appliance) and opens its backups in the e2e tests. containernetworking-plugins: an integration
+# test runs the stand-in's pod network with Debian's bridge and host-local.
 HOST_PACKAGES=(
   make python3 python3-venv
   mmdebstrap systemd-container zstd dpkg-dev iproute2 openssh-client netcat-openbsd
-  skopeo busybox-static apt-utils docker-registry apache2-utils openssl containerd shellcheck chromium gnupg zsh libxml2-utils age
+  skopeo busybox-static apt-utils docker-registry apache2-utils openssl containerd containernetworking-plugins shellcheck chromium gnupg zsh libxml2-utils age
 )
 missing=()
 for p in "${HOST_PACKAGES[@]}"; do

@@ -8,24 +8,27 @@ Wording: containerd's `failed to setup network for sandbox %q: %w` (pkg/cri/serv
 around libcni's `plugin type=%q failed (add): %w` (containernetworking/cni libcni/api.go
 AddNetworkList), both read in the code index at no tag.
 
-Limits: the namespace is named after the pod's uid (containerd names it after a random id), so a
-restarted kubelet finds its pods' networks again; the sandbox id is sha256 of the uid. No pause
-container holds the namespace (nothing runs in it; tests reach it with `ip netns exec`).
-No portMappings or bandwidth capabilities are passed.
+Limits: the namespace is named after the pod's uid (containerd names it after a random id), and
+the sandbox's random id is kept in /run/k8s-standin/sandboxes/<uid>, so a restarted kubelet finds
+its pods' networks again; both go with a reboot, as containerd's do. No pause container holds the
+namespace (nothing runs in it; tests reach it with `ip netns exec`). No portMappings or bandwidth
+capabilities are passed.
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
 import os
 import re
+import secrets
 import subprocess
 
 from .containerd import containerd_config
-from .util import hp, run
+from .util import hp, run, write_file
 
 NETNS_DIR = "/var/run/netns"
+SANDBOX_DIR = "/run/k8s-standin/sandboxes"  # pod uid -> its sandbox's id
 UID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -33,8 +36,12 @@ class NetError(Exception):
     pass
 
 
-def sandbox_id(uid: str) -> str:
-    return hashlib.sha256(uid.encode()).hexdigest()
+def sandbox_id(uid: str) -> str | None:
+    try:
+        with open(hp(f"{SANDBOX_DIR}/{uid}"), encoding="ascii") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
 
 
 def netns_name(uid: str) -> str:
@@ -88,12 +95,12 @@ def _exec(bin_dir: str, plugin: dict, env: dict[str, str], body: bytes) -> dict:
     return out
 
 
-def _run_list(pod: dict, command: str, netns: str) -> dict | None:
+def _run_list(pod: dict, command: str, netns: str, sid: str) -> dict | None:
     cfg = containerd_config()
     net = network_config(cfg["conf_dir"])
     if net is None:
         raise NetError("cni plugin not initialized")
-    meta, sid = pod["metadata"], sandbox_id(pod["metadata"]["uid"])
+    meta = pod["metadata"]
     env = {
         "CNI_COMMAND": command, "CNI_CONTAINERID": sid, "CNI_NETNS": netns, "CNI_IFNAME": "eth0",
         "CNI_PATH": hp(cfg["bin_dir"]),
@@ -137,40 +144,54 @@ def setup(pod: dict) -> str:
     """The pod's IP: its namespace's, when an earlier call (or kubelet) set it up, else a new one."""
     uid = pod["metadata"]["uid"]
     name = netns_name(uid)
-    if os.path.exists(hp(f"{NETNS_DIR}/{name}")):
+    if os.path.exists(hp(f"{NETNS_DIR}/{name}")) and sandbox_id(uid):
         ip = _ns_ip(name)
         if ip:
             return ip
-        teardown(pod)
+    teardown(pod)  # what a failed or interrupted try left
+    sid = secrets.token_hex(32)  # containerd's sandbox ids: 64 random hex digits
+    os.makedirs(hp(SANDBOX_DIR), exist_ok=True)
+    write_file(hp(f"{SANDBOX_DIR}/{uid}"), sid + "\n", 0o600)
     rc, out = run(["ip", "netns", "add", name], timeout=10)
     if rc != 0:
-        raise NetError(f"failed to create network namespace for sandbox {sandbox_id(uid)!r}: {out.strip()}")
+        raise NetError(f'failed to create network namespace for sandbox "{sid}": {out.strip()}')
     try:
-        ip = pod_ip(_run_list(pod, "ADD", f"{NETNS_DIR}/{name}"))
+        ip = pod_ip(_run_list(pod, "ADD", f"{NETNS_DIR}/{name}", sid))
         if not ip:
             raise NetError("the CNI result has no IP address")
     except NetError as e:
         teardown(pod)
-        raise NetError(f'failed to setup network for sandbox "{sandbox_id(uid)}": {e}') from None
+        raise NetError(f'failed to setup network for sandbox "{sid}": {e}') from None
     return ip
 
 
 def teardown(pod: dict) -> str | None:
     """DEL through the plugins, then the namespace goes; the error, if the plugins failed."""
-    name = netns_name(pod["metadata"]["uid"])
-    err = None
-    try:
-        _run_list(pod, "DEL", f"{NETNS_DIR}/{name}")
-    except NetError as e:
-        err = str(e)
-    run(["ip", "netns", "delete", name], timeout=10)
+    uid = pod["metadata"]["uid"]
+    name, sid, err = netns_name(uid), sandbox_id(uid), None
+    if sid:
+        try:
+            _run_list(pod, "DEL", f"{NETNS_DIR}/{name}", sid)
+        except NetError as e:
+            err = str(e)
+    if os.path.exists(hp(f"{NETNS_DIR}/{name}")):
+        run(["ip", "netns", "delete", name], timeout=10)
+    if err is None:
+        with contextlib.suppress(OSError):
+            os.remove(hp(f"{SANDBOX_DIR}/{uid}"))
     return err
 
 
 def leftover_uids() -> set[str]:
-    """The pod uids whose namespaces this kubelet made (cni-<uid>)."""
-    try:
-        names = os.listdir(hp(NETNS_DIR))
-    except OSError:
-        return set()
-    return {n[4:] for n in names if n.startswith("cni-") and UID_RE.fullmatch(n[4:])}
+    """The pod uids this kubelet made a sandbox network for (its record, or a cni-<uid> namespace)."""
+    found = set()
+    for d, prefix in ((SANDBOX_DIR, ""), (NETNS_DIR, "cni-")):
+        with contextlib.suppress(OSError):
+            found |= {n[len(prefix) :] for n in os.listdir(hp(d)) if n.startswith(prefix)}
+    return {u for u in found if UID_RE.fullmatch(u)}
+
+
+def teardown_all() -> None:
+    """kubeadm reset's "Removing kubernetes-managed containers": every pod's network goes."""
+    for uid in leftover_uids():
+        teardown({"metadata": {"uid": uid, "namespace": "", "name": ""}, "spec": {}})

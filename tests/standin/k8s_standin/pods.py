@@ -196,13 +196,10 @@ class PodWorker:
         uid = pod["metadata"]["uid"]
         self.ips.pop(uid, None)
         if uid in podnet.leftover_uids():
+            sid = podnet.sandbox_id(uid)
             err = podnet.teardown(pod)
-            if err:
-                log_klog(
-                    "E",
-                    "kuberuntime_manager.go:1045",
-                    f'"Failed to stop sandbox" podSandboxID="{podnet.sandbox_id(uid)}" err="{err}"',
-                )
+            if err:  # the stand-in's words; the next sync tries again (leftover_uids)
+                log_klog("E", "standin-podnet", f'"Failed to stop sandbox" podSandboxID="{sid}" err="{err}"')
 
     def _failed(self, pod: dict, image: str, c: dict | None, init: bool, reason: str) -> dict:
         uid = pod["metadata"]["uid"]

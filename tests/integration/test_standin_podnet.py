@@ -1,0 +1,77 @@
+"""The stand-in's pod network on this host, with Debian's real bridge and host-local plugins under
+the stand-in's flannel plugin (tests/standin/k8s_standin/podnet.py, flannel.py), inside a network
+and mount namespace of its own (`unshare`), so the host's links and /var/run/netns are untouched:
+a sandbox gets an address in the lease behind cni0, a second call finds it again, and teardown
+releases the address and removes the namespace. The lab e2e runs the same across nodes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CNI = Path("/usr/lib/cni")  # Debian's containernetworking-plugins (scripts/bootstrap.sh)
+
+SCRIPT = r"""
+import json, os, subprocess, sys
+from tests.standin.k8s_standin import podnet
+pod = {"metadata": {"uid": "0f8e3c1a-1111-4222-8333-444455556666", "namespace": "default", "name": "p"}, "spec": {}}
+first = podnet.setup(pod)
+again = podnet.setup(pod)  # a restarted kubelet: the namespace and its address are found again
+sid = podnet.sandbox_id(pod["metadata"]["uid"])
+bridge = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", "cni0"], capture_output=True, text=True).stdout
+inside = subprocess.run(["ip", "netns", "exec", "cni-" + pod["metadata"]["uid"], "ip", "-4", "-o", "route"],
+                        capture_output=True, text=True).stdout
+ping = subprocess.run(["ip", "netns", "exec", "cni-" + pod["metadata"]["uid"], "busybox", "ping", "-c", "1", "-W", "5",
+                       "10.244.1.1"], capture_output=True, text=True)
+ping = [ping.returncode, ping.stdout + ping.stderr]
+allocated = sorted(os.listdir(sys.argv[1]))
+err = podnet.teardown(pod)
+print(json.dumps({"first": first, "again": again, "sid": sid, "bridge": bridge, "inside": inside, "ping": ping,
+                  "allocated": allocated, "err": err, "after": sorted(os.listdir(sys.argv[1])),
+                  "netns": os.path.exists("/var/run/netns/cni-" + pod["metadata"]["uid"]),
+                  "leftover": sorted(podnet.leftover_uids())}))
+"""
+
+
+def test_a_sandbox_gets_a_lease_address_keeps_it_and_gives_it_back(tmp_path: Path) -> None:
+    root, ipam = tmp_path / "root", tmp_path / "ipam"
+    bindir = root / "opt/cni/bin"
+    bindir.mkdir(parents=True)
+    for plugin in ("bridge", "host-local", "portmap"):
+        (bindir / plugin).symlink_to(CNI / plugin)
+    flannel = bindir / "flannel"  # the stand-in as install-cni-plugin leaves it: answers as `flannel`
+    flannel.write_text(f"#!/bin/sh\ncd {REPO} && exec {sys.executable} -c 'import sys; from tests.standin."
+                       "k8s_standin.flannel import flannel_cni_main; sys.exit(flannel_cni_main([]))'\n")  # fmt: skip
+    flannel.chmod(0o755)
+    (root / "run/flannel").mkdir(parents=True)
+    (root / "run/flannel/subnet.env").write_text(
+        "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n"
+    )
+    conf = {"name": "cbr0", "cniVersion": "0.3.1", "plugins": [
+        {"type": "flannel", "delegate": {"hairpinMode": True, "isDefaultGateway": True},
+         "ipam": {"dataDir": str(ipam)}},  # host-local's store under tmp, not the host's /var/lib/cni
+        {"type": "portmap", "capabilities": {"portMappings": True}}]}  # fmt: skip
+    (root / "etc/cni/net.d").mkdir(parents=True)
+    (root / "etc/cni/net.d/10-flannel.conflist").write_text(json.dumps(conf))
+    (root / "var/run").mkdir(parents=True)
+    (root / "var/run/netns").symlink_to("/var/run/netns")  # `ip netns` works on the real path
+    env = {**os.environ, "STANDIN_ROOT": str(root)}
+    out = subprocess.run(
+        ["unshare", "--net", "--mount", "--propagation", "private", sys.executable, "-c", SCRIPT,
+         str(ipam / "cbr0")],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=120, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["first"] == r["again"] == "10.244.1.2", r
+    assert len(r["sid"]) == 64, r
+    assert " 10.244.1.1/24 " in r["bridge"], r  # the bridge is the lease's gateway
+    assert "default via 10.244.1.1" in r["inside"] and "10.244.0.0/16 via 10.244.1.1" in r["inside"], r
+    assert r["ping"][0] == 0, r["ping"]  # the pod reaches its gateway over the veth
+    assert "10.244.1.2" in r["allocated"], r
+    assert r["err"] is None and "10.244.1.2" not in r["after"], r  # DEL released the address
+    assert r["netns"] is False and r["leftover"] == [], r
