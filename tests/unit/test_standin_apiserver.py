@@ -363,3 +363,23 @@ def test_a_restarted_kubelet_keeps_the_api_server_running_from_the_same_manifest
     unit["invocation"] = "inv-by-hand"  # `systemctl restart` by someone else: not the one recorded
     kubelet_starts()
     assert unit["restarts"] == 3
+
+
+def test_a_node_deleted_and_registered_again_gets_the_next_range_not_its_old_one(cluster: Cluster) -> None:
+    """The controller-manager's allocator moves on from the last range it gave (cidr_set.go's
+    nextCandidate): a worker deleted and joined again gets a new podCIDR, as on a site."""
+
+    def cidr(n: str) -> str:
+        return json.loads(cluster.kubectl("get", "node", n, "-o", "json")[1])["spec"]["podCIDR"]
+
+    for n in ("cidr-a", "cidr-b", "cidr-c"):
+        cluster.add_node(n)
+    before = {n: cidr(n) for n in ("cidr-a", "cidr-b", "cidr-c")}
+    assert len(set(before.values())) == 3
+    assert cluster.kubectl("delete", "node", "cidr-b")[0] == 0
+    cluster.add_node("cidr-b")
+    after = cidr("cidr-b")
+    assert after != before["cidr-b"] and after not in before.values(), (before, after)
+    assert (
+        int(after.split(".")[2]) == int(before["cidr-c"].split(".")[2]) + 1
+    )  # the next one after the last given

@@ -116,15 +116,22 @@ class ApiServer:
         self.ca_cert = ca_cert
         self.ca_key = ca_key
         self.cluster_cidr = ""
+        self.next_cidr = 0  # cidr_set.go's nextCandidate
         self.git_version = VERSION  # /version: the image tag of the manifest it runs from (kubelet.py)
 
     def next_pod_cidr(self) -> str:
-        """kube-controller-manager --allocate-node-cidrs: the first free /24 of --cluster-cidr."""
+        """kube-controller-manager --allocate-node-cidrs: the next free /24 of --cluster-cidr after
+        the last one given, wrapping around (kubernetes/kubernetes pkg/controller/nodeipam/ipam/
+        cidrset/cidr_set.go AllocateNext, read at 0be333dd): a node deleted and joined again gets a
+        new range, not its old one, until the controller restarts (its cursor starts at 0)."""
         used = {n.get("spec", {}).get("podCIDR") for n in self.store.items("", "nodes")}
         net = ipaddress.ip_network(self.cluster_cidr.split(",")[0], strict=False)
-        for sub in net.subnets(new_prefix=max(24, net.prefixlen)):
-            if str(sub) not in used:
-                return str(sub)
+        subs = list(net.subnets(new_prefix=max(24, net.prefixlen)))
+        for i in range(len(subs)):
+            k = (self.next_cidr + i) % len(subs)
+            if str(subs[k]) not in used:
+                self.next_cidr = (k + 1) % len(subs)
+                return str(subs[k])
         raise ApiError(
             500, "InternalError", "CIDR allocation failed; there are no remaining CIDRs left to allocate"
         )
