@@ -8,9 +8,10 @@ import json
 import os
 import shlex
 import time
-import tomllib
 
 import pytest
+
+from tests._support import pinned_pods
 
 pytestmark = pytest.mark.usefixtures("installs")
 
@@ -172,24 +173,13 @@ def test_pods_on_every_node_reach_each_other_over_the_pod_network(site, hosts, n
     import ipaddress
 
     master = hosts[site.master.name]
-    toml = tomllib.loads(master.file("/etc/containerd/config.toml").content_string)
-    sandbox = toml["plugins"]["io.containerd.grpc.v1.cri"]["sandbox_image"]
     names = {n.name: f"podnet-check-{n.name}" for n in site.nodes}
-    for node, pod in names.items():
-        spec = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": "default"},
-                "spec": {"nodeName": node, "tolerations": [{"operator": "Exists"}],
-                         "containers": [{"name": "pause", "image": sandbox}]}}  # fmt: skip
-        kubectl = shlex.join(["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "apply", "-f", "-"])
-        master.check_output(f"echo {shlex.quote(json.dumps(spec))} | {kubectl}")
+    pinned_pods.start(master, names)
     try:
-        deadline, ips = time.monotonic() + 120, {}
-        while time.monotonic() < deadline and len(ips) < len(names):
-            items = json.loads(_kubectl(site, hosts, "get", "pods", "-n", "default", "-o", "json"))["items"]
-            ips = {p["spec"]["nodeName"]: p["status"]["podIP"] for p in items
-                   if p["metadata"]["name"] in names.values() and p.get("status", {}).get("phase") == "Running"
-                   and p["status"].get("podIP")}  # fmt: skip
-            time.sleep(2)
-        assert set(ips) == set(names), f"pods running with an address: {ips}"
+        ips = pinned_pods.addresses(master, names)
+        assert set(ips) == set(names), f"pods running with an address: {ips}; " + "; ".join(
+            pinned_pods.events(master, p) for n, p in names.items() if n not in ips
+        )
         for node, ip in ips.items():
             cidr = ipaddress.ip_network(nodes[node]["spec"]["podCIDR"])
             assert ipaddress.ip_address(ip) in cidr, (node, ip, cidr)
@@ -210,9 +200,7 @@ def test_pods_on_every_node_reach_each_other_over_the_pod_network(site, hosts, n
                     assert ping.rc == 0, (node, other, ping.stdout, ping.stderr)
         print("\n".join(rows))
     finally:
-        _kubectl(
-            site, hosts, "delete", "pod", "-n", "default", "--wait=true", "--timeout=60s", *names.values()
-        )
+        pinned_pods.delete(master, names)
     for node, ip in ips.items():
         deadline = time.monotonic() + 30
         while hosts[node].file(f"/var/lib/cni/networks/cbr0/{ip}").exists and time.monotonic() < deadline:

@@ -4,9 +4,12 @@ control-plane node and an unknown node are refused before anything changes."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 
 import pytest
+
+from tests._support import pinned_pods
 
 pytestmark = pytest.mark.usefixtures("installs")
 KUBECTL = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
@@ -65,5 +68,31 @@ def test_rejoin_resets_and_joins_a_worker_again(site, hosts, cli):
     for role in set(worker.roles) & {"gpu-worker", "cpu-worker"}:
         assert labels.get(f"node-role.kubernetes.io/runai-{role}") == "true"
     assert not hosts[worker.name].file("/etc/kubernetes/appliance-join.yaml").exists  # the token file is gone
+    # A pod runs on it (the bridge cni0 then holds its range's gateway). A second rejoin: the
+    # controller's range cursor has moved past this node's range since it started (a lab booted
+    # from its snapshot restarts it, as the first rejoin found), so the node gets a new podCIDR,
+    # as on a site whose controller has run since its nodes joined. Its pods must get addresses in
+    # the new range: the bridge that held the old gateway must not refuse them.
+    old_cidr = node["spec"]["podCIDR"]
+    ran = [_pinned_pod_address(site, hosts, worker.name, old_cidr)]
+    r = cli("node", "rejoin", "--site", str(site.site_dir), worker.name, "--yes", timeout=1200)
+    assert r.rc == 0, r.out[-3000:] + r.err
+    cidr = _node(site, hosts, worker.name)["spec"]["podCIDR"]
+    assert cidr != old_cidr, f"{worker.name} kept {cidr}: the test needs a new range"
+    ran.append(_pinned_pod_address(site, hosts, worker.name, cidr))
+    print(f"{worker.name}: podCIDR {old_cidr}, a pod at {ran[0]}; rejoined: {cidr}, a pod at {ran[1]}")
     r = cli("node", "rejoin", "--site", str(site.site_dir), site.master.name, "--yes")
     assert r.rc == 2 and "last control-plane node: resetting it" in r.err
+
+
+def _pinned_pod_address(site, hosts, name: str, cidr: str) -> str:
+    """A pod pinned to node NAME runs with an address in CIDR; it is deleted again."""
+    master, names = hosts[site.master.name], {name: f"rejoin-check-{name}"}
+    pinned_pods.start(master, names)
+    try:
+        ips = pinned_pods.addresses(master, names)
+        assert name in ips, pinned_pods.events(master, names[name])
+        assert ipaddress.ip_address(ips[name]) in ipaddress.ip_network(cidr), (ips, cidr)
+        return ips[name]
+    finally:
+        pinned_pods.delete(master, names)
