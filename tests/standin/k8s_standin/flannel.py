@@ -68,14 +68,17 @@ class Flanneld:
         self.network = conf["Network"]
         self.backend = str((conf.get("Backend") or {}).get("Type") or "udp")
         self.routes: dict[str, str] = {}  # what this daemon added: cidr -> gateway
-        self.ready = False
+        self.link: tuple[str, int] | None = None
 
     def _link(self) -> tuple[str, int]:
-        """The link of the node's default route and its MTU (flanneld's --iface default)."""
-        rc, out = run(["ip", "-j", "route", "show", "default"], timeout=10)
-        dev = (json.loads(out)[0].get("dev") if rc == 0 and out.strip() not in ("", "[]") else None) or "eth0"
-        mtu = int(read_text(hp(f"/sys/class/net/{dev}/mtu")) or 1500)
-        return dev, mtu
+        """The link of the node's default route and its MTU (flanneld's --iface default), found once."""
+        if self.link is None:
+            rc, out = run(["ip", "-j", "route", "show", "default"], timeout=10)
+            dev = (
+                json.loads(out)[0].get("dev") if rc == 0 and out.strip() not in ("", "[]") else None
+            ) or "eth0"
+            self.link = (dev, int(read_text(hp(f"/sys/class/net/{dev}/mtu")) or 1500))
+        return self.link
 
     def sync(self) -> None:
         nodes = self.client.get("/api/v1/nodes")["items"]
@@ -100,7 +103,6 @@ class Flanneld:
         for cidr in [c for c in self.routes if c not in want]:  # a node left: its route goes
             run(["ip", "route", "del", cidr], timeout=10)
             del self.routes[cidr]
-        self.ready = True
 
 
 # -------------------------------------------------------------------------------------- CNI plugin

@@ -19,9 +19,14 @@ kuberuntime_container.go at fbba6b47 (startContainer: `Error: %v` of ErrImagePul
 ImagePullBackOff); pkg/kubelet/events/event.go at 00bdb3fa (the reasons); client-go's
 tools/record (an event is `<pod>.<hex ns>`, an identical one counts up in place).
 
-Limits: no container is started; an init step that copies a file out of the image itself
-(flannel's install-cni-plugin copying /flannel) is not emulated (the lab's images are busybox
-stand-ins without that file); probes, restarts and resources are not modelled. The sandbox image
+A pod off the host network gets its sandbox network first (podnet.py: a namespace, the node's CNI
+config through the real plugins; FailedCreatePodSandBox with the plugin's error when that fails;
+no sandbox while the node has no CNI config) and reports the address in status.podIP. flannel's
+pod is run as flannel.py's stand-ins: install-cni-plugin's copy of /flannel installs the stand-in's
+CNI plugin, and the kube-flannel container is flanneld (subnet.env, host-gw routes).
+
+Limits: no container is started (the lab's images are busybox stand-ins); probes, restarts and
+resources are not modelled. The sandbox image
 is pulled here, not by containerd's RunPodSandbox, so FailedCreatePodSandBox carries crictl's
 pull error, not the sandbox call's. No Created/Started events (nothing starts).
 """
@@ -172,12 +177,8 @@ class PodWorker:
                 self._event(
                     pod, c, init, "Normal", "Pulled", f'Successfully pulled image "{image}" in {took}'
                 )
-        for c in inits:
-            self.emulate_init(pod, c)
-        for c in apps:
-            self.emulate_app(pod, c)
         ip = None
-        if not spec.get("hostNetwork"):
+        if not spec.get("hostNetwork"):  # the sandbox and its network come before any container
             ready, why = cni_ready()
             if not ready:  # kubelet.go syncPod: no sandbox while the runtime's network is not ready
                 return _status("Pending", pod, inits, apps, ("", why, ""))
@@ -188,6 +189,10 @@ class PodWorker:
                             f"Failed to create pod sandbox: rpc error: code = Unknown desc = {e}")  # fmt: skip
                 return _status("Pending", pod, inits, apps, ("", str(e), ""))
             self.ips[uid] = ip
+        for c in inits:
+            self.emulate_init(pod, c)
+        for c in apps:
+            self.emulate_app(pod, c)
         self.running.add(uid)
         self.backoff.pop(uid, None)
         return _status("Running", pod, inits, apps, None, ip)
