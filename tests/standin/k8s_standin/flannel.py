@@ -5,10 +5,11 @@ flanneld (`--kube-subnet-mgr`): the node's lease is its spec.podCIDR; it writes 
 subnet.env as flannel's WriteSubnetFile does (flannel-io/flannel pkg/subnet/subnetfile_unix.go at
 b81aa1a7: FLANNEL_NETWORK, FLANNEL_SUBNET = the lease's first address, FLANNEL_MTU, FLANNEL_IPMASQ),
 then keeps one route per other node, `<its podCIDR> via <its InternalIP>`, as the host-gw backend
-does. Limits: whatever Backend.Type net-conf.json names, the routes are host-gw's (the lab's nodes
-share one L2 segment); FLANNEL_MTU is the backend's (vxlan: the link's MTU less its 50-byte
-header) so the pods see the MTU a site would; no vxlan device, no node annotations, no iptables
-masquerade (--ip-masq is only written to subnet.env).
+does (vxlan with DirectRouting sets the same route: vxlan_network.go at 067ed7f6). Limits: whatever
+Backend.Type net-conf.json names, the routes are host-gw's (the lab's nodes share one L2 segment);
+FLANNEL_MTU is the backend's (vxlan: the link's MTU less its 50-byte header) so the pods see the
+MTU a site would; no vxlan device, no node annotations, no iptables masquerade (--ip-masq is only
+written to subnet.env).
 
 The CNI plugin: flannel-io/cni-plugin flannel.go at 084d30bd and flannel_linux.go at 6f13a99d. ADD
 reads subnet.env, builds the delegate (type bridge, ipMasq = not FLANNEL_IPMASQ, mtu, isGateway,
@@ -30,7 +31,8 @@ from .util import hp, log_klog, read_text, run, write_file
 
 SUBNET_FILE = "/run/flannel/subnet.env"
 DATA_DIR = "/var/lib/cni/flannel"
-VXLAN_OVERHEAD = 50  # flannel pkg/backend/vxlan/vxlan_network.go: MTU = link MTU - 50
+# flannel pkg/backend/vxlan/vxlan_network.go at 067ed7f6: encapOverhead; MTU() is the link's less it
+VXLAN_OVERHEAD = 50
 
 
 # ------------------------------------------------------------------------------------------ flanneld

@@ -6,7 +6,8 @@ containernetworking-plugins) and flannel's stand-in.
 
 Wording: containerd's `failed to setup network for sandbox %q: %w` (pkg/cri/server/sandbox_run.go)
 around libcni's `plugin type=%q failed (add): %w` (containernetworking/cni libcni/api.go
-AddNetworkList), both read in the code index at no tag.
+AddNetworkList), as seen in excerpts of the code index that name no repository or tag; the bridge
+plugin's own errors come from Debian's real plugin.
 
 Limits: the namespace is named after the pod's uid (containerd names it after a random id), and
 the sandbox's random id is kept in /run/k8s-standin/sandboxes/<uid>, so a restarted kubelet finds
