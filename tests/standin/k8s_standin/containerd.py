@@ -82,9 +82,10 @@ def containerd_config() -> dict:
     return out
 
 
-def cni_ready(conf_dir: str | None = None) -> tuple[bool, str]:
-    """containerd's CNI status: a loadable network config in conf_dir."""
-    d = hp(conf_dir or containerd_config()["conf_dir"])
+def cni_network(conf_dir: str) -> dict | None:
+    """The first loadable network config in conf_dir (libcni's ConfFiles, sorted), as a conflist:
+    what containerd's CNI status checks for and what a sandbox's network runs (podnet.py)."""
+    d = hp(conf_dir)
     try:
         names = sorted(n for n in os.listdir(d) if n.endswith((".conf", ".conflist", ".json")))
     except OSError:
@@ -97,9 +98,16 @@ def cni_ready(conf_dir: str | None = None) -> tuple[bool, str]:
         if not isinstance(doc, dict):
             continue
         if n.endswith(".conflist") and isinstance(doc.get("plugins"), list) and doc["plugins"]:
-            return True, ""
-        if not n.endswith(".conflist") and doc.get("type"):
-            return True, ""
+            return doc
+        if not n.endswith(".conflist") and doc.get("type"):  # a single .conf is a list of one
+            return {"name": doc.get("name", ""), "cniVersion": doc.get("cniVersion", ""), "plugins": [doc]}
+    return None
+
+
+def cni_ready(conf_dir: str | None = None) -> tuple[bool, str]:
+    """containerd's CNI status: a loadable network config in conf_dir."""
+    if cni_network(conf_dir or containerd_config()["conf_dir"]) is not None:
+        return True, ""
     return False, "Network plugin returns error: cni plugin not initialized"
 
 

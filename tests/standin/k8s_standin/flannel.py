@@ -123,10 +123,9 @@ def load_subnet_env(path: str) -> dict[str, Any]:
         k, _, v = line.partition("=")
         if k in ("FLANNEL_NETWORK", "FLANNEL_SUBNET"):
             try:
-                ipaddress.ip_interface(v)
+                env[k] = str(ipaddress.ip_interface(v).network)
             except ValueError:
                 raise CniError(f"invalid CIDR address: {v}") from None
-            env[k] = str(ipaddress.ip_interface(v).network)
         elif k == "FLANNEL_MTU":
             env[k] = int(v)
         elif k == "FLANNEL_IPMASQ":

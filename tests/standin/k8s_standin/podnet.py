@@ -25,7 +25,7 @@ import re
 import secrets
 import subprocess
 
-from .containerd import containerd_config
+from .containerd import cni_network, containerd_config
 from .util import hp, run, write_file
 
 NETNS_DIR = "/var/run/netns"
@@ -47,26 +47,6 @@ def sandbox_id(uid: str) -> str | None:
 
 def netns_name(uid: str) -> str:
     return f"cni-{uid}"
-
-
-def network_config(conf_dir: str) -> dict | None:
-    """The first loadable config in conf_dir (libcni's ConfFiles, sorted), as a conflist."""
-    d = hp(conf_dir)
-    try:
-        names = sorted(n for n in os.listdir(d) if n.endswith((".conf", ".conflist", ".json")))
-    except OSError:
-        return None
-    for n in names:
-        try:
-            with open(os.path.join(d, n), encoding="utf-8") as f:
-                doc = json.load(f)
-        except (OSError, ValueError):
-            continue
-        if isinstance(doc, dict) and n.endswith(".conflist") and isinstance(doc.get("plugins"), list):
-            return doc
-        if isinstance(doc, dict) and doc.get("type"):  # a single .conf is a list of one
-            return {"name": doc.get("name", ""), "cniVersion": doc.get("cniVersion", ""), "plugins": [doc]}
-    return None
 
 
 def plugin_conf(net: dict, plugin: dict, prev: dict | None) -> bytes:
@@ -98,7 +78,7 @@ def _exec(bin_dir: str, plugin: dict, env: dict[str, str], body: bytes) -> dict:
 
 def _run_list(pod: dict, command: str, netns: str, sid: str) -> dict | None:
     cfg = containerd_config()
-    net = network_config(cfg["conf_dir"])
+    net = cni_network(cfg["conf_dir"])
     if net is None:
         raise NetError("cni plugin not initialized")
     meta = pod["metadata"]

@@ -312,12 +312,7 @@ class PodWorker:
             if _read_bytes(target) != plugin:
                 write_file(target, plugin, 0o755)
             return
-        if src is None or src[0] != "configMap":
-            return
-        cm_name, key = src[1], src[2]
-        ns = pod["metadata"]["namespace"]
-        cm = self.client.get(f"/api/v1/namespaces/{ns}/configmaps/{cm_name}")
-        data = (cm.get("data") or {}).get(key)
+        data = self._configmap_value(pod, src)
         if data is None:
             return
         target = hp(dst[1])
@@ -329,16 +324,17 @@ class PodWorker:
         argv = [*(c.get("command") or []), *(c.get("args") or [])]
         if not argv or argv[0] != "/opt/bin/flanneld" or self.flanneld:
             return
-        src = self._resolve(pod, c, "/etc/kube-flannel/net-conf.json")
-        if src is None or src[0] != "configMap":
-            return
-        ns = pod["metadata"]["namespace"]
-        net_conf = (self.client.get(f"/api/v1/namespaces/{ns}/configmaps/{src[1]}").get("data") or {}).get(
-            src[2]
-        )
+        net_conf = self._configmap_value(pod, self._resolve(pod, c, "/etc/kube-flannel/net-conf.json"))
         if net_conf:
             self.flanneld = (pod["metadata"]["uid"], Flanneld(self.client, self.node, net_conf, argv[1:]))
             self.flanneld[1].sync()
+
+    def _configmap_value(self, pod: dict, src: tuple[str, str, str] | None) -> str | None:
+        """The key of a ConfigMap in the pod's namespace that SRC (from _resolve) names, if it names one."""
+        if src is None or src[0] != "configMap":
+            return None
+        cm = self.client.get(f"/api/v1/namespaces/{pod['metadata']['namespace']}/configmaps/{src[1]}")
+        return (cm.get("data") or {}).get(src[2])
 
     @staticmethod
     def _resolve(pod: dict, c: dict, path: str) -> tuple[str, str, str] | None:
