@@ -166,9 +166,10 @@ def test_every_daemonset_pod_pulled_its_images_from_the_registry_and_runs(site, 
 
 def test_pods_on_every_node_reach_each_other_over_the_pod_network(site, hosts, nodes):
     """A pod pinned to each node gets an address in its node's podCIDR from the CNI config flannel
-    installed, behind the node's cni0 bridge (flannel's subnet.env names the same lease), and
-    reaches every other node's pod from inside its network namespace. Deleting the pods releases
-    their addresses and namespaces. (The lab: Debian's bridge and host-local under the stand-in's
+    installed, behind the node's cni0 bridge (flannel's subnet.env names the same lease), its
+    container runs in containerd in that network namespace, and it reaches every other node's pod
+    from inside the namespace. Deleting the pods releases their addresses and namespaces, and
+    removes their containers. (The lab: Debian's bridge and host-local under the stand-in's
     flannel plugin and host-gw routes; a site: flannel's own.)"""
     import ipaddress
 
@@ -186,12 +187,28 @@ def test_pods_on_every_node_reach_each_other_over_the_pod_network(site, hosts, n
             gateway = f"{cidr.network_address + 1}/{cidr.prefixlen}"
             assert f"FLANNEL_SUBNET={gateway}" in hosts[node].file("/run/flannel/subnet.env").content_string
             assert f" {gateway} " in hosts[node].check_output("ip -4 -o addr show dev cni0"), node
-        rows = []
+        rows, shown = [], ""
         for node, ip in ips.items():
             find = ("for ns in $(ip netns list | cut -d' ' -f1); do ip -n \"$ns\" -4 -o addr | grep -q "
                     f"{shlex.quote(' ' + ip + '/')} && echo \"$ns\"; done")  # fmt: skip
             netns = hosts[node].check_output(find).split()
             assert len(netns) == 1, (node, ip, netns)
+            # the pod's container runs in that namespace (containerd's task, found through crictl)
+            sandbox = hosts[node].check_output(
+                shlex.join(["crictl", "pods", "--name", f"^{names[node]}$", "-q"])
+            )
+            assert len(sandbox.split()) == 1, (node, sandbox)
+            cid = (
+                hosts[node]
+                .check_output(shlex.join(["crictl", "ps", "--pod", sandbox.split()[0], "-q"]))
+                .split()
+            )
+            assert len(cid) == 1, (node, cid)
+            tasks = hosts[node].check_output("ctr -n k8s.io tasks ls").splitlines()[1:]
+            pid = next(t.split()[1] for t in tasks if t.split()[0] == cid[0] and t.split()[2] == "RUNNING")
+            assert hosts[node].check_output(f"ip netns identify {pid}").split() == netns, (node, pid)
+            if node != site.master.name:
+                shown = f"crictl ps on {node}:\n" + hosts[node].check_output("crictl ps")
             for other, other_ip in ips.items():
                 if other != node:
                     ping = hosts[node].run(shlex.join(["ip", "netns", "exec", netns[0], "ping", "-c", "1",
@@ -199,6 +216,7 @@ def test_pods_on_every_node_reach_each_other_over_the_pod_network(site, hosts, n
                     rows.append(f"{node} {ip} -> {other} {other_ip}: rc {ping.rc}")
                     assert ping.rc == 0, (node, other, ping.stdout, ping.stderr)
         print("\n".join(rows))
+        print(shown)
     finally:
         pinned_pods.delete(master, names)
     for node, ip in ips.items():
@@ -208,6 +226,8 @@ def test_pods_on_every_node_reach_each_other_over_the_pod_network(site, hosts, n
         assert not hosts[node].file(f"/var/lib/cni/networks/cbr0/{ip}").exists, (
             f"{node}: {ip} still allocated"
         )
+        left = hosts[node].check_output(shlex.join(["crictl", "pods", "--name", f"^{names[node]}$", "-q"]))
+        assert left.split() == [], f"{node}: the pod's sandbox is still there: {left}"
 
 
 def test_a_node_whose_flannel_image_cannot_be_pulled_is_not_ready(site, hosts):

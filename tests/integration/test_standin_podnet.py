@@ -1,7 +1,8 @@
 """The stand-in's pod network on this host, with Debian's real bridge and host-local plugins under
 the stand-in's flannel plugin (tests/standin/k8s_standin/podnet.py, flannel.py), inside a network
 and mount namespace of its own (`unshare`), so the host's links and /var/run/netns are untouched:
-a sandbox gets an address in the lease behind cni0, a second call finds it again, and teardown
+a sandbox gets an address in the lease behind cni0 and its loopback up (the loopback plugin, as
+containerd's CRI runs it first), a second call finds it again, and teardown
 releases the address and removes the namespace. The lab e2e runs the same across nodes."""
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ inside = subprocess.run(["ip", "netns", "exec", "cni-" + pod["metadata"]["uid"],
 ping = subprocess.run(["ip", "netns", "exec", "cni-" + pod["metadata"]["uid"], "busybox", "ping", "-c", "1", "-W", "5",
                        "10.244.1.1"], capture_output=True, text=True)
 ping = [ping.returncode, ping.stdout + ping.stderr]
+lo = subprocess.run(["ip", "netns", "exec", "cni-" + pod["metadata"]["uid"], "ip", "-o", "link", "show", "lo"],
+                    capture_output=True, text=True).stdout
 allocated = sorted(os.listdir(sys.argv[1]))
 err = podnet.teardown(pod)
-print(json.dumps({"first": first, "again": again, "sid": sid, "bridge": bridge, "inside": inside, "ping": ping,
+print(json.dumps({"first": first, "again": again, "sid": sid, "bridge": bridge, "inside": inside, "ping": ping, "lo": lo,
                   "allocated": allocated, "err": err, "after": sorted(os.listdir(sys.argv[1])),
                   "netns": os.path.exists("/var/run/netns/cni-" + pod["metadata"]["uid"]),
                   "leftover": sorted(podnet.leftover_uids())}))
@@ -41,7 +44,7 @@ def test_a_sandbox_gets_a_lease_address_keeps_it_and_gives_it_back(tmp_path: Pat
     root, ipam = tmp_path / "root", tmp_path / "ipam"
     bindir = root / "opt/cni/bin"
     bindir.mkdir(parents=True)
-    for plugin in ("bridge", "host-local", "portmap"):
+    for plugin in ("bridge", "host-local", "portmap", "loopback"):
         (bindir / plugin).symlink_to(CNI / plugin)
     flannel = bindir / "flannel"  # the stand-in as install-cni-plugin leaves it: answers as `flannel`
     flannel.write_text(f"#!/bin/sh\ncd {REPO} && exec {sys.executable} -c 'import sys; from tests.standin."
@@ -72,6 +75,7 @@ def test_a_sandbox_gets_a_lease_address_keeps_it_and_gives_it_back(tmp_path: Pat
     assert " 10.244.1.1/24 " in r["bridge"], r  # the bridge is the lease's gateway
     assert "default via 10.244.1.1" in r["inside"] and "10.244.0.0/16 via 10.244.1.1" in r["inside"], r
     assert r["ping"][0] == 0, r["ping"]  # the pod reaches its gateway over the veth
+    assert "<LOOPBACK,UP,LOWER_UP>" in r["lo"], r
     assert "10.244.1.2" in r["allocated"], r
     assert r["err"] is None and "10.244.1.2" not in r["after"], r  # DEL released the address
     assert r["netns"] is False and r["leftover"] == [], r

@@ -1,8 +1,9 @@
 """The stand-in's DaemonSet controller and kubelet pod worker against the stand-in API server (real
 mutual TLS, node credentials): scheduling by selector, affinity and taints; a pod that pulls
 reports Running and its ConfigMap copy lands on the host; a pull failure reports ErrImagePull /
-ImagePullBackOff naming the image and writes nothing; the kubelet's image events on the pod. containerd is replaced by a recorded
-puller here (no daemon on this machine); the lab e2e pulls for real."""
+ImagePullBackOff naming the image and writes nothing; the kubelet's image events on the pod; its
+sandbox and app containers, their exits and restarts. containerd is replaced by a recorded puller
+and tests/_support/fake_ctr.py here (no daemon on this machine); the lab e2e runs the real one."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests._support.fake_ctr import FakeCtr
 from tests._support.standin_cluster import Cluster
-from tests.standin.k8s_standin import podnet, util
+from tests.standin.k8s_standin import podnet, runtime, util
 from tests.standin.k8s_standin.client import ApiClient, ApiError, Credentials, load_kubeconfig
 from tests.standin.k8s_standin.controllers import eligible, pod_name
 from tests.standin.k8s_standin.pods import PodWorker
@@ -53,6 +55,14 @@ def _flannel(image: str = FLANNEL) -> list[dict]:
         {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "kube-flannel-ds", "namespace": "kube-flannel"},
          "spec": ds_spec},
     ]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def ctrd(monkeypatch: pytest.MonkeyPatch) -> FakeCtr:
+    """containerd's containers and tasks, as runtime.py sees them through ctr."""
+    fake = FakeCtr()
+    monkeypatch.setattr(runtime, "ctr", fake)
+    return fake
 
 
 @pytest.fixture
@@ -136,16 +146,18 @@ def test_a_pulled_pod_runs_its_configmap_copy_and_reports_running(cluster: Clust
     assert pod["status"]["phase"] == "Running"
     assert pod["status"]["initContainerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
     assert pod["status"]["containerStatuses"][0]["ready"] is True
-    pulling, pulled, present = _events(cluster)
+    pulling, pulled, present, created, started = _events(cluster)
     assert pulling == ("Normal", "Pulling", f'Pulling image "{FLANNEL}"', 1)
     assert pulled[:2] == ("Normal", "Pulled")
     assert re.fullmatch(rf'Successfully pulled image "{re.escape(FLANNEL)}" in [0-9.]+(ms|s)', pulled[2]), (
         pulled
     )
     assert present == ("Normal", "Pulled", f'Container image "{FLANNEL}" already present on machine', 1)
+    assert (created, started) == (("Normal", "Created", "Created container kube-flannel", 1),
+                                  ("Normal", "Started", "Started container kube-flannel", 1))  # fmt: skip
     worker.sync()  # nothing left to do: no second pull, no new event
     assert puller.pulled == [SANDBOX, FLANNEL]
-    assert len(_events(cluster)) == 3
+    assert len(_events(cluster)) == 5
 
 
 def _events(c: Cluster) -> list[tuple[str, str, str, int]]:
@@ -324,3 +336,145 @@ def test_flannels_install_cni_plugin_puts_the_standins_plugin_in_the_cni_bin_dir
     ).sync()
     plugin = tmp_path / "root/opt/cni/bin/flannel"
     assert plugin.read_bytes() == b"the stand-in zipapp" and plugin.stat().st_mode & 0o777 == 0o755
+
+
+# ---- containers: a sandbox per pod, then its app containers, through containerd (fake_ctr here) --------
+
+
+def _worker(c: Cluster, node: str = "w1") -> PodWorker:
+    return PodWorker(
+        _node_client(c, node), node, "unix:///run/containerd/containerd.sock", Puller(), lambda e: set()
+    )
+
+
+def _network_ready(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = tmp_path / "root/etc/cni/net.d/10-flannel.conflist"
+    conf.parent.mkdir(parents=True)
+    conf.write_text(CNI_CONF)
+    monkeypatch.setattr(podnet, "setup", lambda pod: "10.244.1.2")
+    monkeypatch.setattr(podnet, "sandbox_id", lambda uid: "5" * 64)
+
+
+def test_a_pod_runs_a_sandbox_in_its_network_namespace_then_its_containers_and_the_delete_removes_them(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ctrd: FakeCtr
+) -> None:
+    cluster.add_node("w1")
+    _network_ready(tmp_path, monkeypatch)
+    uid = _plain_pod(cluster, "w1")["metadata"]["uid"]
+    worker = _worker(cluster)
+    worker.sync()
+    status = _default_pod(cluster)["status"]
+    assert status["phase"] == "Running" and status["containerStatuses"][0]["state"].keys() == {"running"}
+    (sandbox,), (app,) = ctrd.running("sandbox"), ctrd.running("container")
+    netns = ["--with-ns", f"network:/var/run/netns/cni-{uid}"]
+    assert ctrd.containers["5" * 64] is sandbox and sandbox.image == SANDBOX  # the id podnet's CNI calls used
+    assert _flag_pairs(sandbox.flags, "--with-ns") == [netns] == _flag_pairs(app.flags, "--with-ns")
+    assert sandbox.labels == {"io.cri-containerd.kind": "sandbox", "io.kubernetes.pod.name": "web",
+                              "io.kubernetes.pod.namespace": "default", "io.kubernetes.pod.uid": uid}  # fmt: skip
+    assert app.labels["io.kubernetes.container.name"] == "c" and app.image == FLANNEL
+    assert _flag_pairs(app.flags, "--log-uri") == [
+        ["--log-uri", f"file:///var/log/pods/default_web_{uid}/c/0.log"]
+    ]
+    reasons = [e["reason"] for e in cluster.admin().get("/api/v1/namespaces/default/events")["items"]]
+    assert reasons[-2:] == ["Created", "Started"]
+    runs = len([c for c in ctrd.calls if c[:1] == ["run"]])
+    worker.sync()  # all running: nothing started again
+    assert len([c for c in ctrd.calls if c[:1] == ["run"]]) == runs
+    monkeypatch.setattr(podnet, "leftover_uids", lambda: set())
+    cluster.admin().call("DELETE", "/api/v1/namespaces/default/pods/web")
+    worker.sync()
+    assert ctrd.containers == {} and not (tmp_path / f"root/run/k8s-standin/containers/{uid}").exists()
+
+
+def _flag_pairs(flags: list[str], name: str) -> list[list[str]]:
+    return [flags[i : i + 2] for i in range(len(flags)) if flags[i] == name]
+
+
+def test_a_container_whose_program_the_lab_image_lacks_is_left_to_the_emulation(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ctrd: FakeCtr
+) -> None:
+    cluster.add_node("w1")
+    _network_ready(tmp_path, monkeypatch)
+    ctrd.programs[FLANNEL] = {"/bin/sh"}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
+           "spec": {"nodeName": "w1", "containers": [{"name": "c", "image": FLANNEL, "command": ["/opt/bin/flanneld"]}]}}  # fmt: skip
+    cluster.admin().call("POST", "/api/v1/namespaces/default/pods", pod)
+    _worker(cluster).sync()
+    assert _default_pod(cluster)["status"]["phase"] == "Running"
+    assert ctrd.running("container") == [] and len(ctrd.running("sandbox")) == 1
+    assert len(ctrd.containers) == 1  # the failed one removed
+
+
+@pytest.mark.parametrize(("policy", "phase", "restarts"), [("Never", "Failed", 0), ("Always", "Running", 1)])
+def test_an_exited_container_ends_the_pod_or_starts_again_by_its_restart_policy(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ctrd: FakeCtr,
+    policy: str, phase: str, restarts: int,
+) -> None:  # fmt: skip
+    cluster.add_node("w1")
+    _network_ready(tmp_path, monkeypatch)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
+           "spec": {"nodeName": "w1", "restartPolicy": policy, "containers": [{"name": "c", "image": FLANNEL}]}}  # fmt: skip
+    cluster.admin().call("POST", "/api/v1/namespaces/default/pods", pod)
+    worker = _worker(cluster)
+    worker.sync()
+    ctrd.exit("c", 3)
+    worker.sync()
+    worker.sync()
+    status = _default_pod(cluster)["status"]
+    (c,) = status["containerStatuses"]
+    assert (status["phase"], c["restartCount"]) == (phase, restarts), status
+    if policy == "Never":
+        assert c["state"]["terminated"]["exitCode"] == 3 and c["state"]["terminated"]["reason"] == "Error"
+        assert ctrd.running("container") == [] == ctrd.running("sandbox")  # an ended pod's sandbox goes
+        assert status["podIP"] == "10.244.1.2"  # its status keeps the address
+    else:
+        assert "running" in c["state"] and len(ctrd.running("container")) == 1
+        assert _flag_pairs(ctrd.running("container")[0].flags, "--log-uri")[0][1].endswith("/c/1.log")
+
+
+def test_a_sandbox_that_cannot_start_is_failed_create_pod_sandbox_with_containerds_error(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ctrd: FakeCtr
+) -> None:
+    cluster.add_node("w1")
+    _network_ready(tmp_path, monkeypatch)
+    ctrd.fail_run = (
+        "failed to create shim task: OCI runtime create failed: runc create failed: permission denied"
+    )
+    _plain_pod(cluster, "w1")
+    _worker(cluster).sync()
+    assert _default_pod(cluster)["status"]["phase"] == "Pending"
+    events = [
+        (e["reason"], e["message"]) for e in cluster.admin().get("/api/v1/namespaces/default/events")["items"]
+    ]
+    assert ("FailedCreatePodSandBox", "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to "
+            f"create containerd task: {ctrd.fail_run}") in events, events  # fmt: skip
+    assert ctrd.containers == {}
+
+
+def test_host_path_mounts_are_made_as_the_kubelet_and_containerd_make_them(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ctrd: FakeCtr
+) -> None:
+    """A missing hostPath: FileOrCreate an empty file, DirectoryOrCreate and an unset type a
+    directory (containerd makes any missing bind source one); each bind-mounted where it asks."""
+    cluster.add_node("w1")
+    _network_ready(tmp_path, monkeypatch)
+    mounts = [("run", "/run/flannel", "", "/run/flannel"), ("lock", "/run/xtables.lock", "FileOrCreate", "/run/xtables.lock"),
+              ("lib", "/var/lib/x", "DirectoryOrCreate", "/data")]  # fmt: skip
+    c = {
+        "name": "c",
+        "image": FLANNEL,
+        "volumeMounts": [{"name": n, "mountPath": dst} for n, _, _, dst in mounts],
+    }
+    vols = [{"name": n, "hostPath": {"path": p, **({"type": t} if t else {})}} for n, p, t, _ in mounts]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
+           "spec": {"nodeName": "w1", "hostNetwork": True, "containers": [c], "volumes": vols}}  # fmt: skip
+    cluster.admin().call("POST", "/api/v1/namespaces/default/pods", pod)
+    _worker(cluster).sync()
+    root = tmp_path / "root"
+    assert (root / "run/flannel").is_dir() and (root / "var/lib/x").is_dir()
+    assert (root / "run/xtables.lock").is_file() and (root / "run/xtables.lock").stat().st_size == 0
+    (app,) = ctrd.running("container")
+    assert [f[1] for f in _flag_pairs(app.flags, "--mount")] == [
+        f"type=bind,src={p},dst={dst},options=rbind:rw" for _, p, _, dst in mounts
+    ]
+    assert "--net-host" in app.flags and "--with-ns" not in app.flags  # hostNetwork: the node's own

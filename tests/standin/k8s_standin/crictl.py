@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from . import etcdpod
+from . import runtime
 from .containerd import containerd_version, cri_info, crictl_fatal, ctr, image_exists, pull_image, sock_path
 from .etcdpod import ETCD_CONTAINER
 from .flags import parse_flags
@@ -107,7 +107,7 @@ def _apiserver_rows(all_states: bool) -> list[list[str]]:
     return rows
 
 
-def _crictl_exec(args: list[str]) -> int:
+def _crictl_exec(ep: str, args: list[str]) -> int:
     """crictl exec [-i] [-t] [-s] [--timeout N] CONTAINER CMD...: only etcdctl in the etcd container."""
     while args and args[0].startswith("-"):
         flag = args.pop(0)
@@ -129,31 +129,90 @@ def _crictl_exec(args: list[str]) -> int:
         sys.stderr.write(crictl_fatal("ID and COMMAND cannot be empty"))
         return 1
     cid, cmd = args[0], args[1:]
-    if not ETCD_CONTAINER.startswith(cid) or not etcdpod.running():
+    running = [c for c, state in (runtime.tasks(ep) or {}).items() if state == "RUNNING"]
+    known = {e["id"] for u in runtime.recorded_uids() for e in runtime.record(u) if e["kind"] == "container"}
+    found = [c for c in running if c.startswith(cid) and (c in known or c == ETCD_CONTAINER)]
+    if len(found) != 1:  # a prefix as containerd's CRI resolves one (truncindex): unique, or not found
         sys.stderr.write(crictl_fatal(f"execing command in container: rpc error: code = NotFound desc = an error "
                                       f'occurred when try to find container "{cid}": not found'))  # fmt: skip
         return 1
     # what crictl passes through: the command's own output and exit code (runc's when it cannot exec)
-    return subprocess.run(etcdpod.exec_argv(f"crictl-exec-{os.getpid()}", cmd), check=False).returncode
+    argv = ["ctr", "--address", sock_path(ep), "-n", runtime.NS, "tasks", "exec", "--exec-id",
+            f"crictl-exec-{os.getpid()}", found[0], *cmd]  # fmt: skip
+    return subprocess.run(argv, check=False).returncode
+
+
+def _pod_records() -> list[tuple[str, dict, dict]]:
+    """(pod uid, its sandbox's entry, one of its entries) for every container runtime.py ran."""
+    out = []
+    for uid in sorted(runtime.recorded_uids()):
+        entries = runtime.record(uid)
+        out += [(uid, entries[0], e) for e in entries if entries[0]["kind"] == "sandbox"]
+    return out
 
 
 def _crictl_ps(ep: str, flags: dict[str, Any]) -> None:
-    _, out = ctr(ep, "-n", "k8s.io", "tasks", "ls")
+    have = runtime.tasks(ep) or {}
     rows = [["CONTAINER", "IMAGE", "CREATED", "STATE", "NAME", "ATTEMPT", "POD ID"]]
-    for line in out.splitlines()[1:]:
-        f = line.split()
-        if len(f) >= 3 and (flags.get("all") or f[2] == "RUNNING"):
-            name = "etcd" if f[0] == ETCD_CONTAINER else f[0][:13]
-            rows.append([f[0], "", "", "Running" if f[2] == "RUNNING" else "Exited", name, "0", ""])
+    mine = {e["id"]: (e, sb) for _, sb, e in _pod_records()}
+    for cid, state in have.items():
+        if cid in mine and mine[cid][0]["kind"] == "sandbox":  # `crictl pods` lists these
+            continue
+        if flags.get("all") or state == "RUNNING":
+            e, sb = mine.get(
+                cid, ({"name": "etcd" if cid == ETCD_CONTAINER else cid[:13], "image": ""}, {"id": ""})
+            )
+            rows.append(
+                [
+                    cid,
+                    e["image"],
+                    "",
+                    "Running" if state == "RUNNING" else "Exited",
+                    e["name"],
+                    "0",
+                    sb["id"][:13],
+                ]
+            )
     rows += _apiserver_rows(bool(flags.get("all")))
     if flags.get("name"):  # a regular expression on NAME, as crictl filters
         rows[1:] = [r for r in rows[1:] if re.search(flags["name"], r[4])]
+    if flags.get("pod"):  # a pod sandbox's id, or a prefix of it
+        rows[1:] = [r for r in rows[1:] if r[6] and any(sb["id"].startswith(flags["pod"]) and sb["id"][:13] == r[6]
+                                                        for _, sb, e in _pod_records() if e is sb)]  # fmt: skip
     # -q prints whole IDs, the table their first 13 characters (cmd/crictl/container.go, truncatedID)
     sys.stdout.write(
         "\n".join(r[0] for r in rows[1:]) + ("\n" if rows[1:] else "")
         if flags.get("quiet")
         else tabwrite([rows[0], *([r[0][:13], *r[1:]] for r in rows[1:])])
     )
+
+
+def _crictl_pods(ep: str, flags: dict[str, Any]) -> None:
+    """`crictl pods`: the sandboxes runtime.py ran (Ready while the pause container runs)."""
+    have = runtime.tasks(ep) or {}
+    rows = [["POD ID", "CREATED", "STATE", "NAME", "NAMESPACE", "ATTEMPT", "RUNTIME"]]
+    for _, sb, e in _pod_records():
+        if e is sb:
+            pod = _sandbox_pod(ep, sb["id"])
+            rows.append([sb["id"], "", "Ready" if have.get(sb["id"]) == "RUNNING" else "NotReady",
+                         pod.get("io.kubernetes.pod.name", ""), pod.get("io.kubernetes.pod.namespace", ""), "0",
+                         "(default)"])  # fmt: skip
+    if flags.get("name"):  # a regular expression on the pod's name
+        rows[1:] = [r for r in rows[1:] if re.search(flags["name"], r[3])]
+    sys.stdout.write(
+        "\n".join(r[0] for r in rows[1:]) + ("\n" if rows[1:] else "")
+        if flags.get("quiet")
+        else tabwrite([rows[0], *([r[0][:13], *r[1:]] for r in rows[1:])])
+    )
+
+
+def _sandbox_pod(ep: str, sid: str) -> dict[str, str]:
+    """The sandbox container's labels, as containerd keeps them."""
+    rc, out = ctr(ep, "-n", runtime.NS, "containers", "info", sid, timeout=10)
+    try:
+        return dict(json.loads(out).get("Labels") or {}) if rc == 0 else {}
+    except ValueError:
+        return {}
 
 
 def _crictl_logs(container: str, flags: dict[str, Any]) -> int:
@@ -180,7 +239,7 @@ def crictl_main(argv: list[str]) -> int:
         flags, pos = parse_flags(argv, {"runtime-endpoint": "str", "image-endpoint": "str", "timeout": "str",
                                         "debug": "bool", "config": "str", "version": "bool", "all": "bool",
                                         "quiet": "bool", "output": "str", "verbose": "bool", "name": "str",
-                                        "tail": "str"},
+                                        "tail": "str", "pod": "str"},
                                  {"r": "runtime-endpoint", "i": "image-endpoint", "t": "timeout", "D": "debug",
                                   "c": "config", "v": "version", "a": "all", "q": "quiet", "o": "output"})  # fmt: skip
     except Fail as e:
@@ -219,8 +278,10 @@ def crictl_main(argv: list[str]) -> int:
         _crictl_images(ep, flags)
     elif sub == "ps":
         _crictl_ps(ep, flags)
+    elif sub == "pods":
+        _crictl_pods(ep, flags)
     elif sub == "exec":
-        return _crictl_exec(exec_args)
+        return _crictl_exec(ep, exec_args)
     elif sub == "logs" and len(pos) > 1:
         return _crictl_logs(pos[1], flags)
     elif sub == "pull" and len(pos) > 1:

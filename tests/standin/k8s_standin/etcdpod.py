@@ -16,7 +16,7 @@ import time
 
 import yaml
 
-from .containerd import ctr, image_exists, pull_image, sock_path
+from .containerd import ctr, image_exists, pull_image
 from .util import Fail, read_text
 
 ETCD_CONTAINER = "e7cd5a7e11a9c0de"
@@ -96,9 +96,3 @@ def stop() -> None:
             break
         time.sleep(0.1)
     remove_leftover()
-
-
-def exec_argv(exec_id: str, cmd: list[str]) -> list[str]:
-    """`ctr task exec` of CMD in etcd's container (crictl exec)."""
-    return ["ctr", "--address", sock_path(ENDPOINT), "-n", NS, "tasks", "exec", "--exec-id", exec_id,
-            ETCD_CONTAINER, *cmd]  # fmt: skip

@@ -14,7 +14,7 @@ from typing import TextIO
 
 import yaml
 
-from . import etcdpod, podnet
+from . import etcdpod, podnet, runtime
 from .apiserver import res_path, version_info
 from .client import ApiClient, ApiError, Unreachable
 from .config import InitConfig, control_plane_images, load_init_config, parse_version
@@ -160,7 +160,9 @@ def cmd_kubeadm_reset(argv: list[str]) -> int:
         os.remove(hp(f"/etc/systemd/system/{APISERVER_UNIT}"))
         systemctl("daemon-reload")
         etcdpod.remove_leftover()
-    podnet.teardown_all()  # kubeadm removes the pods' sandboxes; containerd's StopPodSandbox runs CNI DEL
+    # kubeadm removes the pods' sandboxes (runtime.py); containerd's StopPodSandbox runs CNI DEL
+    runtime.remove_all(flags.get("cri-socket") or etcdpod.ENDPOINT)
+    podnet.teardown_all()
     if not is_cp:
         out.write("[reset] No etcd config found. Assuming external etcd\n"
                   "[reset] Please, manually reset etcd to prevent further issues\n")  # fmt: skip

@@ -11,9 +11,9 @@ plugin's own errors come from Debian's real plugin.
 
 Limits: the namespace is named after the pod's uid (containerd names it after a random id), and
 the sandbox's random id is kept in /run/k8s-standin/sandboxes/<uid>, so a restarted kubelet finds
-its pods' networks again; both go with a reboot, as containerd's do. No pause container holds the
-namespace (nothing runs in it; tests reach it with `ip netns exec`). No portMappings or bandwidth
-capabilities are passed.
+its pods' networks again; both go with a reboot, as containerd's do. The pod's pause container
+(runtime.py) joins the namespace after this, where containerd makes the namespace, runs CNI and then
+starts the container the same way. No portMappings or bandwidth capabilities are passed.
 """
 
 from __future__ import annotations
@@ -76,14 +76,19 @@ def _exec(bin_dir: str, plugin: dict, env: dict[str, str], body: bytes) -> dict:
     return out
 
 
-def _run_list(pod: dict, command: str, netns: str, sid: str) -> dict | None:
+# go-cni's WithLoNetwork, which containerd's CRI always sets: the loopback plugin brings `lo` up,
+# before the node's network (containerd/go-cni opts.go loNetwork; cni.go attaches networks in order)
+LOOPBACK = {"cniVersion": "0.3.1", "name": "cni-loopback", "plugins": [{"type": "loopback"}]}
+
+
+def _run_list(pod: dict, command: str, netns: str, sid: str, lo: bool = False) -> dict | None:
     cfg = containerd_config()
-    net = cni_network(cfg["conf_dir"])
+    net = LOOPBACK if lo else cni_network(cfg["conf_dir"])
     if net is None:
         raise NetError("cni plugin not initialized")
     meta = pod["metadata"]
     env = {
-        "CNI_COMMAND": command, "CNI_CONTAINERID": sid, "CNI_NETNS": netns, "CNI_IFNAME": "eth0",
+        "CNI_COMMAND": command, "CNI_CONTAINERID": sid, "CNI_NETNS": netns, "CNI_IFNAME": "lo" if lo else "eth0",
         "CNI_PATH": hp(cfg["bin_dir"]),
         "CNI_ARGS": f"IgnoreUnknown=1;K8S_POD_NAMESPACE={meta['namespace']};K8S_POD_NAME={meta['name']};"
                     f"K8S_POD_INFRA_CONTAINER_ID={sid};K8S_POD_UID={meta['uid']}",
@@ -137,6 +142,7 @@ def setup(pod: dict) -> str:
     if rc != 0:
         raise NetError(f'failed to create network namespace for sandbox "{sid}": {out.strip()}')
     try:
+        _run_list(pod, "ADD", f"{NETNS_DIR}/{name}", sid, lo=True)
         ip = pod_ip(_run_list(pod, "ADD", f"{NETNS_DIR}/{name}", sid))
         if not ip:
             raise NetError("the CNI result has no IP address")

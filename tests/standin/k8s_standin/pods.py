@@ -25,10 +25,14 @@ no sandbox while the node has no CNI config) and reports the address in status.p
 pod is run as flannel.py's stand-ins: install-cni-plugin's copy of /flannel installs the stand-in's
 CNI plugin, and the kube-flannel container is flanneld (subnet.env, host-gw routes).
 
-Limits: no container is started (the lab's images are busybox stand-ins); probes, restarts and
-resources are not modelled. The sandbox image
-is pulled here, not by containerd's RunPodSandbox, so FailedCreatePodSandBox carries crictl's
-pull error, not the sandbox call's. No Created/Started events (nothing starts).
+Then the pod's containers run for real (runtime.py): its pause container in that namespace, then its
+app containers, whose exits are reported or restarted by the pod's restartPolicy (Created/Started
+events: kuberuntime_container.go startContainer, `Created container %s`, `Started container %s`).
+
+Limits: init containers are emulated, not run; an app container whose program the lab's stand-in
+image lacks is emulated (runtime.py); probes and resources are not modelled, and a restart has no
+back-off. The sandbox image is pulled here, not by containerd's RunPodSandbox, so
+FailedCreatePodSandBox carries crictl's pull error, not the sandbox call's.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import podnet
+from . import podnet, runtime
 from .client import ApiClient, ApiError
 from .containerd import cni_ready, containerd_config, ctr, pull_image
 from .flannel import Flanneld
@@ -102,6 +106,8 @@ class PodWorker:
         self.events: dict[tuple[str, str, str, str], dict] = {}  # (uid, fieldPath, reason, message) -> event
         self.ips: dict[str, str] = {}  # uid -> pod IP, for pods on the pod network
         self.flanneld: tuple[str, Flanneld] | None = None  # (its pod's uid, the daemon) while it runs here
+        self.restarts: dict[tuple[str, str], int] = {}  # (uid, container) -> restartCount
+        self.exited: dict[tuple[str, str], int] = {}  # (uid, container) -> exit code, once its task stopped
 
     def sync(self) -> None:
         q = urllib.parse.quote(f"spec.nodeName={self.node}")
@@ -112,7 +118,7 @@ class PodWorker:
         ]  # pod runs them
         for p in [p for p in pods if p["metadata"].get("deletionTimestamp")]:  # stop it, confirm the delete
             pods.remove(p)
-            self._stop_network(p)
+            self._stop_pod(p)
             try:
                 self.client.call(
                     "DELETE", f"/api/v1/namespaces/{p['metadata']['namespace']}/pods/{p['metadata']['name']}"
@@ -121,9 +127,14 @@ class PodWorker:
                 if e.code != 404:
                     raise
         live = {p["metadata"]["uid"] for p in pods}
-        for uid in podnet.leftover_uids() - live:  # deleted while this kubelet was away
-            self._stop_network({"metadata": {"uid": uid, "namespace": "", "name": ""}, "spec": {}})
+        for uid in (
+            podnet.leftover_uids() | runtime.recorded_uids()
+        ) - live:  # deleted while this kubelet was away
+            self._stop_pod({"metadata": {"uid": uid, "namespace": "", "name": ""}, "spec": {}})
         self.running &= live
+        self.restarts = {k: n for k, n in self.restarts.items() if k[0] in live}
+        self.exited = {k: n for k, n in self.exited.items() if k[0] in live}
+        self._check_containers([p for p in pods if p["metadata"]["uid"] in self.running])
         self.ips = {u: ip for u, ip in self.ips.items() if u in live}
         if self.flanneld and self.flanneld[0] not in live:  # flannel's pod is gone: its routes stay
             self.flanneld = None
@@ -189,16 +200,133 @@ class PodWorker:
                             f"Failed to create pod sandbox: rpc error: code = Unknown desc = {e}")  # fmt: skip
                 return _status("Pending", pod, inits, apps, ("", str(e), ""))
             self.ips[uid] = ip
+        netns = None if spec.get("hostNetwork") else f"{podnet.NETNS_DIR}/{podnet.netns_name(uid)}"
+        failed = self._start_containers(pod, sandbox, netns, ip)
+        if failed:
+            return failed
+        self.running.add(uid)
+        self.backoff.pop(uid, None)
+        return self._pod_status(pod)
+
+    def _start_containers(self, pod: dict, sandbox: str, netns: str | None, ip: str | None) -> dict | None:
+        """The pod's sandbox (unless it runs), its init steps, then each app container not running:
+        None, or the status of a pod whose sandbox or container could not start."""
+        spec, uid = pod["spec"], pod["metadata"]["uid"]
+        inits, apps = spec.get("initContainers") or [], spec.get("containers") or []
+        have_tasks = runtime.tasks(self.cri) or {}
+        mine = {e["name"]: e["id"] for e in runtime.record(uid)}
+        if have_tasks.get(mine.get("POD", "")) != "RUNNING":
+            runtime.remove_pod(self.cri, uid)  # a sandbox that died takes its containers with it
+            mine = {}
+            sid = (podnet.sandbox_id(uid) if netns else None) or runtime.new_id()
+            try:
+                runtime.run_sandbox(self.cri, pod, sid, sandbox, netns)
+            except (
+                runtime.RunError
+            ) as e:  # containerd's sandbox_run.go: "failed to create containerd task: %w"
+                why = f"failed to create containerd task: {e}"
+                self._event(pod, None, False, "Warning", "FailedCreatePodSandBox",
+                            f"Failed to create pod sandbox: rpc error: code = Unknown desc = {why}")  # fmt: skip
+                return _status("Pending", pod, inits, apps, ("", why, ""))
         for c in inits:
             self.emulate_init(pod, c)
         for c in apps:
-            self.emulate_app(pod, c)
-        self.running.add(uid)
-        self.backoff.pop(uid, None)
-        return _status("Running", pod, inits, apps, None, ip)
+            if have_tasks.get(mine.get(c["name"], "")) == "RUNNING" or (uid, c["name"]) in self.exited:
+                continue
+            if c["name"] in mine:  # its task ended: a new container takes its place
+                runtime.forget(self.cri, uid, mine[c["name"]])
+            try:
+                cid = runtime.run_container(self.cri, pod, c, netns, self._host_mounts(pod, c),
+                                            self.restarts.get((uid, c["name"]), 0))  # fmt: skip
+            except runtime.RunError as e:  # kuberuntime_container.go startContainer: "Error: %v"
+                why = f"failed to create containerd task: {e}"
+                self._event(pod, c, False, "Warning", "Failed", f"Error: {why}")
+                return _status("Pending", pod, inits, apps, ("RunContainerError", why, c["image"]), ip)
+            if cid is None:  # the lab's image lacks the program: emulated (runtime.py's Limits)
+                self.emulate_app(pod, c)
+            else:
+                self._event(pod, c, False, "Normal", "Created", f"Created container {c['name']}")
+                self._event(pod, c, False, "Normal", "Started", f"Started container {c['name']}")
+        return None
 
-    def _stop_network(self, pod: dict) -> None:
+    def _check_containers(self, pods: list[dict]) -> None:
+        """A running pod whose sandbox died is run again; an app container whose task stopped is
+        started again (restartPolicy Always, or OnFailure with a non-zero exit) or reported
+        terminated, the pod Succeeded or Failed once every app container has ended."""
+        if not pods:
+            return
+        have = runtime.tasks(self.cri)
+        if have is None:  # containerd does not answer (a restart): look again next sync
+            return
+        for pod in pods:
+            uid, spec = pod["metadata"]["uid"], pod["spec"]
+            mine = {e["name"]: e["id"] for e in runtime.record(uid)}
+            if not mine:
+                continue
+            if have.get(mine.get("POD", "")) != "RUNNING":
+                self.running.discard(uid)
+                continue
+            policy, changed = spec.get("restartPolicy", "Always"), False
+            for c in spec.get("containers") or []:
+                key, cid = (uid, c["name"]), mine.get(c["name"])
+                if not cid or key in self.exited or have.get(cid) != "STOPPED":
+                    continue
+                code = runtime.exit_code(self.cri, cid)
+                code = 255 if code is None else code
+                changed = True
+                if policy == "Always" or (policy == "OnFailure" and code != 0):
+                    self.restarts[key] = self.restarts.get(key, 0) + 1
+                    self.running.discard(uid)  # run_pod starts it again
+                else:
+                    self.exited[key] = code
+            if changed and uid in self.running:
+                status = self._pod_status(pod)
+                self._report(pod, status)
+                if status["phase"] in ("Succeeded", "Failed"):  # the kubelet stops an ended pod's
+                    runtime.remove_pod(self.cri, uid)  # sandbox and its network; the status stays
+                    if uid in podnet.leftover_uids():
+                        podnet.teardown(pod)
+
+    def _pod_status(self, pod: dict) -> dict:
+        """The status of a pod whose containers run or ended (run_pod's, with their exits)."""
+        uid, spec = pod["metadata"]["uid"], pod["spec"]
+        apps = spec.get("containers") or []
+        codes = {c["name"]: self.exited[(uid, c["name"])] for c in apps if (uid, c["name"]) in self.exited}
+        phase = "Running"
+        if len(codes) == len(apps):
+            phase = "Succeeded" if not any(codes.values()) else "Failed"
+        return _status(phase, pod, spec.get("initContainers") or [], apps, None, self.ips.get(uid),
+                       exits=codes, restarts={n: k for (u, n), k in self.restarts.items() if u == uid})  # fmt: skip
+
+    @staticmethod
+    def _host_mounts(pod: dict, c: dict) -> list[tuple[str, str]]:
+        """(hostPath, mountPath) of C's mounts of hostPath volumes, each made first when its type
+        says so, as the kubelet's hostPath plugin does (pkg/volume/hostpath/host_path.go:
+        DirectoryOrCreate 0755, FileOrCreate an empty 0644 file); a path still missing then is
+        made a 0755 directory, as containerd's CRI does for any bind mount (pkg/cri/opts/
+        spec_linux.go WithMounts: "Create the host path if it doesn't exist", as seen in excerpts
+        of the code index that name no tag)."""
+        volumes = {v["name"]: v["hostPath"] for v in pod["spec"].get("volumes") or [] if v.get("hostPath")}
+        out = []
+        for m in c.get("volumeMounts") or []:
+            hpv = volumes.get(m.get("name", ""))
+            if hpv is None:
+                continue
+            path, kind = hpv["path"], hpv.get("type", "")
+            if kind == "DirectoryOrCreate":
+                os.makedirs(hp(path), mode=0o755, exist_ok=True)
+            elif kind == "FileOrCreate" and not os.path.exists(hp(path)):
+                os.makedirs(os.path.dirname(hp(path)), mode=0o755, exist_ok=True)
+                with open(hp(path), "a", encoding="utf-8"):
+                    os.chmod(hp(path), 0o644)
+            if not os.path.exists(hp(path)):
+                os.makedirs(hp(path), mode=0o755)
+            out.append((path, m["mountPath"]))
+        return out
+
+    def _stop_pod(self, pod: dict) -> None:
         uid = pod["metadata"]["uid"]
+        runtime.remove_pod(self.cri, uid)  # the containers, then the sandbox's network
         self.ips.pop(uid, None)
         if uid in podnet.leftover_uids():
             sid = podnet.sandbox_id(uid)
@@ -380,10 +508,14 @@ def _status(
     apps: list[dict],
     waiting: tuple[str, str, str] | None,
     ip: str | None = None,
+    exits: dict[str, int] | None = None,
+    restarts: dict[str, int] | None = None,
 ) -> dict:
     """The pod's status; WAITING is (reason, message, image), with an empty image for a sandbox
-    that could not be made (every container waits as ContainerCreating)."""
+    that could not be made (every container waits as ContainerCreating); EXITS: the exit codes of
+    app containers that ended, RESTARTS: how often each was started again."""
     now = rfc3339()
+    exits, restarts = exits or {}, restarts or {}
 
     def one(c: dict, init: bool) -> dict:
         if waiting and not waiting[2]:
@@ -392,14 +524,14 @@ def _status(
             state = {"waiting": {"reason": waiting[0], "message": waiting[1]}}
         elif waiting:
             state = {"waiting": {"reason": "PodInitializing" if not init else "Waiting"}}
-        elif init:
-            state = {
-                "terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}
-            }
+        elif init or c["name"] in exits:
+            code = 0 if init else exits[c["name"]]
+            state = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                                    "startedAt": now, "finishedAt": now}}  # fmt: skip
         else:
             state = {"running": {"startedAt": now}}
-        return {"name": c["name"], "image": c["image"], "ready": phase == "Running" and not init,
-                "restartCount": 0, "state": state}  # fmt: skip
+        return {"name": c["name"], "image": c["image"], "ready": "running" in state and not init,
+                "restartCount": 0 if init else restarts.get(c["name"], 0), "state": state}  # fmt: skip
 
     ready = "True" if phase == "Running" else "False"
     net = {"podIP": ip, "podIPs": [{"ip": ip}]} if ip else {}
