@@ -228,17 +228,17 @@ def test_credential_paths_are_the_container_runtime_roles_defaults() -> None:
 @pytest.mark.parametrize(
     ("facts", "why"),
     [
-        ("virt_type=container\nkubelet_kind=stand-in\n", "container node: the kubelet is the lab's stand-in"),
         ("virt_type=none\nkubelet_kind=absent\n", "no kubelet on this node yet"),
         ("virt_type=container\nkubelet_kind=absent\n", "no kubelet on this node yet"),
-        (
-            "virt_type=none\nkubelet_kind=binary\n",
-            "not yet: measuring the pod network path needs a probe pod pair",
-        ),
+        ("virt_type=none\nkubelet_kind=binary\n", "not measured by the install's quick diagnose"),
     ],
 )
-def test_the_pod_network_is_a_skip_saying_why(cfg: SiteConfig, facts: str, why: str) -> None:
-    r = pod_network_result(cfg.node("gpu1"), parse("gpu1", facts + "probe_end=1\n"))
+def test_the_pod_network_not_measured_is_a_skip_saying_why(cfg: SiteConfig, facts: str, why: str) -> None:
+    r = pod_network_result(
+        cfg.node("gpu1"),
+        parse("gpu1", facts + "probe_end=1\n"),
+        "not measured by the install's quick diagnose: `appliance diagnose` measures it",
+    )
     assert (r.layer, r.check, r.status) == ("network", "pod_network", Status.SKIP) and r.hint.startswith(why)
 
 

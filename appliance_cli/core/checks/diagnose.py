@@ -17,7 +17,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from appliance_cli.core import cluster
-from appliance_cli.core.checks import nvsmi
+from appliance_cli.core.checks import nvsmi, podpath
 from appliance_cli.core.checks.model import NOISE_FLOOR, CheckResult, NodeFacts, Report, Status
 from appliance_cli.core.checks.preflight import REGISTRY_CA_TRUST, REGISTRY_PASSWORD_FILE
 from appliance_cli.core.checks.probe import parse
@@ -223,17 +223,57 @@ def nfs_results(cfg: SiteConfig, node: Node, facts: NodeFacts) -> list[CheckResu
     return out
 
 
-def pod_network_result(node: Node, facts: NodeFacts) -> CheckResult:
-    """The pod-to-pod path (flannel's VXLAN) needs a probe pod on each side: not measured yet."""
-    kubelet = facts.get("kubelet_kind")
-    if kubelet == "absent":
+def pod_network_result(node: Node, facts: NodeFacts, why: str) -> CheckResult:
+    """The pod path, not measured on this node: WHY, or that the node has no kubelet yet."""
+    if facts.get("kubelet_kind") == "absent":
         why = "no kubelet on this node yet (appliance install)"
-    elif kubelet == "stand-in" or facts.get("virt_type") == "container":
-        why = ("container node: the kubelet is the lab's stand-in, which runs no containers, so no probe pod can "
-               "measure the pod network here")  # fmt: skip
-    else:
-        why = "not yet: measuring the pod network path needs a probe pod pair (issue 18)"
     return CheckResult("pod_network", "network", node.name, Status.SKIP, hint=why)
+
+
+def measure_pod_path(
+    cfg: SiteConfig, nodes: list[Node], facts: dict[str, NodeFacts], t: Transport, seconds: float
+) -> list[CheckResult]:
+    """A probe pod on each node (podpath.py), then each node's pod to the master's, then every
+    pair of them; the probes are removed whatever happened. A node whose probe did not run, or that has no kubelet, is a
+    skip saying why."""
+    ready = [n for n in nodes if facts[n.name].get("kubelet_kind") != "absent"]
+    if cfg.master not in ready:
+        return [pod_network_result(n, facts[n.name], "no kubelet on the master yet") for n in nodes]
+    image = podpath.sandbox_image(cfg, t)
+    measured: dict[str, NodeFacts] = {}
+    try:
+        probes = podpath.start(cfg, ready, image)
+        out = podpath.start_results(cfg, probes)
+        running = [(n, probes[n.name]) for n in ready if probes[n.name].seconds is not None]
+        master = probes[cfg.master.name]
+        if master.seconds is not None:
+            others = [(n, p) for n, p in running if n.name != cfg.master.name]
+            measured = podpath.measure(master, others, cfg, t, _script("netperf.py"), NET_PORT, seconds)
+        if len(running) > 1:
+            pairs = podpath.measure_pairs(running, t, _script("netperf.py"), NET_PORT + 1)
+            out += podpath.pair_results(*pairs, NET_PORT + 1)
+    finally:
+        left = podpath.remove_quietly(cfg)
+    if left:
+        out.append(CheckResult("probe_pod_cleanup", "kubernetes", "site", Status.WARN, left, "no probe pod left",
+                               f"kubectl delete pods -n {podpath.NAMESPACE} -l {podpath.SELECTOR}"))  # fmt: skip
+    if master.seconds is None:
+        why = f"the master's probe pod did not run ({cfg.master.name}'s probe_pod_start says why)"
+        return out + [pod_network_result(n, facts[n.name], why) for n in nodes]
+    for n in nodes:
+        if n.name in measured:
+            out += podpath.path_result(n.name, measured[n.name], facts[n.name])
+        elif n.name == cfg.master.name:
+            out.append(
+                pod_network_result(
+                    n, facts[n.name], "the master's probe pod is the far end of every other node's test"
+                )
+            )
+        else:
+            out.append(
+                pod_network_result(n, facts[n.name], "its probe pod did not run (see probe_pod_start)")
+            )
+    return out
 
 
 def kubernetes_view(cfg: SiteConfig, nodes: list[Node]) -> list[CheckResult]:
@@ -446,7 +486,8 @@ def gpu_results(cfg: SiteConfig, node: Node, facts: NodeFacts) -> list[CheckResu
 
 
 def run_diagnose(cfg: SiteConfig, transport: Transport | None = None, mb: int = 256, seconds: float = NET_SECONDS,
-                 ask_cluster: bool = True, on_layer: Callable[[str], None] = lambda s: None) -> Report:  # fmt: skip
+                 ask_cluster: bool = True, on_layer: Callable[[str], None] = lambda s: None,
+                 pod_path: bool = True) -> Report:  # fmt: skip
     start = time.monotonic()
     t = transport or ssh_transport(cfg)
     report = Report(kind="diagnose", site=cfg.site.name)
@@ -474,9 +515,11 @@ def run_diagnose(cfg: SiteConfig, transport: Transport | None = None, mb: int = 
             )
             continue
         report.results += gpu_results(cfg, n, facts[n.name]) + nfs_results(cfg, n, facts[n.name])
-        report.results += [
-            r for r in (registry_result(n, facts[n.name]), pod_network_result(n, facts[n.name])) if r
-        ]
+        report.results += [r for r in (registry_result(n, facts[n.name]),) if r]
+        if not (ask_cluster and pod_path):
+            why = ("not measured by the install's quick diagnose: `appliance diagnose` measures it" if ask_cluster
+                   else "not measured: no cluster to ask")  # fmt: skip
+            report.results.append(pod_network_result(n, facts[n.name], why))
     reached = [n for n in nodes if not facts[n.name].error]
     ranked = rank(cfg, reached, facts)
     low = _not_passed(ranked)
@@ -487,6 +530,14 @@ def run_diagnose(cfg: SiteConfig, transport: Transport | None = None, mb: int = 
         report.remeasured = len(low)
         report.cleared = len(low - _not_passed(ranked))
     report.results += [r for _, r in ranked]
+    if ask_cluster and pod_path and reached:
+        on_layer(f"pod network: a probe pod on each node, each node's pod to {cfg.master.name}'s")
+        try:
+            report.results += measure_pod_path(cfg, reached, facts, t, seconds)
+        except ApplianceError as exc:
+            report.results += [
+                pod_network_result(n, facts[n.name], f"not measured: {exc.message}") for n in reached
+            ]
     if ask_cluster:
         on_layer("kubernetes: the cluster's view of each node")
         report.results += kubernetes_view(cfg, nodes)

@@ -21,7 +21,9 @@ LAYERS = (
 
 # Differences smaller than this are noise whatever their ratio (0.05 ms against 0.1 ms of round
 # trip is no bottleneck and no regression); by check name, in the measurement's unit.
-NOISE_FLOOR = {"latency_to_master": 0.5}
+# A probe pod's start (s) is blurred by the kubelet's relist and sync periods (1-2 s) and diagnose's
+# polling, so 5 s.
+NOISE_FLOOR = {"latency_to_master": 0.5, "pod_latency": 0.5, "pod_pair_latency": 0.5, "probe_pod_start": 5.0}
 
 
 class Status(StrEnum):

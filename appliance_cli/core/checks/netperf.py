@@ -2,6 +2,7 @@
 standard input (Python 3.8+, standard library only: the nodes need no iperf3).
   python3 - serve PORT CONNECTIONS   accept that many tests (ping-pong or stream), then exit
   python3 - test HOST PORT SECONDS   one ping-pong (median RTT), one stream (Mb/s); key=value lines
+  python3 - pings PORT HOST...       one ping-pong to each HOST in turn: `pair_rtt_ms=HOST MS` lines
 A single TCP stream: it measures the path's goodput, which is what a bottlenecked link shows."""
 
 import socket
@@ -33,7 +34,8 @@ def serve(port: int, connections: int) -> None:
                 conn.sendall(b"k")
 
 
-def test(host: str, port: int, seconds: float) -> None:
+def ping_pong(host: str, port: int) -> float:
+    """The median of 50 one-byte round trips on one connection, in ms."""
     with socket.create_connection((host, port), timeout=30) as c:
         c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         c.sendall(b"p")
@@ -43,7 +45,11 @@ def test(host: str, port: int, seconds: float) -> None:
             c.sendall(b"x")
             c.recv(1)
             rtts.append(time.perf_counter() - t0)
-    print("net_rtt_ms=%.3f" % (statistics.median(rtts) * 1000))
+    return statistics.median(rtts) * 1000
+
+
+def test(host: str, port: int, seconds: float) -> None:
+    print(f"net_rtt_ms={ping_pong(host, port):.3f}")
     with socket.create_connection((host, port), timeout=30) as c:
         c.sendall(b"s")
         sent, t0 = 0, time.perf_counter()
@@ -59,5 +65,8 @@ def test(host: str, port: int, seconds: float) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "serve":
         serve(int(sys.argv[2]), int(sys.argv[3]))
+    elif sys.argv[1] == "pings":
+        for peer in sys.argv[3:]:
+            print(f"pair_rtt_ms={peer} {ping_pong(peer, int(sys.argv[2])):.3f}", flush=True)
     else:
         test(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))

@@ -16,7 +16,15 @@ from appliance_cli.core.remote import SSH_CONNECTION_FAILED, ssh_argv
 from appliance_cli.core.siteconfig import Node, SiteConfig
 
 PROBE_TIMEOUT_S = 30
-LIST_KEYS = ("port", "gpu_pci", "gpu_smi", "gpu_csv", "cni_conf", "nfd")  # keys a probe prints once per item
+LIST_KEYS = (
+    "port",
+    "gpu_pci",
+    "gpu_smi",
+    "gpu_csv",
+    "cni_conf",
+    "nfd",
+    "pair_rtt_ms",
+)  # keys a probe prints once per item
 
 # (node, argv after the script name, script) -> (rc, stdout, stderr)
 Transport = Callable[[Node, list[str], str], tuple[int, str, str]]
