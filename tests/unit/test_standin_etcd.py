@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests._support.real_etcd import Etcd, etcd_bin
-from tests.standin.k8s_standin import crictl, etcdpod, kubeadm_ops, kubelet, util
+from tests.standin.k8s_standin import crictl, etcdpod, kubeadm_ops, kubelet, runtime, util
 from tests.standin.k8s_standin.apiserver import BUILTIN
 from tests.standin.k8s_standin.entry import main
 from tests.standin.k8s_standin.etcdstore import Store, etcd_key, resource_of
@@ -215,6 +215,7 @@ def test_crictl_lists_and_execs_in_the_etcd_container_containerd_runs(
     version = "Client:\n  Version:  1.6.20\nServer:\n  Version:  1.6.20\n"
     monkeypatch.setattr(crictl, "ctr", lambda ep, *a, **kw: (0, tasks) if "tasks" in a else (0, version))
     monkeypatch.setattr(etcdpod, "ctr", lambda ep, *a, **kw: (0, tasks))
+    monkeypatch.setattr(runtime, "ctr", lambda ep, *a, **kw: (0, tasks))  # what crictl ps and exec read
     assert _crictl(capsys, "ps", "--name", "^etcd$", "-q")[:2] == (0, etcdpod.ETCD_CONTAINER + "\n")
     ran: list[list[str]] = []
     monkeypatch.setattr(
@@ -238,7 +239,7 @@ def test_crictl_lists_and_execs_in_the_etcd_container_containerd_runs(
     # logrus' %q quoting of crictl's msg escapes the quotes inside it
     assert rc == 1 and 'an error occurred when try to find container \\"0123abcd\\": not found"' in err
     monkeypatch.setattr(
-        etcdpod, "ctr", lambda ep, *a, **kw: (0, "TASK    PID    STATUS\n")
+        runtime, "ctr", lambda ep, *a, **kw: (0, "TASK    PID    STATUS\n")
     )  # etcd not running
     rc, _, err = _crictl(capsys, "exec", etcdpod.ETCD_CONTAINER, "etcdctl", "version")
     assert rc == 1 and "not found" in err
