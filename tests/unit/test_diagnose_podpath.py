@@ -64,6 +64,11 @@ def test_a_probe_counts_as_running_with_its_address_and_a_waiting_one_says_why()
     assert probes["c"].waiting == 'ErrImagePull: pull "x": not found'
     podpath.observe({"items": [_pod("a", "Running", "10.244.1.9")]}, probes, 100.0, 110.0)
     assert (probes["a"].ip, probes["a"].seconds) == ("10.244.1.2", 2.5)  # the first sighting counts
+    podpath.observe({"items": [_pod("b", "Running", "10.244.1.3; reboot")]}, probes, 100.0, 110.0)
+    assert (
+        probes["b"].seconds is None
+        and probes["b"].waiting == "its pod IP '10.244.1.3; reboot' is not an IPv4 address"
+    )
 
 
 SANDBOX_CONF = """version = 2

@@ -427,6 +427,9 @@ def test_an_exited_container_ends_the_pod_or_starts_again_by_its_restart_policy(
         assert c["state"]["terminated"]["exitCode"] == 3 and c["state"]["terminated"]["reason"] == "Error"
         assert ctrd.running("container") == [] == ctrd.running("sandbox")  # an ended pod's sandbox goes
         assert status["podIP"] == "10.244.1.2"  # its status keeps the address
+        runs = len([c for c in ctrd.calls if c[:1] == ["run"]])
+        _worker(cluster).sync()  # a restarted kubelet: an ended pod stays ended
+        assert len([c for c in ctrd.calls if c[:1] == ["run"]]) == runs
     else:
         assert "running" in c["state"] and len(ctrd.running("container")) == 1
         assert _flag_pairs(ctrd.running("container")[0].flags, "--log-uri")[0][1].endswith("/c/1.log")
@@ -478,3 +481,38 @@ def test_host_path_mounts_are_made_as_the_kubelet_and_containerd_make_them(
         f"type=bind,src={p},dst={dst},options=rbind:rw" for _, p, _, dst in mounts
     ]
     assert "--net-host" in app.flags and "--with-ns" not in app.flags  # hostNetwork: the node's own
+
+
+def test_crictl_lists_the_pods_sandboxes_and_their_containers_apart(
+    cluster: Cluster,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    ctrd: FakeCtr,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.standin.k8s_standin import crictl
+
+    cluster.add_node("w1")
+    _network_ready(tmp_path, monkeypatch)
+    _plain_pod(cluster, "w1")
+    _worker(cluster).sync()
+    monkeypatch.setattr(crictl, "ctr", lambda ep, *a, **kw: (0, "Server:\n  Version: 1.6.20\n"))
+    monkeypatch.setattr(crictl, "_apiserver_rows", lambda all_states: [])
+
+    def run(*args: str) -> str:
+        assert crictl.crictl_main(["-r", "unix:///run/containerd/containerd.sock", *args]) == 0
+        return capsys.readouterr().out
+
+    sid = "5" * 64
+    assert run("pods", "--name", "^web$", "-q") == sid + "\n"
+    table = run("pods").splitlines()
+    assert table[0].split()[:2] == ["POD", "ID"] and table[1].split()[:4] == [
+        sid[:13],
+        "Ready",
+        "web",
+        "default",
+    ]
+    (app,) = [cid for cid, c in ctrd.containers.items() if c.labels["io.cri-containerd.kind"] == "container"]
+    assert run("ps", "--pod", sid[:6], "-q") == app + "\n"  # the sandbox itself is not a container here
+    assert run("ps", "--pod", "0" * 6, "-q") == ""
+    assert run("ps").splitlines()[1].split() == [app[:13], FLANNEL, "Running", "c", "0", sid[:13]]

@@ -34,6 +34,9 @@ PAIR_SLOW = 2.0  # a pair of pods this many times the median pair's round trip i
 # KubeletEnvFileName); with docker, the sandbox image is its --pod-infra-container-image
 KUBEADM_FLAGS = "/var/lib/kubelet/kubeadm-flags.env"
 _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@-]{0,254}")
+_IPV4 = re.compile(
+    r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}"
+)
 
 # The sandbox image as the node's runtime has it: containerd's sandbox_image, else the kubelet's flag.
 SANDBOX_IMAGE_PY = r"""
@@ -85,6 +88,7 @@ def manifest(nodes: list[Node], image: str) -> dict[str, Any]:
 
 
 def sandbox_image(cfg: SiteConfig, t: Transport) -> str:
+    """The sandbox image the master's runtime names (read there: the install may have set it)."""
     rc, out, err = t.run(
         cfg.master,
         ["python3", "-c", SANDBOX_IMAGE_PY, PATHS.containerd_config, KUBEADM_FLAGS],
@@ -109,8 +113,12 @@ def observe(doc: dict[str, Any], probes: dict[str, Probe], started: float, now: 
         p, status = probes.get(node), pod.get("status") or {}
         if p is None or p.seconds is not None:
             continue
-        if status.get("phase") == "Running" and status.get("podIP"):
-            p.ip, p.seconds, p.waiting = status["podIP"], now - started, ""
+        ip = status.get("podIP") or ""
+        if status.get("phase") == "Running" and ip:
+            if not _IPV4.fullmatch(ip):  # it goes to the node as an argument: an address, nothing else
+                p.waiting = f"its pod IP {ip!r} is not an IPv4 address"
+                continue
+            p.ip, p.seconds, p.waiting = ip, now - started, ""
             continue
         for c in status.get("containerStatuses") or []:
             w = (c.get("state") or {}).get("waiting") or {}
@@ -127,7 +135,11 @@ def start(cfg: SiteConfig, nodes: list[Node], image: str) -> dict[str, Probe]:
     started = time.monotonic()
     cluster.kubectl(cfg, ["apply", "-f", "-"], stdin=json.dumps(manifest(nodes, image)))
     while any(p.seconds is None for p in probes.values()) and time.monotonic() - started < PROBE_TIMEOUT_S:
-        doc = json.loads(cluster.kubectl(cfg, ["get", "pods", "-n", NAMESPACE, "-l", SELECTOR, "-o", "json"]))
+        out = cluster.kubectl(cfg, ["get", "pods", "-n", NAMESPACE, "-l", SELECTOR, "-o", "json"])
+        try:
+            doc = json.loads(out)
+        except ValueError:
+            raise ApplianceError(f"{cfg.master.name}: kubectl get pods returned no JSON") from None
         observe(doc, probes, started, time.monotonic())
         time.sleep(0.5)
     return probes

@@ -108,7 +108,7 @@ def _apiserver_rows(all_states: bool) -> list[list[str]]:
 
 
 def _crictl_exec(ep: str, args: list[str]) -> int:
-    """crictl exec [-i] [-t] [-s] [--timeout N] CONTAINER CMD...: only etcdctl in the etcd container."""
+    """crictl exec [-i] [-t] [-s] [--timeout N] CONTAINER CMD...: in the etcd container or a pod's."""
     while args and args[0].startswith("-"):
         flag = args.pop(0)
         if flag == "--timeout" and args:
@@ -142,48 +142,40 @@ def _crictl_exec(ep: str, args: list[str]) -> int:
     return subprocess.run(argv, check=False).returncode
 
 
-def _pod_records() -> list[tuple[str, dict, dict]]:
-    """(pod uid, its sandbox's entry, one of its entries) for every container runtime.py ran."""
+def _pod_records() -> list[tuple[dict, dict]]:
+    """(its pod's sandbox entry, an entry) for every container runtime.py ran, sandboxes included."""
     out = []
     for uid in sorted(runtime.recorded_uids()):
         entries = runtime.record(uid)
-        out += [(uid, entries[0], e) for e in entries if entries[0]["kind"] == "sandbox"]
+        if entries and entries[0]["kind"] == "sandbox":
+            out += [(entries[0], e) for e in entries]
     return out
 
 
 def _crictl_ps(ep: str, flags: dict[str, Any]) -> None:
     have = runtime.tasks(ep) or {}
     rows = [["CONTAINER", "IMAGE", "CREATED", "STATE", "NAME", "ATTEMPT", "POD ID"]]
-    mine = {e["id"]: (e, sb) for _, sb, e in _pod_records()}
+    mine = {e["id"]: (sb, e) for sb, e in _pod_records()}
+    other = {"name": "", "image": "", "kind": "container"}  # etcd's, or a task no pod of this kubelet's
     for cid, state in have.items():
-        if cid in mine and mine[cid][0]["kind"] == "sandbox":  # `crictl pods` lists these
+        sb, e = mine.get(cid, ({"id": ""}, other))
+        if e["kind"] == "sandbox":  # `crictl pods` lists these
             continue
+        name = e["name"] or ("etcd" if cid == ETCD_CONTAINER else cid[:13])
         if flags.get("all") or state == "RUNNING":
-            e, sb = mine.get(
-                cid, ({"name": "etcd" if cid == ETCD_CONTAINER else cid[:13], "image": ""}, {"id": ""})
-            )
             rows.append(
-                [
-                    cid,
-                    e["image"],
-                    "",
-                    "Running" if state == "RUNNING" else "Exited",
-                    e["name"],
-                    "0",
-                    sb["id"][:13],
-                ]
+                [cid, e["image"], "", "Running" if state == "RUNNING" else "Exited", name, "0", sb["id"]]
             )
     rows += _apiserver_rows(bool(flags.get("all")))
     if flags.get("name"):  # a regular expression on NAME, as crictl filters
         rows[1:] = [r for r in rows[1:] if re.search(flags["name"], r[4])]
     if flags.get("pod"):  # a pod sandbox's id, or a prefix of it
-        rows[1:] = [r for r in rows[1:] if r[6] and any(sb["id"].startswith(flags["pod"]) and sb["id"][:13] == r[6]
-                                                        for _, sb, e in _pod_records() if e is sb)]  # fmt: skip
+        rows[1:] = [r for r in rows[1:] if r[6] and r[6].startswith(flags["pod"])]
     # -q prints whole IDs, the table their first 13 characters (cmd/crictl/container.go, truncatedID)
     sys.stdout.write(
         "\n".join(r[0] for r in rows[1:]) + ("\n" if rows[1:] else "")
         if flags.get("quiet")
-        else tabwrite([rows[0], *([r[0][:13], *r[1:]] for r in rows[1:])])
+        else tabwrite([rows[0], *([r[0][:13], *r[1:6], r[6][:13]] for r in rows[1:])])
     )
 
 
@@ -191,12 +183,10 @@ def _crictl_pods(ep: str, flags: dict[str, Any]) -> None:
     """`crictl pods`: the sandboxes runtime.py ran (Ready while the pause container runs)."""
     have = runtime.tasks(ep) or {}
     rows = [["POD ID", "CREATED", "STATE", "NAME", "NAMESPACE", "ATTEMPT", "RUNTIME"]]
-    for _, sb, e in _pod_records():
+    for sb, e in _pod_records():
         if e is sb:
-            pod = _sandbox_pod(ep, sb["id"])
-            rows.append([sb["id"], "", "Ready" if have.get(sb["id"]) == "RUNNING" else "NotReady",
-                         pod.get("io.kubernetes.pod.name", ""), pod.get("io.kubernetes.pod.namespace", ""), "0",
-                         "(default)"])  # fmt: skip
+            state = "Ready" if have.get(sb["id"]) == "RUNNING" else "NotReady"
+            rows.append([sb["id"], "", state, sb.get("pod", ""), sb.get("namespace", ""), "0", "(default)"])
     if flags.get("name"):  # a regular expression on the pod's name
         rows[1:] = [r for r in rows[1:] if re.search(flags["name"], r[3])]
     sys.stdout.write(
@@ -204,15 +194,6 @@ def _crictl_pods(ep: str, flags: dict[str, Any]) -> None:
         if flags.get("quiet")
         else tabwrite([rows[0], *([r[0][:13], *r[1:]] for r in rows[1:])])
     )
-
-
-def _sandbox_pod(ep: str, sid: str) -> dict[str, str]:
-    """The sandbox container's labels, as containerd keeps them."""
-    rc, out = ctr(ep, "-n", runtime.NS, "containers", "info", sid, timeout=10)
-    try:
-        return dict(json.loads(out).get("Labels") or {}) if rc == 0 else {}
-    except ValueError:
-        return {}
 
 
 def _crictl_logs(container: str, flags: dict[str, Any]) -> int:

@@ -127,9 +127,8 @@ class PodWorker:
                 if e.code != 404:
                     raise
         live = {p["metadata"]["uid"] for p in pods}
-        for uid in (
-            podnet.leftover_uids() | runtime.recorded_uids()
-        ) - live:  # deleted while this kubelet was away
+        # pods deleted while this kubelet was away
+        for uid in (podnet.leftover_uids() | runtime.recorded_uids()) - live:
             self._stop_pod({"metadata": {"uid": uid, "namespace": "", "name": ""}, "spec": {}})
         self.running &= live
         self.restarts = {k: n for k, n in self.restarts.items() if k[0] in live}
@@ -147,7 +146,9 @@ class PodWorker:
             if b and not b.told and b.due > time.monotonic():
                 b.told = True
                 self._report(pod, self._backing_off(pod, b))
+        ended = ("Succeeded", "Failed")  # final: a restarted kubelet does not run such a pod again
         todo = [p for p in pods if p["metadata"]["uid"] not in self.running
+                and (p.get("status") or {}).get("phase") not in ended
                 and self.backoff.get(p["metadata"]["uid"], Backoff(0.0, 0, "", None, False)).due <= time.monotonic()]  # fmt: skip
         if not todo:
             return
@@ -221,9 +222,8 @@ class PodWorker:
             sid = (podnet.sandbox_id(uid) if netns else None) or runtime.new_id()
             try:
                 runtime.run_sandbox(self.cri, pod, sid, sandbox, netns)
-            except (
-                runtime.RunError
-            ) as e:  # containerd's sandbox_run.go: "failed to create containerd task: %w"
+            except runtime.RunError as e:
+                # containerd's sandbox_run.go: "failed to create containerd task: %w"
                 why = f"failed to create containerd task: {e}"
                 self._event(pod, None, False, "Warning", "FailedCreatePodSandBox",
                             f"Failed to create pod sandbox: rpc error: code = Unknown desc = {why}")  # fmt: skip

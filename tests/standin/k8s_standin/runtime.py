@@ -35,7 +35,7 @@ from .containerd import ctr
 from .util import hp, write_file
 
 NS = "k8s.io"
-RECORD_DIR = "/run/k8s-standin/containers"  # pod uid -> [{id, kind, name, image}], the sandbox first
+RECORD_DIR = "/run/k8s-standin/containers"  # pod uid -> [{id, kind, name, image, ...}], the sandbox first
 KIND = "io.cri-containerd.kind"
 _ABSENT = re.compile(
     r'exec: "[^"]*": (stat [^:]*: no such file or directory|executable file not found in \$PATH)'
@@ -94,7 +94,9 @@ def run_sandbox(cri: str, pod: dict, sid: str, image: str, netns: str | None) ->
         _remove(cri, sid)
         raise RunError(out.strip().removeprefix("ctr: "))
     logs = os.path.dirname(os.path.dirname(log_path(pod, "-", 0)))
-    _save(uid, [{"id": sid, "kind": "sandbox", "name": "POD", "image": image, "logs": logs}])
+    meta = pod["metadata"]
+    _save(uid, [{"id": sid, "kind": "sandbox", "name": "POD", "image": image, "logs": logs,
+                 "pod": meta["name"], "namespace": meta["namespace"]}])  # fmt: skip
 
 
 def log_path(pod: dict, name: str, attempt: int) -> str:
