@@ -71,9 +71,8 @@ def quick_after_install(cfg: SiteConfig) -> Report | None:
     diagnose that cannot run is a warning too."""
     ui.info("quick diagnose (skip it with --skip-diagnose)…")
     try:
-        report = run_diagnose(
-            cfg, mb=QUICK_MB, seconds=QUICK_SECONDS, pod_path=False
-        )  # no pods during install
+        # no probe pods during an install: `appliance diagnose` measures the pod path
+        report = run_diagnose(cfg, mb=QUICK_MB, seconds=QUICK_SECONDS, pod_path=False)
     except (ApplianceError, OSError, subprocess.SubprocessError) as exc:
         why = exc.message if isinstance(exc, ApplianceError) else f"{type(exc).__name__}: {exc}"
         ui.warn(f"quick diagnose did not run: {why} (the install itself succeeded; "

@@ -234,8 +234,8 @@ def measure_pod_path(
     cfg: SiteConfig, nodes: list[Node], facts: dict[str, NodeFacts], t: Transport, seconds: float
 ) -> list[CheckResult]:
     """A probe pod on each node (podpath.py), then each node's pod to the master's, then every
-    pair of them; the probes are removed whatever happened. A node whose probe did not run, or that has no kubelet, is a
-    skip saying why."""
+    pair of them; the probes are removed whatever happened. A node whose probe did not run, or
+    that has no kubelet, is a skip saying why."""
     ready = [n for n in nodes if facts[n.name].get("kubelet_kind") != "absent"]
     if cfg.master not in ready:
         return [pod_network_result(n, facts[n.name], "no kubelet on the master yet") for n in nodes]
