@@ -102,7 +102,9 @@ def test_every_node_pulls_from_the_registry_and_its_pod_path_is_measured(runs, l
     names = [n.name for n in lab_site.nodes]
     assert set(pairs) == {f"{a}<>{b}" for i, a in enumerate(names) for b in names[i + 1 :]}, sorted(pairs)
     for pair, r in sorted(pairs.items()):
-        assert r["status"] in ("pass", "warn") and r["number"] > 0, r  # warn: one pair slower on 2 shared cores
+        assert r["status"] in ("pass", "warn") and r["number"] > 0, (
+            r
+        )  # warn: one pair slower on 2 shared cores
         print(f"{pair}: {r['value']} ({r['expected']})")
     assert not any(r["check"] == "probe_pod_cleanup" for r in doc["results"])
 
@@ -147,7 +149,7 @@ def test_the_html_report_renders_its_plots_in_a_browser(runs):
     shot = ARTIFACTS / "diagnose-report.png"
     shot.unlink(missing_ok=True)
     r = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
-                        "--window-size=1000,1400", f"file://{out / 'after.html'}"], capture_output=True, text=True, timeout=120)  # fmt: skip
+                        "--window-size=1000,2600", f"file://{out / 'after.html'}"], capture_output=True, text=True, timeout=120)  # fmt: skip
     assert r.returncode == 0 and shot.stat().st_size > 20_000, r.stderr[-1000:]
     # the bars are there: a bar chart is mostly coloured pixels, a failed render mostly white
     from PIL import Image

@@ -11,9 +11,9 @@ import pytest
 
 from appliance_cli.core.checks.compare import compare
 from appliance_cli.core.checks.diagnose import bottleneck, gpu_results, rank
-from appliance_cli.core.checks.model import NodeFacts, Report, Status
+from appliance_cli.core.checks.model import CheckResult, NodeFacts, Report, Status
 from appliance_cli.core.checks.probe import parse
-from appliance_cli.core.checks.report import write_html
+from appliance_cli.core.checks.report import BAR_MAX, charts, write_html
 from appliance_cli.core.siteconfig import SiteConfig, load_site
 from tests._support.paths import EXAMPLE
 
@@ -160,6 +160,16 @@ def test_html_report_is_self_contained_with_one_chart_per_metric(cfg: SiteConfig
     assert not [a for t, a in p.tags if t in ("script", "link", "img")]  # nothing loaded from anywhere
     assert "http://" not in text and "https://" not in text
     assert "Bottleneck: <b>storage</b> on <b>gpu1</b>" in text
+
+
+def test_a_chart_makes_room_for_a_pair_of_nodes_and_a_long_value() -> None:
+    """The bars start past the longest name (`worker1<>worker2`) and the chart is wide enough for the
+    longest value, so neither is cut off (seen in the lab's report before)."""
+    rows = [CheckResult("pod_pair_latency", "network", name, Status.PASS, f"{ms} ms between their probe pods",
+                        number=ms, unit="ms", better="lower") for name, ms in (("m1<>w1", 0.1), ("worker1<>worker2", 0.2))]  # fmt: skip
+    (chart,) = charts(Report(kind="diagnose", site="s", results=rows))
+    assert chart["label"] >= 7 * len("worker1<>worker2")
+    assert chart["width"] >= chart["label"] + BAR_MAX + 7 * len("0.2 ms between their probe pods")
 
 
 def test_gpu_lines_from_nvidia_smi(cfg: SiteConfig) -> None:

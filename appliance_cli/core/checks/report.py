@@ -68,10 +68,13 @@ def charts(report: Report) -> list[dict[str, object]]:
     out = []
     for (layer, check), rows in groups.items():
         top = max(r.number or 0.0 for r in rows) or 1.0
+        # room for the longest name (a pair of nodes: `worker1<>worker2`) and value, ~7 px a character
+        label = max(110, 7 * max(len(r.node) for r in rows) + 12)
+        tail = max(140, 7 * max(len(r.value) for r in rows) + 12)
         bars = [{"node": r.node, "value": r.value, "y": 6 + 24 * i, "w": max(2, round(BAR_MAX * (r.number or 0.0) / top)),
                  "color": _COLORS[r.status]} for i, r in enumerate(rows)]  # fmt: skip
         out.append({"layer": layer, "check": check, "unit": rows[0].unit, "better": rows[0].better or "higher",
-                    "bars": bars, "width": 110 + BAR_MAX + 140, "height": 12 + 24 * len(rows)})  # fmt: skip
+                    "bars": bars, "label": label, "width": label + BAR_MAX + tail, "height": 12 + 24 * len(rows)})  # fmt: skip
     return out
 
 
