@@ -285,3 +285,27 @@ def test_a_pair_that_cannot_talk_fails_naming_both_nodes(
     failed = [r for r in report.results if r.check == "pod_pair_latency" and r.status is Status.FAIL]
     assert {r.node for r in failed} == {f"{names[0]}<>{b}" for b in names[1:]}
     assert all("Connection refused" in r.value and f"TCP {NET_PORT + 1}" in r.hint for r in failed)
+
+
+def test_a_server_that_cannot_start_in_a_probe_pod_fails_its_rows_and_keeps_the_rest(
+    cfg: SiteConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = [n.name for n in cfg.nodes]
+
+    class NoNetns(Nodes):
+        def spawn(self, node: Node, command: list[str], stdin: str) -> subprocess.Popen[str]:
+            if command[:2] != ["sh", "-c"]:
+                return super().spawn(node, command, stdin)
+            why = f"no network namespace on this node holds the probe pod's address {command[4]}"
+            return subprocess.Popen(["sh", "-c", 'echo "$1" >&2; exit 3', "sh", why], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+    t = NoNetns(IMAGE, {n: (0, "net_rtt_ms=0.2\nnet_mbps=8000.0\n", "") for n in names})
+    report = _diagnose(cfg, t, Api(names), monkeypatch)
+    rows = {(r.check, r.node): r for r in report.results}
+    assert all(rows[("probe_pod_start", n)].status is Status.PASS for n in names)  # kept
+    for n in names[1:]:
+        r = rows[("pod_network", n)]
+        assert r.status is Status.FAIL and "the test server in the probe pod did not start" in r.value, r
+        assert "holds the probe pod's address" in r.value
+    assert rows[("pod_pair_latency", "site")].status is Status.FAIL

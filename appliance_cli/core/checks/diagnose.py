@@ -248,10 +248,17 @@ def measure_pod_path(
         master = probes[cfg.master.name]
         if master.seconds is not None:
             others = [(n, p) for n, p in running if n.name != cfg.master.name]
-            measured = podpath.measure(master, others, cfg, t, _script("netperf.py"), NET_PORT, seconds)
+            try:
+                measured = podpath.measure(master, others, cfg, t, _script("netperf.py"), NET_PORT, seconds)
+            except ApplianceError as exc:  # the server in the master's pod: every node's test needs it
+                measured = {n.name: NodeFacts(n.name, error=exc.message) for n, _ in others}
         if len(running) > 1:
-            pairs = podpath.measure_pairs(running, t, _script("netperf.py"), NET_PORT + 1)
-            out += podpath.pair_results(*pairs, NET_PORT + 1)
+            try:
+                pairs = podpath.measure_pairs(running, t, _script("netperf.py"), NET_PORT + 1)
+                out += podpath.pair_results(*pairs, NET_PORT + 1)
+            except ApplianceError as exc:  # a pod's server did not start: no pair is measured
+                out.append(CheckResult("pod_pair_latency", "network", "site", Status.FAIL, exc.message,
+                                       "a server in every probe pod", "the node's `nsenter` and python3"))  # fmt: skip
     finally:
         left = podpath.remove_quietly(cfg)
     if left:
