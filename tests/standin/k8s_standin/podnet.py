@@ -76,8 +76,9 @@ def _exec(bin_dir: str, plugin: dict, env: dict[str, str], body: bytes) -> dict:
     return out
 
 
-# go-cni's WithLoNetwork, which containerd's CRI always sets: the loopback plugin brings `lo` up,
-# before the node's network (containerd/go-cni opts.go loNetwork; cni.go attaches networks in order)
+# go-cni's WithLoNetwork, which containerd's CRI always sets: the loopback plugin brings `lo` up
+# before the node's network (its JSON as here; go-cni attaches networks in order), as seen in
+# excerpts of the code index that name no tag
 LOOPBACK = {"cniVersion": "0.3.1", "name": "cni-loopback", "plugins": [{"type": "loopback"}]}
 
 
