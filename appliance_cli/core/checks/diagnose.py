@@ -20,9 +20,9 @@ from appliance_cli.core import cluster
 from appliance_cli.core.checks import nvsmi, podpath
 from appliance_cli.core.checks.model import NOISE_FLOOR, CheckResult, NodeFacts, Report, Status
 from appliance_cli.core.checks.preflight import REGISTRY_CA_TRUST, REGISTRY_PASSWORD_FILE
-from appliance_cli.core.checks.probe import parse
+from appliance_cli.core.checks.probe import parse, run_error
 from appliance_cli.core.paths import PATHS
-from appliance_cli.core.remote import SSH_CONNECTION_FAILED, ssh_argv
+from appliance_cli.core.remote import ssh_argv
 from appliance_cli.core.siteconfig import Node, SiteConfig
 from appliance_cli.errors import ApplianceError
 
@@ -80,16 +80,26 @@ class Transport:
         p.stdin.close()
         return p
 
+    def serve(self, node: Node, command: list[str], stdin: str, what: str) -> subprocess.Popen[str]:
+        """spawn() a netperf.py server and wait for its `listening=1`; ApplianceError naming WHAT
+        and what it wrote when it exits first (it is stopped then)."""
+        p = self.spawn(node, command, stdin)
+        assert p.stdout is not None
+        if p.stdout.readline().strip() != "listening=1":
+            why = p.stderr.read()[-300:].strip() if p.stderr else ""
+            self.stop(p)
+            raise ApplianceError(f"{node.name}: {what} did not start: {why}")
+        return p
+
+    @staticmethod
+    def stop(server: subprocess.Popen[str]) -> None:
+        """A server from serve(), stopped whatever it was doing."""
+        server.kill()
+        server.wait(timeout=10)
+
 
 def ssh_transport(cfg: SiteConfig) -> Transport:
     return Transport(lambda node, command: ssh_argv(cfg, node, command))
-
-
-def _error(node: Node, rc: int, out: str, err: str) -> str:
-    last = (err.strip().splitlines() or ["(no output)"])[-1]
-    if rc == SSH_CONNECTION_FAILED and not out:
-        return f"{node.address}: SSH cannot connect: {last}"
-    return f"failed (rc={rc}): {last}" if rc else ""
 
 
 def measure_nodes(nodes: list[Node], t: Transport, mb: int) -> dict[str, NodeFacts]:
@@ -100,38 +110,45 @@ def measure_nodes(nodes: list[Node], t: Transport, mb: int) -> dict[str, NodeFac
     for node in nodes:
         rc, text, err = t.run(node, ["env", f"DIAG_MB={mb}", "sh", "-s"], script)
         facts = parse(node.name, text.replace("diag_end=1", "probe_end=1"))
-        facts.error = _error(node, rc, text, err) or facts.error
+        facts.error = run_error(node, rc, text, err) or facts.error
         out[node.name] = facts
     return out
 
 
-def measure_network(master: Node, others: list[Node], t: Transport, seconds: float) -> dict[str, NodeFacts]:
+def measure_network(
+    master: Node,
+    others: list[Node],
+    t: Transport,
+    seconds: float,
+    *,
+    to: str | None = None,
+    inside: Callable[[Node, list[str]], list[str]] = lambda node, command: command,
+    port: int = NET_PORT,
+    what: str = "the network test server",
+) -> dict[str, NodeFacts]:
     """A server on the master, then each node's ping-pong and stream to it, one node at a time
-    (so each result is that node's path alone)."""
+    (so each result is that node's path alone). The pod path runs the same between probe pods:
+    TO, the master pod's address, and INSIDE, how a command enters a node's pod (podpath.in_pod)."""
     script = _script("netperf.py")
     out: dict[str, NodeFacts] = {}
     if not others:
         return out
-    server = t.spawn(master, ["python3", "-", "serve", str(NET_PORT), str(2 * len(others))], script)
+    server = t.serve(
+        master, inside(master, ["python3", "-", "serve", str(port), str(2 * len(others))]), script, what
+    )
     try:
-        assert server.stdout is not None
-        if server.stdout.readline().strip() != "listening=1":
-            raise ApplianceError(
-                f"{master.name}: the network test server did not start: {server.stderr.read()[-300:] if server.stderr else ''}"
-            )
         for node in others:
             rc, text, err = t.run(
                 node,
-                ["python3", "-", "test", master.address, str(NET_PORT), str(seconds)],
+                inside(node, ["python3", "-", "test", to or master.address, str(port), str(seconds)]),
                 script,
                 timeout=120,
             )
             facts = parse(node.name, text + "probe_end=1\n")
-            facts.error = _error(node, rc, text, err)
+            facts.error = run_error(node, rc, text, err)
             out[node.name] = facts
     finally:
-        server.kill()
-        server.wait(timeout=10)
+        t.stop(server)
     return out
 
 
@@ -149,7 +166,7 @@ def measure_registry(
         facts = parse(node.name, text + "probe_end=1\n")
         if not any(k.startswith("registry_pull_") for k in facts.values):
             facts.values["registry_pull_error"] = (
-                _error(node, rc, text, err) or "the pull test printed nothing"
+                run_error(node, rc, text, err) or "the pull test printed nothing"
             )
         out[node.name] = facts
     return out
@@ -189,7 +206,7 @@ def measure_nfs(cfg: SiteConfig, nodes: list[Node], t: Transport, mb: int) -> di
             rc, text, err = 0, "", ""
             why = f"the NFS test gave no answer within {timeout}s (stopped)"
         else:
-            why = _error(node, rc, text, err) or "the NFS test printed nothing"
+            why = run_error(node, rc, text, err) or "the NFS test printed nothing"
         facts = parse(node.name, text + "probe_end=1\n")
         if not any(k.startswith("nfs_") for k in facts.values):
             facts.values["nfs_write_error"] = why
@@ -249,7 +266,9 @@ def measure_pod_path(
         if master.seconds is not None:
             others = [(n, p) for n, p in running if n.name != cfg.master.name]
             try:
-                measured = podpath.measure(master, others, cfg, t, _script("netperf.py"), NET_PORT, seconds)
+                measured = measure_network(cfg.master, [n for n, _ in others], t, seconds, to=master.ip,
+                                           inside=lambda n, command: podpath.in_pod(probes[n.name].ip, command),
+                                           what="the test server in the probe pod")  # fmt: skip
             except ApplianceError as exc:  # the server in the master's pod: every node's test needs it
                 measured = {n.name: NodeFacts(n.name, error=exc.message) for n, _ in others}
         if len(running) > 1:

@@ -1,10 +1,10 @@
 """The pod network path for `appliance diagnose`: one probe pod per node, pinned with spec.nodeName,
 running the site's sandbox (pause) image on the pod network; how long each took from its creation
-to Running; then netperf.py, the node path's own test, inside the probe pods' network namespaces:
-each node's pod to the master's pod, one node at a time, as measure_network runs the node path, so
-each row sets the pod path beside the node path beneath it; then the round trip between every
-pair of probe pods. The probes go at the end, whatever happened. The nodes need nothing new: the test enters the pod's namespace with nsenter and runs
-the node's python3 there (the pause image has no shell)."""
+to Running; then the node path's own test (diagnose.measure_network) run inside the probe pods'
+network namespaces, each node's pod to the master's pod, so each row sets the pod path beside the
+node path beneath it; then the round trip between every pair of probe pods. The probes go at the
+end, whatever happened. The nodes need nothing new: the test enters the pod's namespace with
+nsenter and runs the node's python3 there (the pause image has no shell)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from appliance_cli.core import cluster
 from appliance_cli.core.checks.model import NOISE_FLOOR, CheckResult, NodeFacts, Status
-from appliance_cli.core.checks.probe import parse
+from appliance_cli.core.checks.probe import parse, run_error
 from appliance_cli.core.paths import PATHS
 from appliance_cli.core.siteconfig import Node, SiteConfig
 from appliance_cli.errors import ApplianceError
@@ -165,41 +165,6 @@ def in_pod(ip: str, command: list[str]) -> list[str]:
     return ["sh", "-c", IN_POD_NETNS, "sh", ip, *command]
 
 
-def measure(
-    master: Probe,
-    others: list[tuple[Node, Probe]],
-    cfg: SiteConfig,
-    t: Transport,
-    script: str,
-    port: int,
-    seconds: float,
-) -> dict[str, NodeFacts]:
-    """netperf.py between the probe pods: a server in the master's, each node's pod to it in turn."""
-    out: dict[str, NodeFacts] = {}
-    if not others:
-        return out
-    server = t.spawn(cfg.master, in_pod(master.ip, ["python3", "-", "serve", str(port), str(2 * len(others))]),
-                     script)  # fmt: skip
-    try:
-        assert server.stdout is not None
-        if server.stdout.readline().strip() != "listening=1":
-            why = server.stderr.read()[-300:].strip() if server.stderr else ""
-            raise ApplianceError(f"{cfg.master.name}: the test server in the probe pod did not start: {why}")
-        for node, probe in others:
-            rc, text, err = t.run(
-                node, in_pod(probe.ip, ["python3", "-", "test", master.ip, str(port), str(seconds)]), script,
-                timeout=120,
-            )  # fmt: skip
-            facts = parse(node.name, text + "probe_end=1\n")
-            if rc:
-                facts.error = f"failed (rc={rc}): {(err.strip().splitlines() or ['(no output)'])[-1]}"
-            out[node.name] = facts
-    finally:
-        server.kill()
-        server.wait(timeout=10)
-    return out
-
-
 def start_results(cfg: SiteConfig, probes: dict[str, Probe]) -> list[CheckResult]:
     out = []
     for p in probes.values():
@@ -263,16 +228,8 @@ def measure_pairs(
     servers = []
     try:
         for i, (node, probe) in enumerate(order[1:], start=1):
-            servers.append(
-                (node, t.spawn(node, in_pod(probe.ip, ["python3", "-", "serve", str(port), str(i)]), script))
-            )
-        for node, server in servers:
-            assert server.stdout is not None
-            if server.stdout.readline().strip() != "listening=1":
-                why = server.stderr.read()[-300:].strip() if server.stderr else ""
-                raise ApplianceError(
-                    f"{node.name}: the pair test server in the probe pod did not start: {why}"
-                )
+            command = in_pod(probe.ip, ["python3", "-", "serve", str(port), str(i)])
+            servers.append(t.serve(node, command, script, "the pair test server in the probe pod"))
         for i, (node, probe) in enumerate(order[:-1]):
             peers = order[i + 1 :]
             rc, text, err = t.run(node, in_pod(probe.ip, ["python3", "-", "pings", str(port), *(p.ip for _, p in peers)]),
@@ -280,16 +237,14 @@ def measure_pairs(
             got = dict(
                 v.split(" ", 1) for v in parse(node.name, text + "probe_end=1\n").lists.get("pair_rtt_ms", [])
             )
-            last = (err.strip().splitlines() or ["(no output)"])[-1]
             for peer, p in peers:
                 try:
                     rtts[(node.name, peer.name)] = float(got[p.ip])
                 except (KeyError, ValueError):
-                    errors[(node.name, peer.name)] = f"failed (rc={rc}): {last}"
+                    errors[(node.name, peer.name)] = run_error(node, rc, text, err) or "no round trip printed"
     finally:
-        for _, server in servers:
-            server.kill()
-            server.wait(timeout=10)
+        for server in servers:
+            t.stop(server)
     return rtts, errors
 
 

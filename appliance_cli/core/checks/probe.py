@@ -61,6 +61,15 @@ def ssh_transport(cfg: SiteConfig) -> Transport:
     return run
 
 
+def run_error(node: Node, rc: int, out: str, err: str) -> str:
+    """Why a program run on NODE over SSH failed, in one line ("" when it did not): SSH's own
+    failure named as such, else the exit code and the last line it wrote to stderr."""
+    last = (err.strip().splitlines() or ["(no output)"])[-1]
+    if rc == SSH_CONNECTION_FAILED and not out:
+        return f"{node.address}: SSH cannot connect: {last}"
+    return f"failed (rc={rc}): {last}" if rc else ""
+
+
 def probe_node(node: Node, args: list[str], transport: Transport, script: str) -> NodeFacts:
     start = time.time()
     rc, out, err = transport(node, args, script)
