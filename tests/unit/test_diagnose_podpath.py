@@ -106,6 +106,9 @@ class Nodes(Transport):
         super().__init__(argv=lambda node, command: command)
         self.sandbox, self.answers, self.commands = sandbox, answers, []
         self.pair_ms: dict[tuple[str, str], float] = {}  # (from pod IP, to pod IP) -> ms; else 0.2
+        self.pair_mbps: dict[tuple[str, str], float] = {}  # ... -> Mb/s; else 8000
+        self.second: dict[tuple[str, str], tuple[float, float]] = {}  # what a second look prints
+        self.looked: list[tuple[str, str]] = []  # every (from pod IP, to pod IP) tested, in order
 
     def run(self, node: Node, command: list[str], stdin: str, timeout: int = 300) -> tuple[int, str, str]:
         self.commands.append((node.name, command))
@@ -115,13 +118,16 @@ class Nodes(Transport):
             return 0, "virt_type=none\nkubelet_kind=binary\ndiag_end=1\n", ""
         if command[:2] == ["sh", "-c"] and "test" in command:  # the pod path
             return self.answers[node.name]
-        if command[:2] == ["sh", "-c"] and "pings" in command:  # every pair, from this node's pod
-            peers = command[command.index("pings") + 2 :]
-            return (
-                0,
-                "".join(f"pair_rtt_ms={ip} {self.pair_ms.get((command[4], ip), 0.2)}\n" for ip in peers),
-                "",
-            )
+        if command[:2] == ["sh", "-c"] and "pairs" in command:  # pairs, from this node's pod
+            out = []
+            for ip in command[command.index("pairs") + 3 :]:
+                key = (command[4], ip)
+                ms, mbps = self.pair_ms.get(key, 0.2), self.pair_mbps.get(key, 8000.0)
+                if key in self.looked and key in self.second:
+                    ms, mbps = self.second[key]
+                self.looked.append(key)
+                out.append(f"pair_rtt_ms={ip} {ms}\npair_mbps={ip} {mbps}\n")
+            return 0, "".join(out), ""
         if command[:1] == ["python3"] and "test" in command:  # the node path
             return 0, "net_rtt_ms=0.100\nnet_mbps=9000.0\n", ""
         if ":" in command[2]:
@@ -244,29 +250,72 @@ def test_the_netns_runner_reaches_the_node_as_words_whatever_the_address_holds()
     )
 
 
-def test_every_pair_of_probe_pods_is_timed_once_and_a_slow_pair_is_named(
+def test_every_pair_of_probe_pods_is_measured_and_a_slow_pair_is_named_after_a_second_look(
     cfg: SiteConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     names = [n.name for n in cfg.nodes]
     ip = {n: f"10.244.{i}.2" for i, n in enumerate(names)}
     t = Nodes(IMAGE, {n: (0, "net_rtt_ms=0.2\nnet_mbps=8000.0\n", "") for n in names})
-    t.pair_ms[(ip[names[1]], ip[names[2]])] = 3.0
+    slow_key = (ip[names[1]], ip[names[2]])
+    t.pair_ms[slow_key] = 3.0
+    t.second[slow_key] = (2.5, 8000.0)  # still slow the second time
     report = _diagnose(cfg, t, Api(names), monkeypatch)
-    pairs = {r.node: r for r in report.results if r.check == "pod_pair_latency"}
     want = {f"{a}<>{b}" for i, a in enumerate(names) for b in names[i + 1 :]}
-    assert set(pairs) == want and len(want) == len(names) * (len(names) - 1) // 2
+    assert len(want) == len(names) * (len(names) - 1) // 2
+    for check in ("pod_pair_latency", "pod_pair_throughput"):
+        assert {r.node for r in report.results if r.check == check} == want, check
+    pairs = {r.node: r for r in report.results if r.check == "pod_pair_latency"}
     slow = pairs[f"{names[1]}<>{names[2]}"]
-    assert (
-        (slow.status, slow.number) == (Status.WARN, 3.0) and names[1] in slow.hint and names[2] in slow.hint
-    )
-    assert all(r.status is Status.PASS for k, r in pairs.items() if r is not slow)
-    # a server in every pod but the first, taking one connection from each pod before it
+    assert (slow.status, slow.number) == (Status.WARN, 2.5), slow  # the better look is kept
+    assert "first 3.000 ms" in slow.value and names[1] in slow.hint and names[2] in slow.hint
+    assert all(r.status is Status.PASS for r in pairs.values() if r is not slow)
+    thru = {r.node: r for r in report.results if r.check == "pod_pair_throughput"}
+    assert all(r.status is Status.PASS and r.number == 8000.0 and r.unit == "Mb/s" for r in thru.values())
+    # every pair once, from the earlier pod to the later; then only the slow pair again
+    first = [(ip[a], ip[b]) for i, a in enumerate(names) for b in names[i + 1 :]]
+    assert t.looked == [*first, slow_key]
+    # the first look: a server in every pod but the first, two connections per pod before it
     serves = [
         (node, c[c.index("serve") + 1 :]) for node, c in t.commands if c[:2] == ["sh", "-c"] and "serve" in c
     ]
-    assert [(node, args) for node, args in serves if args[0] == str(NET_PORT + 1)] == [
-        (n, [str(NET_PORT + 1), str(i)]) for i, n in enumerate(names) if i
+    pair_serves = [(node, args) for node, args in serves if args[0] == str(NET_PORT + 1)]
+    assert pair_serves == [(n, [str(NET_PORT + 1), str(2 * i)]) for i, n in enumerate(names) if i] + [
+        (names[2], [str(NET_PORT + 1), "2"])
     ]
+
+
+def test_a_pair_that_is_slow_once_is_measured_again_and_not_named(
+    cfg: SiteConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = [n.name for n in cfg.nodes]
+    ip = {n: f"10.244.{i}.2" for i, n in enumerate(names)}
+    t = Nodes(IMAGE, {n: (0, "net_rtt_ms=0.2\nnet_mbps=8000.0\n", "") for n in names})
+    key = (ip[names[0]], ip[names[-1]])
+    t.pair_mbps[key] = 900.0
+    t.second[key] = (0.2, 7800.0)
+    report = _diagnose(cfg, t, Api(names), monkeypatch)
+    row = next(
+        r for r in report.results if r.check == "pod_pair_throughput" and r.node == f"{names[0]}<>{names[-1]}"
+    )
+    assert (row.status, row.number) == (Status.PASS, 7800.0) and "first 0.200 ms, 900 Mb/s" in row.value
+    assert not [r for r in report.results if r.check.startswith("pod_pair") and r.status is not Status.PASS]
+
+
+def test_the_node_in_every_slow_pair_is_named_as_the_bottleneck(
+    cfg: SiteConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = [n.name for n in cfg.nodes]
+    ip = {n: f"10.244.{i}.2" for i, n in enumerate(names)}
+    t = Nodes(IMAGE, {n: (0, "net_rtt_ms=0.2\nnet_mbps=8000.0\n", "") for n in names})
+    bad = names[-1]
+    for a, b in [(a, b) for i, a in enumerate(names) for b in names[i + 1 :] if bad in (a, b)]:
+        t.pair_mbps[(ip[a], ip[b])] = 1000.0  # both looks: the thin link is real
+    report = _diagnose(cfg, t, Api(names), monkeypatch)
+    thin = [r for r in report.results if r.check == "pod_pair_throughput" and r.status is Status.WARN]
+    assert {r.node for r in thin} == {pair for pair in (f"{a}<>{b}" for i, a in enumerate(names) for b in names[i + 1 :])
+                                      if bad in pair.split("<>")}  # fmt: skip
+    assert all(f"every slow pair includes {bad}" in r.hint for r in thin), thin[0].hint
+    assert all(r.number == 1000.0 for r in thin)
 
 
 def test_a_pair_that_cannot_talk_fails_naming_both_nodes(
@@ -276,14 +325,15 @@ def test_a_pair_that_cannot_talk_fails_naming_both_nodes(
 
     class Refused(Nodes):
         def run(self, node: Node, command: list[str], stdin: str, timeout: int = 300) -> tuple[int, str, str]:
-            if command[:2] == ["sh", "-c"] and "pings" in command and node.name == names[0]:
+            if command[:2] == ["sh", "-c"] and "pairs" in command and node.name == names[0]:
                 return 1, "", "ConnectionRefusedError: [Errno 111] Connection refused\n"
             return super().run(node, command, stdin, timeout)
 
     t = Refused(IMAGE, {n: (0, "net_rtt_ms=0.2\nnet_mbps=8000.0\n", "") for n in names})
     report = _diagnose(cfg, t, Api(names), monkeypatch)
-    failed = [r for r in report.results if r.check == "pod_pair_latency" and r.status is Status.FAIL]
-    assert {r.node for r in failed} == {f"{names[0]}<>{b}" for b in names[1:]}
+    for check in ("pod_pair_latency", "pod_pair_throughput"):
+        failed = [r for r in report.results if r.check == check and r.status is Status.FAIL]
+        assert {r.node for r in failed} == {f"{names[0]}<>{b}" for b in names[1:]}, check
     assert all("Connection refused" in r.value and f"TCP {NET_PORT + 1}" in r.hint for r in failed)
 
 
@@ -309,3 +359,4 @@ def test_a_server_that_cannot_start_in_a_probe_pod_fails_its_rows_and_keeps_the_
         assert r.status is Status.FAIL and "the test server in the probe pod did not start" in r.value, r
         assert "holds the probe pod's address" in r.value
     assert rows[("pod_pair_latency", "site")].status is Status.FAIL
+    assert rows[("pod_pair_throughput", "site")].status is Status.FAIL

@@ -273,11 +273,12 @@ def measure_pod_path(
                 measured = {n.name: NodeFacts(n.name, error=exc.message) for n, _ in others}
         if len(running) > 1:
             try:
-                pairs = podpath.measure_pairs(running, t, _script("netperf.py"), NET_PORT + 1)
-                out += podpath.pair_results(*pairs, NET_PORT + 1)
+                pairs = podpath.measure_pairs(running, t, _script("netperf.py"), NET_PORT + 1, seconds)
+                out += podpath.pair_results(pairs, NET_PORT + 1)
             except ApplianceError as exc:  # a pod's server did not start: no pair is measured
-                out.append(CheckResult("pod_pair_latency", "network", "site", Status.FAIL, exc.message,
-                                       "a server in every probe pod", "the node's `nsenter` and python3"))  # fmt: skip
+                out += [CheckResult(check, "network", "site", Status.FAIL, exc.message, "a server in every probe pod",
+                                    "the node's `nsenter` and python3")
+                        for check in ("pod_pair_latency", "pod_pair_throughput")]  # fmt: skip
     finally:
         left = podpath.remove_quietly(cfg)
     if left:

@@ -2,7 +2,8 @@
 standard input (Python 3.8+, standard library only: the nodes need no iperf3).
   python3 - serve PORT CONNECTIONS   accept that many tests (ping-pong or stream), then exit
   python3 - test HOST PORT SECONDS   one ping-pong (median RTT), one stream (Mb/s); key=value lines
-  python3 - pings PORT HOST...       one ping-pong to each HOST in turn: `pair_rtt_ms=HOST MS` lines
+  python3 - pairs PORT SECONDS HOST...  each HOST in turn, a ping-pong and a stream:
+                                     `pair_rtt_ms=HOST MS` and `pair_mbps=HOST MBPS` lines
 A single TCP stream: it measures the path's goodput, which is what a bottlenecked link shows."""
 
 import socket
@@ -48,8 +49,8 @@ def ping_pong(host: str, port: int) -> float:
     return statistics.median(rtts) * 1000
 
 
-def test(host: str, port: int, seconds: float) -> None:
-    print(f"net_rtt_ms={ping_pong(host, port):.3f}")
+def stream(host: str, port: int, seconds: float) -> float:
+    """One stream of SECONDS, in Mb/s, counted once the server has read every byte."""
     with socket.create_connection((host, port), timeout=30) as c:
         c.sendall(b"s")
         sent, t0 = 0, time.perf_counter()
@@ -59,14 +60,20 @@ def test(host: str, port: int, seconds: float) -> None:
         c.shutdown(socket.SHUT_WR)
         c.recv(1)  # the server has read every byte
         elapsed = time.perf_counter() - t0
-    print("net_mbps=%.1f" % (sent * 8 / elapsed / 1e6))
+    return sent * 8 / elapsed / 1e6
+
+
+def test(host: str, port: int, seconds: float) -> None:
+    print(f"net_rtt_ms={ping_pong(host, port):.3f}")
+    print(f"net_mbps={stream(host, port, seconds):.1f}")
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "serve":
         serve(int(sys.argv[2]), int(sys.argv[3]))
-    elif sys.argv[1] == "pings":
-        for peer in sys.argv[3:]:
+    elif sys.argv[1] == "pairs":
+        for peer in sys.argv[4:]:
             print(f"pair_rtt_ms={peer} {ping_pong(peer, int(sys.argv[2])):.3f}", flush=True)
+            print(f"pair_mbps={peer} {stream(peer, int(sys.argv[2]), float(sys.argv[3])):.1f}", flush=True)
     else:
         test(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))

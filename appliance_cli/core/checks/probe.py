@@ -24,6 +24,7 @@ LIST_KEYS = (
     "cni_conf",
     "nfd",
     "pair_rtt_ms",
+    "pair_mbps",
 )  # keys a probe prints once per item
 
 # (node, argv after the script name, script) -> (rc, stdout, stderr)
