@@ -4,8 +4,9 @@ newlines, spaces), it reaches the node as one argument and runs nothing.
 What ssh hands the node is one string, which the node's login shell runs (`$SHELL -c STRING`, as
 sshd does). Here a real `sh -c` runs that string with PATH holding only shims: each command the
 string names (sudo, kubectl, journalctl, cat, touch...) writes the argv it received to a log and
-does nothing else. So the test sees exactly what would have run on the node, and a value that
-broke out of its word shows up as a command of its own (or a `touch` that ran)."""
+does nothing else; `touch` also makes its files, as no builder touches. So the test sees exactly
+what would have run on the node, and a value that broke out of its word shows up as a command of
+its own (or a file that a `touch` made)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from appliance_cli.core.siteconfig import load_site
 EXAMPLE = Path(__file__).resolve().parents[2] / "inventories" / "example" / "appliance.yml"
 
 HOSTILE = [
-    ";", "a;touch${IFS}/tmp/x;echo", "$(touch pwned)", "`touch pwned`", "|", "a|touch pwned", "'", "it's",
+    ";", "a;touch${IFS}pwned;echo", "$(touch pwned)", "`touch pwned`", "|", "a|touch pwned", "'", "it's",
     '"', "\\", "\n", "a\ntouch pwned", " ", "two words", "/media/user/MY STICK/bundle", "&&", "||", "#",
     "*", "~", "-n", "--", "$HOME", "${IFS}", ">out", "<in", "!", "\t", "",
 ]  # fmt: skip
@@ -52,6 +53,8 @@ def node_shell(tmp_path_factory):
         "if os.path.basename(sys.argv[0]) == 'sudo':\n"  # sudo -n -- CMD...: runs CMD (a shim too)
         "    assert sys.argv[1:3] == ['-n', '--'], sys.argv\n"
         "    os.execvp(sys.argv[3], sys.argv[3:])\n"
+        "if os.path.basename(sys.argv[0]) == 'touch':\n"  # no builder touches: one that ran broke out
+        "    [open(a, 'a').close() for a in sys.argv[1:]]\n"
     )
     for name in SHIMS:
         p = bin_dir / name
@@ -64,7 +67,7 @@ def node_shell(tmp_path_factory):
         r = real_run(["sh", "-c", remote_string], input=stdin, capture_output=True, text=True,
                            env={"PATH": str(bin_dir), "HOME": str(root)}, cwd=root, check=False)  # fmt: skip
         assert r.returncode == 0, (remote_string, r.stderr)
-        assert not (root / "pwned").exists() and not Path("/tmp/x").exists()
+        assert not (root / "pwned").exists()  # the touch shim makes it: a value broke out
         return [json.loads(line) for line in log.read_text().splitlines()]
 
     return run
