@@ -63,24 +63,27 @@ def test_every_layer_is_measured_on_every_node(tmp_path):
 
 
 def test_netperf_pairs_mode_times_and_streams_each_peer_in_turn():
-    """`pairs`: for each host, a ping-pong and then a stream, each on its own connection to one
-    server that takes exactly two connections per pair (podpath._test_pairs sizes it so)."""
+    """`pairs`: for each host, a ping-pong, a stream to it and one from it, each on its own
+    connection to one server that takes exactly three connections per pair (podpath._test_pairs
+    sizes it so)."""
     script = str(Path(diagnose.__file__).with_name("netperf.py"))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = subprocess.Popen(
-        [sys.executable, script, "serve", str(port), "4"], stdout=subprocess.PIPE, text=True
+        [sys.executable, script, "serve", str(port), "6"], stdout=subprocess.PIPE, text=True
     )
     try:
         assert server.stdout is not None and server.stdout.readline().strip() == "listening=1"
         out = subprocess.run([sys.executable, script, "pairs", str(port), "0.3", "127.0.0.1", "127.0.0.2"],
                              capture_output=True, text=True, timeout=60, check=True).stdout  # fmt: skip
-        assert server.wait(timeout=30) == 0  # it took its four connections and ended
+        assert server.wait(timeout=30) == 0  # it took its six connections and ended
     finally:
         server.kill()
     lists = parse("node", out + "probe_end=1\n").lists
     rtt = dict(v.split(" ", 1) for v in lists["pair_rtt_ms"])
     mbps = dict(v.split(" ", 1) for v in lists["pair_mbps"])
-    assert set(rtt) == set(mbps) == {"127.0.0.1", "127.0.0.2"}, out
-    assert all(0 < float(v) < 50 for v in rtt.values()) and all(float(v) > 10 for v in mbps.values()), out
+    rx = dict(v.split(" ", 1) for v in lists["pair_rx_mbps"])
+    assert set(rtt) == set(mbps) == set(rx) == {"127.0.0.1", "127.0.0.2"}, out
+    assert all(0 < float(v) < 50 for v in rtt.values()), out
+    assert all(float(v) > 10 for v in [*mbps.values(), *rx.values()]), out

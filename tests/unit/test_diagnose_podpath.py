@@ -107,6 +107,7 @@ class Nodes(Transport):
         self.sandbox, self.answers, self.commands = sandbox, answers, []
         self.pair_ms: dict[tuple[str, str], float] = {}  # (from pod IP, to pod IP) -> ms; else 0.2
         self.pair_mbps: dict[tuple[str, str], float] = {}  # ... -> Mb/s; else 8000
+        self.pair_rx: dict[tuple[str, str], float] = {}  # the other way, on every look; else 8000
         self.second: dict[tuple[str, str], tuple[float, float]] = {}  # what a second look prints
         self.looked: list[tuple[str, str]] = []  # every (from pod IP, to pod IP) tested, in order
 
@@ -126,7 +127,8 @@ class Nodes(Transport):
                 if key in self.looked and key in self.second:
                     ms, mbps = self.second[key]
                 self.looked.append(key)
-                out.append(f"pair_rtt_ms={ip} {ms}\npair_mbps={ip} {mbps}\n")
+                rx = self.pair_rx.get(key, 8000.0)
+                out.append(f"pair_rtt_ms={ip} {ms}\npair_mbps={ip} {mbps}\npair_rx_mbps={ip} {rx}\n")
             return 0, "".join(out), ""
         if command[:1] == ["python3"] and "test" in command:  # the node path
             return 0, "net_rtt_ms=0.100\nnet_mbps=9000.0\n", ""
@@ -274,13 +276,13 @@ def test_every_pair_of_probe_pods_is_measured_and_a_slow_pair_is_named_after_a_s
     # every pair once, from the earlier pod to the later; then only the slow pair again
     first = [(ip[a], ip[b]) for i, a in enumerate(names) for b in names[i + 1 :]]
     assert t.looked == [*first, slow_key]
-    # the first look: a server in every pod but the first, two connections per pod before it
+    # the first look: a server in every pod but the first, three connections per pod before it
     serves = [
         (node, c[c.index("serve") + 1 :]) for node, c in t.commands if c[:2] == ["sh", "-c"] and "serve" in c
     ]
     pair_serves = [(node, args) for node, args in serves if args[0] == str(NET_PORT + 1)]
-    assert pair_serves == [(n, [str(NET_PORT + 1), str(2 * i)]) for i, n in enumerate(names) if i] + [
-        (names[2], [str(NET_PORT + 1), "2"])
+    assert pair_serves == [(n, [str(NET_PORT + 1), str(3 * i)]) for i, n in enumerate(names) if i] + [
+        (names[2], [str(NET_PORT + 1), "3"])
     ]
 
 
@@ -307,15 +309,17 @@ def test_the_node_in_every_slow_pair_is_named_as_the_bottleneck(
     names = [n.name for n in cfg.nodes]
     ip = {n: f"10.244.{i}.2" for i, n in enumerate(names)}
     t = Nodes(IMAGE, {n: (0, "net_rtt_ms=0.2\nnet_mbps=8000.0\n", "") for n in names})
-    bad = names[-1]
+    bad = names[-1]  # the later pod of each of its pairs: what it sends is their stream back
     for a, b in [(a, b) for i, a in enumerate(names) for b in names[i + 1 :] if bad in (a, b)]:
-        t.pair_mbps[(ip[a], ip[b])] = 1000.0  # both looks: the thin link is real
+        t.pair_rx[(ip[a], ip[b])] = 1000.0  # both looks: the thin link is real
     report = _diagnose(cfg, t, Api(names), monkeypatch)
     thin = [r for r in report.results if r.check == "pod_pair_throughput" and r.status is Status.WARN]
     assert {r.node for r in thin} == {pair for pair in (f"{a}<>{b}" for i, a in enumerate(names) for b in names[i + 1 :])
                                       if bad in pair.split("<>")}  # fmt: skip
     assert all(f"every slow pair includes {bad}" in r.hint for r in thin), thin[0].hint
-    assert all(r.number == 1000.0 for r in thin)
+    assert all(r.number == 1000.0 and f"{bad} to " in r.value and "8000, " in r.value for r in thin), thin[
+        0
+    ].value
 
 
 def test_a_pair_that_cannot_talk_fails_naming_both_nodes(

@@ -1,9 +1,10 @@
 """Node-to-node TCP latency and throughput for `appliance diagnose`, sent to the nodes on ssh's
 standard input (Python 3.8+, standard library only: the nodes need no iperf3).
-  python3 - serve PORT CONNECTIONS   accept that many tests (ping-pong or stream), then exit
+  python3 - serve PORT CONNECTIONS   accept that many tests (ping-pong, stream in or out), then exit
   python3 - test HOST PORT SECONDS   one ping-pong (median RTT), one stream (Mb/s); key=value lines
-  python3 - pairs PORT SECONDS HOST...  each HOST in turn, a ping-pong and a stream:
-                                     `pair_rtt_ms=HOST MS` and `pair_mbps=HOST MBPS` lines
+  python3 - pairs PORT SECONDS HOST...  each HOST in turn, a ping-pong, a stream to it and one
+                                     from it (three connections): `pair_rtt_ms=HOST MS`,
+                                     `pair_mbps=HOST MBPS` (out) and `pair_rx_mbps=HOST MBPS` lines
 A single TCP stream: it measures the path's goodput, which is what a bottlenecked link shows."""
 
 import socket
@@ -25,6 +26,12 @@ def serve(port: int, connections: int) -> None:
         conn, _ = srv.accept()
         with conn:
             mode = conn.recv(1)
+            if mode == b"r":  # stream to the client until it hangs up
+                try:
+                    while True:
+                        conn.sendall(CHUNK)
+                except OSError:
+                    continue
             while True:
                 data = conn.recv(1 << 20)
                 if not data:
@@ -63,6 +70,20 @@ def stream(host: str, port: int, seconds: float) -> float:
     return sent * 8 / elapsed / 1e6
 
 
+def receive(host: str, port: int, seconds: float) -> float:
+    """What the server streams back for SECONDS, in Mb/s."""
+    with socket.create_connection((host, port), timeout=30) as c:
+        c.sendall(b"r")
+        got, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            data = c.recv(1 << 20)
+            if not data:
+                break
+            got += len(data)
+        elapsed = time.perf_counter() - t0
+    return got * 8 / elapsed / 1e6
+
+
 def test(host: str, port: int, seconds: float) -> None:
     print(f"net_rtt_ms={ping_pong(host, port):.3f}")
     print(f"net_mbps={stream(host, port, seconds):.1f}")
@@ -75,5 +96,8 @@ if __name__ == "__main__":
         for peer in sys.argv[4:]:
             print(f"pair_rtt_ms={peer} {ping_pong(peer, int(sys.argv[2])):.3f}", flush=True)
             print(f"pair_mbps={peer} {stream(peer, int(sys.argv[2]), float(sys.argv[3])):.1f}", flush=True)
+            print(
+                f"pair_rx_mbps={peer} {receive(peer, int(sys.argv[2]), float(sys.argv[3])):.1f}", flush=True
+            )
     else:
         test(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))

@@ -226,27 +226,36 @@ Pair = tuple[str, str]  # (from node, to node)
 
 @dataclass
 class PairFacts:
-    """What the pair tests printed: each pair's round trip and stream, why one was not measured,
-    and which pairs were measured a second time (their better figures are kept)."""
+    """What the pair tests printed: each pair's round trip and its streams each way, why one was
+    not measured, and which pairs were measured a second time (their better figures are kept)."""
 
     rtt_ms: dict[Pair, float] = field(default_factory=dict)
-    mbps: dict[Pair, float] = field(default_factory=dict)
+    mbps: dict[Pair, float] = field(default_factory=dict)  # (a, b): a's pod streaming to b's
+    rx_mbps: dict[Pair, float] = field(default_factory=dict)  # (a, b): b's pod streaming to a's
     errors: dict[Pair, str] = field(default_factory=dict)
     again: dict[Pair, tuple[float, float]] = field(default_factory=dict)  # first look's (ms, Mb/s)
+
+    def through(self, key: Pair) -> float:
+        """The pair's throughput: the slower way (a link that is slow one way is slow)."""
+        return min(self.mbps[key], self.rx_mbps[key])
+
+    def best(self) -> float:
+        return max([*self.mbps.values(), *self.rx_mbps.values()], default=0.0)
 
 
 def _test_pairs(
     pairs: list[tuple[tuple[Node, Probe], tuple[Node, Probe]]], t: Transport, script: str, port: int,
     seconds: float,
 ) -> PairFacts:  # fmt: skip
-    """Each pair (a, b), one at a time: a's pod times a ping-pong and a stream of SECONDS to b's pod.
-    A server in each b's pod takes the two connections of each of its pairs; each a runs all of its
-    pairs in one go, in order, so no two tests share a link at the same moment."""
+    """Each pair (a, b), one at a time: a's pod times a ping-pong, a stream of SECONDS to b's pod
+    and one from it (a limit on what leaves a node shows only one way). A server in each b's pod
+    takes the three connections of each of its pairs; each a runs all of its pairs in one go, in
+    order, so no two tests share a link at the same moment."""
     got = PairFacts()
     targets: dict[str, tuple[Node, Probe, int]] = {}
     sources: dict[str, tuple[Node, Probe, list[tuple[Node, Probe]]]] = {}
     for (a, ap), (b, bp) in pairs:
-        targets[b.name] = (b, bp, targets.get(b.name, (b, bp, 0))[2] + 2)
+        targets[b.name] = (b, bp, targets.get(b.name, (b, bp, 0))[2] + 3)
         sources.setdefault(a.name, (a, ap, []))[2].append((b, bp))
     servers = []
     try:
@@ -257,14 +266,16 @@ def _test_pairs(
             command = in_pod(
                 probe.ip, ["python3", "-", "pairs", str(port), f"{seconds:g}", *(p.ip for _, p in peers)]
             )
-            rc, text, err = t.run(node, command, script, timeout=int(60 + len(peers) * (seconds + 10)))
+            rc, text, err = t.run(node, command, script, timeout=int(60 + len(peers) * (2 * seconds + 10)))
             lists = parse(node.name, text + "probe_end=1\n").lists
             rtt = dict(v.split(" ", 1) for v in lists.get("pair_rtt_ms", []) if " " in v)
             mbps = dict(v.split(" ", 1) for v in lists.get("pair_mbps", []) if " " in v)
+            rx = dict(v.split(" ", 1) for v in lists.get("pair_rx_mbps", []) if " " in v)
             for peer, p in peers:
                 key = (node.name, peer.name)
                 try:
-                    got.rtt_ms[key], got.mbps[key] = float(rtt[p.ip]), float(mbps[p.ip])
+                    figures = float(rtt[p.ip]), float(mbps[p.ip]), float(rx[p.ip])
+                    got.rtt_ms[key], got.mbps[key], got.rx_mbps[key] = figures
                 except (KeyError, ValueError):
                     got.errors[key] = run_error(node, rc, text, err) or "no result printed"
     finally:
@@ -275,11 +286,11 @@ def _test_pairs(
 
 def slow_pairs(facts: PairFacts) -> set[Pair]:
     """Pairs whose round trip is PAIR_SLOW times the best pair's (and beyond the noise floor), or
-    whose stream is below PAIR_SHARE of the best pair's."""
-    ms, mbps = min(facts.rtt_ms.values(), default=0.0), max(facts.mbps.values(), default=0.0)
+    whose slower stream is below PAIR_SHARE of the best stream."""
+    ms, best = min(facts.rtt_ms.values(), default=0.0), facts.best()
     floor = NOISE_FLOOR["pod_pair_latency"]
     slow = {k for k, v in facts.rtt_ms.items() if v > PAIR_SLOW * ms and v - ms > floor}
-    return slow | {k for k, v in facts.mbps.items() if v < PAIR_SHARE * mbps}
+    return slow | {k for k in facts.rtt_ms if facts.through(k) < PAIR_SHARE * best}
 
 
 def measure_pairs(
@@ -296,9 +307,10 @@ def measure_pairs(
         second = _test_pairs([(where[a], where[b]) for a, b in sorted(slow)], t, script, port, seconds)
         for key in sorted(slow):
             if key in second.rtt_ms:
-                facts.again[key] = (facts.rtt_ms[key], facts.mbps[key])
+                facts.again[key] = (facts.rtt_ms[key], facts.through(key))
                 facts.rtt_ms[key] = min(facts.rtt_ms[key], second.rtt_ms[key])
                 facts.mbps[key] = max(facts.mbps[key], second.mbps[key])
+                facts.rx_mbps[key] = max(facts.rx_mbps[key], second.rx_mbps[key])
     return facts
 
 
@@ -309,16 +321,17 @@ def _shared_node(pairs: set[Pair]) -> str:
 
 
 def pair_results(facts: PairFacts, port: int) -> list[CheckResult]:
-    """Two rows per pair of probe pods, its round trip and its throughput; a pair PAIR_SLOW times the
-    best pair's round trip (beyond the noise floor), or below PAIR_SHARE of its throughput, is
-    named even after its second look; when every such pair includes one node, the hint names that
-    node as the bottleneck. A pair that could not talk fails."""
-    ms_best, mbps_best = min(facts.rtt_ms.values(), default=0.0), max(facts.mbps.values(), default=0.0)
+    """Two rows per pair of probe pods, its round trip and its throughput (the slower way); a pair
+    PAIR_SLOW times the best pair's round trip (beyond the noise floor), or below PAIR_SHARE of the
+    best stream, is named even after its second look; when every such pair includes one node, the
+    hint names that node as the bottleneck. A pair that could not talk fails."""
+    ms_best, mbps_best = min(facts.rtt_ms.values(), default=0.0), facts.best()
     slow = slow_pairs(facts)
     culprit = _shared_node(slow)
     out = []
     for (a, b), ms in facts.rtt_ms.items():
-        mbps, key = facts.mbps[(a, b)], (a, b)
+        key = (a, b)
+        mbps = facts.through(key)
         if culprit:
             hint = (
                 f"every slow pair includes {culprit}: its link, its pod network (FLANNEL_MTU in "
@@ -338,8 +351,9 @@ def pair_results(facts: PairFacts, port: int) -> list[CheckResult]:
                                f"within {PAIR_SLOW:g}x the best pair's {ms_best:.3f} ms", hint if late else "",
                                number=ms, unit="ms", better="lower"))  # fmt: skip
         out.append(CheckResult("pod_pair_throughput", "network", pair_name(a, b), Status.WARN if thin else Status.PASS,
-                               f"{mbps:.0f} Mb/s from {a}'s probe pod to {b}'s{first}",
-                               f"at least {PAIR_SHARE:.0%} of the best pair's {mbps_best:.0f} Mb/s",
+                               f"{mbps:.0f} Mb/s the slower way between their probe pods ({a} to {b} "
+                               f"{facts.mbps[key]:.0f}, {b} to {a} {facts.rx_mbps[key]:.0f}){first}",
+                               f"at least {PAIR_SHARE:.0%} of the best stream's {mbps_best:.0f} Mb/s",
                                hint if thin else "", number=mbps, unit="Mb/s", better="higher"))  # fmt: skip
     for (a, b), why in facts.errors.items():
         for check in ("pod_pair_latency", "pod_pair_throughput"):

@@ -25,6 +25,7 @@ LIST_KEYS = (
     "nfd",
     "pair_rtt_ms",
     "pair_mbps",
+    "pair_rx_mbps",
 )  # keys a probe prints once per item
 
 # (node, argv after the script name, script) -> (rc, stdout, stderr)
