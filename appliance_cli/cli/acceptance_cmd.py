@@ -41,8 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--scenario",
         choices=CHOICES,
-        help="smoke, one TR-4858 section (with those it starts from: 4.10 runs 4.8 and 4.9 first) "
-        "or tr4858 (all three); default: everything",
+        help="smoke, cpu-smoke (one CPU-only job: the scheduler stack without GPUs), one TR-4858 "
+        "section (with those it starts from: 4.10 runs 4.8 and 4.9 first) or tr4858 (all three); "
+        "default: everything",
     )
     p.add_argument(
         "--timeout", type=float, default=300.0, metavar="S", help="seconds a step may take to settle (300)"
@@ -94,6 +95,9 @@ def show_plan(cfg: SiteConfig, plan: Plan) -> None:
             ns = project_namespace(stack, plan.smoke_project or "") if STACK not in plan.refused else "-"
             ui.info(f"smoke, in project {plan.smoke_project} (namespace {ns}): each job must complete")
             for job in plan.smoke:
+                if job.gpus == 0:
+                    ui.info(f"  {job.name:<16} CPU only  completes on a node the {stack} scheduler picks")
+                    continue
                 what = "nvidia-smi sees one GPU"
                 if job.gpus < 1:
                     what += f" and {job.gpus:.0%} of its memory (TR-4858 line 308)"

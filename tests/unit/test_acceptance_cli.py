@@ -55,6 +55,13 @@ def test_dry_run_of_one_section_brings_what_it_starts_from(capsys: pytest.Captur
     assert "smoke" not in out.split("TR-4858 (16 GPUs")[0].split("image:")[1]
 
 
+def test_dry_run_of_the_cpu_smoke_shows_one_job_and_no_gpu_need(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["acceptance", "--dry-run", "--scenario", "cpu-smoke", str(EXAMPLE.parent)]) == 0
+    out = capsys.readouterr().out
+    assert "  smoke-cpu        CPU only  completes on a node the runai scheduler picks" in out, out
+    assert "nvidia-smi" not in out and "TR-4858 (16 GPUs" not in out
+
+
 @pytest.fixture
 def tr_site(tmp_path: Path) -> Path:
     data = yaml.safe_load(EXAMPLE.read_text())
@@ -92,9 +99,52 @@ def test_a_cluster_without_gpus_is_refused_in_one_line(
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [
         "error: the cluster reports no allocatable nvidia.com/gpu on its gpu-worker nodes (a lab, or a "
-        "site without the GPU Operator ready): acceptance needs real GPUs; `--dry-run` shows the plan"
+        "site without the GPU Operator ready): acceptance needs real GPUs; `--scenario cpu-smoke` checks "
+        "the scheduler stack with a CPU-only job, `--dry-run` shows the plan"
     ]
     assert cluster.applied == [] and cluster.cleaned == []
+
+
+@pytest.mark.parametrize("stack", ["runai", "open"])
+def test_the_cpu_smoke_job_needs_no_gpu_and_goes_through_the_stack(
+    monkeypatch: pytest.MonkeyPatch, tr_site: Path, capsys: pytest.CaptureFixture[str], stack: str
+) -> None:
+    data = yaml.safe_load((tr_site / "appliance.yml").read_text())
+    data["scheduler"]["stack"] = stack
+    if stack == "open":  # HAMi + Volcano's own config
+        data["scheduler"].pop("runai", None)
+    (tr_site / "appliance.yml").write_text(yaml.safe_dump(data))
+    cluster = FakeCluster(gpus={"gpu1": 0, "gpu2": 0})
+    _with(monkeypatch, cluster)
+    assert main(["acceptance", "--scenario", "cpu-smoke", "--site", str(tr_site)]) == 0, (
+        capsys.readouterr().err
+    )
+    out = capsys.readouterr().out
+    assert "PASS  smoke smoke-cpu (CPU only): completed on gpu1" in out and "smoke 1/1 passed" in out, out
+    [job] = cluster.applied
+    spec = job["spec"]["template"]["spec"]
+    assert spec["schedulerName"] == {"runai": "runai-scheduler", "open": "volcano"}[stack]
+    assert job["metadata"]["namespace"] == {"runai": "runai-team-a", "open": "project-team-a"}[stack]
+    [c] = spec["containers"]
+    assert c["resources"] == {"requests": {"cpu": "100m", "memory": "64Mi"}}, c  # no GPU asked for
+    assert (
+        c["command"] == ["sh", "-c", 'echo "cpu smoke: $(nproc) CPUs"'] and job["spec"]["backoffLimit"] == 0
+    )
+    annotations = job["spec"]["template"]["metadata"].get("annotations", {})
+    assert annotations == ({} if stack == "runai" else {"scheduling.volcano.sh/queue-name": "team-a"})
+    assert cluster.cleaned and cluster.cleaned[0][1] == job["metadata"]["labels"]["acceptance.appliance/run"]
+
+
+def test_the_cpu_smoke_job_that_never_runs_fails_naming_its_phase(
+    monkeypatch: pytest.MonkeyPatch, tr_site: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = FakeCluster(gpus={}, smoke_phase="Pending")
+    _with(monkeypatch, cluster)
+    assert main(["acceptance", "--scenario", "cpu-smoke", "--timeout", "5", "--site", str(tr_site)]) == 8
+    err = capsys.readouterr().err
+    assert (
+        "acceptance failed: smoke smoke-cpu (CPU only): the pod ended Pending after 300s (timed out)" in err
+    ), err
 
 
 def _suites(path: Path) -> dict[str, dict[str, str]]:

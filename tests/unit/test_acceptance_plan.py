@@ -201,6 +201,11 @@ def test_gpu_allocatable_and_stack_objects() -> None:
         "hami-device-plugin",
         "Volcano queue team-a",
     ]
+    # a job without GPUs needs Volcano, not HAMi's device plugin
+    names = {"namespace/project-team-a", "customresourcedefinition.apiextensions.k8s.io/queues.scheduling.volcano.sh",
+             "queue.scheduling.volcano.sh/team-a"}  # fmt: skip
+    assert kube.stack_missing_of("open", ["team-a"], names, gpus=False) == []
+    assert kube.stack_missing_of("open", ["team-a"], names) == ["hami-device-plugin"]
 
 
 def test_kubectl_commands_as_the_master_runs_them(monkeypatch: pytest.MonkeyPatch) -> None:

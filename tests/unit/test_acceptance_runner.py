@@ -68,8 +68,8 @@ class FakeCluster:
     def gpu_allocatable(self) -> dict[str, float]:
         return self.gpus
 
-    def stack_missing(self, stack: str, projects: list[str]) -> list[str]:
-        return self.missing
+    def stack_missing(self, stack: str, projects: list[str], gpus: bool = True) -> list[str]:
+        return self.missing if gpus else [m for m in self.missing if m != "hami-device-plugin"]
 
     def apply(self, manifest: dict[str, Any]) -> None:
         job = manifest["metadata"]["labels"][JOB_LABEL]

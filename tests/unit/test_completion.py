@@ -138,7 +138,7 @@ def test_values_complete_by_their_kind(scripts: Path, tmp_path: Path) -> None:
         tmp_path,
     )
     assert got == [
-        ["4.10", "4.8", "4.9", "smoke", "tr4858"],
+        ["4.10", "4.8", "4.9", "cpu-smoke", "smoke", "tr4858"],
         ["4.10", "4.8", "4.9"],
         ["bundle"],
         ["report.json"],
@@ -165,7 +165,7 @@ def test_zsh_runs_the_same_completion_through_bashcompinit(scripts: Path, site: 
         sorted(grammar(build_parser())[()].subs),
         sorted(NODES),
         ["master1,gpu1", "master1,gpu2"],
-        ["4.10", "4.8", "4.9", "smoke", "tr4858"],
+        ["4.10", "4.8", "4.9", "cpu-smoke", "smoke", "tr4858"],
     ]
 
 

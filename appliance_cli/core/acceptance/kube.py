@@ -14,14 +14,13 @@ from appliance_cli.errors import ApplianceError
 
 GPU_WORKER_LABEL = "node-role.kubernetes.io/runai-gpu-worker"  # roles/node_roles/defaults/main.yml (K1)
 # What each stack must show before its jobs are submitted (kubectl get -o name spelling): Run:ai's
-# projects CRD; Volcano's queues CRD and HAMi's device plugin (the chart's release `hami`).
+# projects CRD; Volcano's queues CRD, and for GPU jobs HAMi's device plugin (the chart's release
+# `hami`), which the CPU-only smoke job does not need.
 STACK_OBJECTS = {
     "runai": ["customresourcedefinition.apiextensions.k8s.io/projects.run.ai"],
-    "open": [
-        "customresourcedefinition.apiextensions.k8s.io/queues.scheduling.volcano.sh",
-        "daemonset.apps/hami-device-plugin",
-    ],
+    "open": ["customresourcedefinition.apiextensions.k8s.io/queues.scheduling.volcano.sh"],
 }
+GPU_STACK_OBJECTS = {"runai": [], "open": ["daemonset.apps/hami-device-plugin"]}
 
 
 def _json(text: str, what: str) -> dict[str, Any]:
@@ -44,10 +43,11 @@ def gpu_allocatable_of(doc: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def stack_missing_of(stack: str, projects: list[str], names: set[str]) -> list[str]:
-    """What `kubectl get ... -o name` did not list: the stack's own objects, each project's
-    namespace and (open) its Volcano queue."""
-    missing = [n.split("/", 1)[1] for n in STACK_OBJECTS.get(stack, []) if n not in names]
+def stack_missing_of(stack: str, projects: list[str], names: set[str], gpus: bool = True) -> list[str]:
+    """What `kubectl get ... -o name` did not list: the stack's own objects (and, when GPUS, those
+    that share out GPUs), each project's namespace and (open) its Volcano queue."""
+    wanted = [*STACK_OBJECTS.get(stack, []), *(GPU_STACK_OBJECTS.get(stack, []) if gpus else [])]
+    missing = [n.split("/", 1)[1] for n in wanted if n not in names]
     for p in projects:
         ns = project_namespace(stack, p)
         if f"namespace/{ns}" not in names:
@@ -69,11 +69,11 @@ class KubectlCluster:
             _json(self._k(["get", "nodes", "-l", GPU_WORKER_LABEL, "-o", "json"]), "nodes")
         )
 
-    def stack_missing(self, stack: str, projects: list[str]) -> list[str]:
+    def stack_missing(self, stack: str, projects: list[str], gpus: bool = True) -> list[str]:
         names = set(self._k(["get", "crd,namespaces,daemonsets", "-A", "-o", "name"]).split())
         if stack == "open" and any("queues.scheduling.volcano.sh" in n for n in names):
             names |= set(self._k(["get", "queues.scheduling.volcano.sh", "-o", "name"]).split())
-        return stack_missing_of(stack, projects, names)
+        return stack_missing_of(stack, projects, names, gpus)
 
     def apply(self, manifest: dict[str, Any]) -> None:
         # on kubectl's standard input (behind sudo when ssh.user is not root): never in a shell's text

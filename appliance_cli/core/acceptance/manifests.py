@@ -11,10 +11,14 @@ controller makes a new one, which waits in its project's queue, as `runai submit
   GPUs as `nvidia.com/gpu`, a fraction as one `nvidia.com/gpu` with
   `nvidia.com/gpumem-percentage` (HAMi); interactive jobs are `volcano.sh/preemptable: "false"`.
 
+The CPU-only smoke job asks for no GPU, only a little CPU and memory, through the same scheduler,
+namespace and queue as the others.
+
 Image: the CUDA base image the bundle carries for the GPU Operator's validator, from the private
-registry. TR-4858 ran Jupyter, Run:ai's quickstart and NetApp's ResNet-50 images (lines 283,
-326-329); the bundle has none of them, and what the scheduler allots does not depend on what
-the container runs: its jobs list their GPU and sleep until deleted.
+registry (the CPU-only job runs its shell too). TR-4858 ran Jupyter, Run:ai's quickstart and
+NetApp's ResNet-50 images (lines 283, 326-329); the bundle has none of them, and what the
+scheduler allots does not depend on what the container runs: its jobs list their GPU and sleep
+until deleted.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from appliance_cli.core.acceptance.compare import (
     RUN_LABEL,
 )
 from appliance_cli.core.acceptance.model import Image, Job, SmokeJob
-from appliance_cli.core.acceptance.smoke import NVIDIA_SMI
+from appliance_cli.core.acceptance.smoke import CPU_SMOKE, NVIDIA_SMI
 from appliance_cli.core.siteconfig import PROJECT_NAMESPACE_PREFIX
 from appliance_cli.core.siteconfig import project_namespace as site_project_namespace
 from appliance_cli.errors import UsageError
@@ -43,6 +47,8 @@ MANAGED_BY = "appliance-acceptance"
 OBJECT_PREFIX = "acceptance-"  # the seed's job names could be a site's own: ours are prefixed
 HOLD = "nvidia-smi -L; exec sleep 86400"  # a TR-4858 job: show its GPU, hold it until deleted
 HOLDER_BACKOFF = 100  # a preempted pod counts as a failure of its Job; it must come back
+CPU_REQUESTS = {"cpu": "100m", "memory": "64Mi"}  # the CPU-only smoke job: a small, real request
+COMMANDS = {Image.NVIDIA_SMI: NVIDIA_SMI, Image.SLEEP: HOLD, Image.CPU: CPU_SMOKE}
 
 
 def project_namespace(stack: str, project: str) -> str:
@@ -64,6 +70,8 @@ def object_name(job: str) -> str:
 
 def _gpu_resources(stack: str, gpus: float) -> tuple[dict[str, Any], dict[str, str]]:
     """(container limits, pod annotations) asking the stack's scheduler for `gpus`."""
+    if gpus == 0:
+        return {}, {}
     if gpus >= 1:
         if gpus != int(gpus):
             raise UsageError(f"{gpus:g} GPUs: more than one GPU must be a whole number")
@@ -81,7 +89,7 @@ def job_manifest(
     job: Job | SmokeJob,
 ) -> dict[str, Any]:
     interactive = isinstance(job, Job) and job.interactive
-    command = NVIDIA_SMI if job.image is Image.NVIDIA_SMI else HOLD
+    command = COMMANDS[job.image]
     limits, annotations = _gpu_resources(stack, job.gpus)
     labels = {
         "app.kubernetes.io/managed-by": MANAGED_BY,
@@ -98,12 +106,14 @@ def job_manifest(
         if interactive:
             annotations["volcano.sh/preemptable"] = "false"
     container: dict[str, Any] = {
-        "name": "gpu",
+        "name": "cpu" if job.image is Image.CPU else "gpu",
         "image": private_image(CUDA_IMAGE, registry),
         "command": ["sh", "-c", command],
     }
     if limits:
         container["resources"] = {"limits": limits}
+    elif job.image is Image.CPU:
+        container["resources"] = {"requests": dict(CPU_REQUESTS)}
     pod_meta: dict[str, Any] = {"labels": pod_labels}
     if annotations:
         pod_meta["annotations"] = annotations
@@ -116,7 +126,7 @@ def job_manifest(
             "labels": labels,
         },
         "spec": {
-            "backoffLimit": 0 if job.image is Image.NVIDIA_SMI else HOLDER_BACKOFF,
+            "backoffLimit": HOLDER_BACKOFF if job.image is Image.SLEEP else 0,
             "template": {
                 "metadata": pod_meta,
                 "spec": {

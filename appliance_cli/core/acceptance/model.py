@@ -16,6 +16,7 @@ class Image(StrEnum):
 
     NVIDIA_SMI = "nvidia-smi"  # runs `nvidia-smi` once and exits (the smoke jobs)
     SLEEP = "sleep"  # lists its GPU, then holds it until deleted (the TR-4858 jobs)
+    CPU = "cpu"  # prints the CPUs it sees and exits: no GPU (the CPU-only smoke job)
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,8 @@ class Scenario:
 class SmokeJob:
     """A job that must complete and print its GPU: `gpus` whole or a fraction; for a fraction the
     memory it sees must be that fraction of a whole GPU's (TR-4858 line 308: 0.5 of a 32 GB V100
-    showed 16,255 MB)."""
+    showed 16,255 MB). With 0 GPUs (Image.CPU) it must only complete: the scheduler stack placed it
+    and a node ran it."""
 
     name: str
     gpus: float

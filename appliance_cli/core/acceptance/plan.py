@@ -12,16 +12,17 @@ from __future__ import annotations
 
 from appliance_cli.core.acceptance.compare import fmt
 from appliance_cli.core.acceptance.model import Plan, Scenario
-from appliance_cli.core.acceptance.smoke import SMOKE_JOBS
+from appliance_cli.core.acceptance.smoke import CPU_SMOKE_JOB, SMOKE_JOBS
 from appliance_cli.core.acceptance.tr4858 import SCENARIOS, SITE_GPUS, SITE_QUOTAS
 from appliance_cli.core.siteconfig import SiteConfig, site_gpus
 from appliance_cli.errors import UsageError
 
 TR4858 = "tr4858"
 SMOKE = "smoke"
+CPU_SMOKE = "cpu-smoke"  # the CPU-only smoke job alone: needs no GPU
 STACK = "stack"  # a refusal of everything: the site has no scheduler stack acceptance can use
 STACKS = ("runai", "open")
-CHOICES = (SMOKE, *(s.name for s in SCENARIOS), TR4858)
+CHOICES = (SMOKE, CPU_SMOKE, *(s.name for s in SCENARIOS), TR4858)
 
 
 def tr4858_differences(cfg: SiteConfig, cluster_gpus: float | None = None) -> list[str]:
@@ -61,10 +62,10 @@ def build_plan(cfg: SiteConfig, scenario: str | None = None) -> Plan:
     """`scenario`: None for everything, or one of CHOICES."""
     if scenario is not None and scenario not in CHOICES:
         raise UsageError(f"unknown scenario '{scenario}' (known: {', '.join(CHOICES)})")
-    want_smoke = scenario in (None, SMOKE)
+    want_smoke = scenario in (None, SMOKE, CPU_SMOKE)
     if scenario in (None, TR4858):
         scenarios = list(SCENARIOS)
-    elif scenario == SMOKE:
+    elif scenario in (SMOKE, CPU_SMOKE):
         scenarios = []
     else:
         scenarios = _chain(scenario)
@@ -80,7 +81,7 @@ def build_plan(cfg: SiteConfig, scenario: str | None = None) -> Plan:
         refused[TR4858] = "; ".join(why)
     return Plan(
         smoke_project=smoke_project,
-        smoke=SMOKE_JOBS if want_smoke else (),
+        smoke=((CPU_SMOKE_JOB,) if scenario == CPU_SMOKE else SMOKE_JOBS) if want_smoke else (),
         scenarios=tuple(scenarios),
         refused=refused,
     )

@@ -27,7 +27,8 @@ from appliance_cli.errors import ApplianceError, PrerequisiteError, UsageError
 
 NO_GPUS = (
     "the cluster reports no allocatable nvidia.com/gpu on its gpu-worker nodes (a lab, or a site "
-    "without the GPU Operator ready): acceptance needs real GPUs; `--dry-run` shows the plan"
+    "without the GPU Operator ready): acceptance needs real GPUs; `--scenario cpu-smoke` checks the "
+    "scheduler stack with a CPU-only job, `--dry-run` shows the plan"
 )
 
 
@@ -36,8 +37,9 @@ class Cluster(Protocol):
         """gpu-worker node -> allocatable nvidia.com/gpu."""
         ...
 
-    def stack_missing(self, stack: str, projects: list[str]) -> list[str]:
-        """What of the scheduler stack (and the projects' namespaces/queues) is not installed."""
+    def stack_missing(self, stack: str, projects: list[str], gpus: bool = True) -> list[str]:
+        """What of the scheduler stack (and the projects' namespaces/queues) is not installed; with
+        GPUS false, what a job without GPUs needs of it."""
         ...
 
     def apply(self, manifest: dict[str, Any]) -> None: ...
@@ -102,9 +104,9 @@ def check_cluster(cluster: Cluster, cfg: SiteConfig, plan: Plan) -> Plan:
     """Refuse (PrerequisiteError) a cluster that cannot run acceptance jobs; return the plan with
     the TR-4858 part refused when the cluster's GPUs or its other workloads differ from TR-4858's."""
     stack = cfg.scheduler.stack
-    gpus = cluster.gpu_allocatable()
-    total = sum(gpus.values())
-    if total <= 0:
+    needs_gpus = bool(plan.scenarios) or any(j.gpus > 0 for j in plan.smoke)
+    total = sum(cluster.gpu_allocatable().values()) if needs_gpus else 0.0
+    if needs_gpus and total <= 0:
         raise PrerequisiteError(NO_GPUS)  # one line: the way out is in it
     if stack not in ("runai", "open"):
         raise UsageError(
@@ -112,7 +114,7 @@ def check_cluster(cluster: Cluster, cfg: SiteConfig, plan: Plan) -> Plan:
             hint="set scheduler.stack and run `appliance install`",
         )
     projects = [p.name for p in cfg.scheduler.projects]
-    missing = cluster.stack_missing(stack, projects)
+    missing = cluster.stack_missing(stack, projects, needs_gpus)
     if missing:
         raise PrerequisiteError(
             f"the {stack} scheduler stack is not installed: {'; '.join(missing)}",
@@ -192,7 +194,9 @@ class AcceptanceRun:
         outcomes = []
         ns = project_namespace(self.settings.stack, project)
         for job in jobs:
-            self.on_progress(f"smoke: {job.name} ({fmt(job.gpus)} GPU) in {ns}")
+            self.on_progress(
+                f"smoke: {job.name} ({fmt(job.gpus) + ' GPU' if job.gpus else 'CPU only'}) in {ns}"
+            )
             self._submit(project, job)
             phase, node, deadline = "Pending", "", self.clock() + self.settings.smoke_timeout_s
             while True:

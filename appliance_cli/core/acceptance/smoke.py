@@ -1,5 +1,7 @@
 """The smoke jobs: one whole GPU and one half GPU, each running `nvidia-smi` to completion; and
-the check of what they printed. Pure."""
+the check of what they printed. The CPU-only smoke job (`--scenario cpu-smoke`) asks for no GPU:
+it shows that the scheduler stack places a job and a node runs it to completion, on a site whose
+GPUs are not ready yet (or a lab). Pure."""
 
 from __future__ import annotations
 
@@ -7,9 +9,11 @@ import re
 from dataclasses import dataclass
 
 from appliance_cli.core.acceptance.compare import fmt
-from appliance_cli.core.acceptance.model import SmokeJob
+from appliance_cli.core.acceptance.model import Image, SmokeJob
 
 SMOKE_JOBS = (SmokeJob("smoke-gpu", 1), SmokeJob("smoke-fraction", 0.5))
+CPU_SMOKE_JOB = SmokeJob("smoke-cpu", 0, Image.CPU)
+CPU_SMOKE = 'echo "cpu smoke: $(nproc) CPUs"'  # what the CPU-only smoke container runs
 # What the smoke container runs: the full table for the log, then one parseable line per GPU.
 NVIDIA_SMI = "nvidia-smi && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits"
 # A fraction's memory against the whole GPU's: TR-4858 line 308 saw exactly half (16,255 MB of a
@@ -46,11 +50,15 @@ def check_smoke(outcomes: list[SmokeOutcome]) -> list[SmokeVerdict]:
     verdicts: list[SmokeVerdict] = []
     whole: dict[str, int] = {}
     for o in sorted(outcomes, key=lambda o: o.job.gpus < 1):
-        name = f"smoke {o.job.name} ({fmt(o.job.gpus)} GPU)"
+        cpu = o.job.image is Image.CPU
+        name = f"smoke {o.job.name} ({'CPU only' if cpu else fmt(o.job.gpus) + ' GPU'})"
         seen = gpus_seen(o.log)
         if o.phase != "Succeeded":
             tail = (o.log.strip().splitlines() or ["no output"])[-1]
             verdicts.append(SmokeVerdict(o.job, False, f"{name}: the pod ended {o.phase}: {tail}"))
+            continue
+        if cpu:
+            verdicts.append(SmokeVerdict(o.job, True, f"{name}: completed on {o.node or '?'}"))
             continue
         if len(seen) != 1:
             verdicts.append(

@@ -329,7 +329,7 @@ class ApiServer:
         return False
 
     def _reconcile_if(self, plural: str, before: dict | None, after: dict | None) -> None:
-        """Run the DaemonSet controller when its answer can change."""
+        """Run the DaemonSet and Job controllers and Volcano's scheduler when their answers can change."""
 
         def view(o: dict | None) -> Any:
             return (
@@ -340,6 +340,34 @@ class ApiServer:
 
         if plural == "daemonsets" or (plural == "nodes" and view(before) != view(after)):
             controllers.reconcile_daemonsets(self.store, Store.key)
+
+        def owned_by_job(o: dict | None) -> bool:
+            return o is not None and any(
+                r.get("kind") == "Job" for r in o["metadata"].get("ownerReferences") or []
+            )
+
+        def unbound_volcano(o: dict | None) -> bool:
+            spec = (o or {}).get("spec") or {}
+            return spec.get("schedulerName") == controllers.VOLCANO and not spec.get("nodeName")
+
+        def offer(o: dict | None) -> Any:  # what else of a node decides where a pod may go
+            if o is None:
+                return None
+            st = o.get("status") or {}
+            ready = [c.get("status") for c in st.get("conditions") or [] if c.get("type") == "Ready"]
+            return (o.get("spec") or {}).get("unschedulable"), st.get("allocatable"), ready
+
+        made = False  # a Job's new pod waits for its scheduler
+        if plural == "jobs" or (plural == "pods" and (owned_by_job(before) or owned_by_job(after))):
+            made = controllers.reconcile_jobs(self.store, Store.key)
+        nodes_changed = plural == "nodes" and (view(before), offer(before)) != (view(after), offer(after))
+        if (
+            made
+            or nodes_changed
+            or plural in ("jobs", "queues", "customresourcedefinitions")
+            or (plural == "pods" and unbound_volcano(after))
+        ):
+            controllers.schedule_volcano(self.store, Store.key, self.lifecycle)
 
     # ---- request handling
     def _authorize_or_raise(
