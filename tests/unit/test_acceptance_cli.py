@@ -120,7 +120,8 @@ def test_the_cpu_smoke_job_needs_no_gpu_and_goes_through_the_stack(
         capsys.readouterr().err
     )
     out = capsys.readouterr().out
-    assert "PASS  smoke smoke-cpu (CPU only): completed on gpu1" in out and "smoke 1/1 passed" in out, out
+    assert "PASS  smoke smoke-cpu (CPU only): completed on gpu1, where it saw 4 CPUs" in out, out
+    assert "smoke 1/1 passed" in out, out
     [job] = cluster.applied
     spec = job["spec"]["template"]["spec"]
     assert spec["schedulerName"] == {"runai": "runai-scheduler", "open": "volcano"}[stack]
@@ -144,6 +145,20 @@ def test_the_cpu_smoke_job_that_never_runs_fails_naming_its_phase(
     err = capsys.readouterr().err
     assert (
         "acceptance failed: smoke smoke-cpu (CPU only): the pod ended Pending after 300s (timed out)" in err
+    ), err
+
+
+def test_a_cpu_smoke_job_that_succeeded_without_its_line_fails(
+    monkeypatch: pytest.MonkeyPatch, tr_site: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Succeeded alone is not enough: its log must show the command ran (here, the log API failed)."""
+    cluster = FakeCluster(gpus={}, cpu_log="(no log: the server could not find the requested resource)")
+    _with(monkeypatch, cluster)
+    assert main(["acceptance", "--scenario", "cpu-smoke", "--site", str(tr_site)]) == 8
+    err = capsys.readouterr().err
+    assert (
+        "acceptance failed: smoke smoke-cpu (CPU only): completed on gpu1, but its log lacks its line: "
+        "(no log: the server could not find the requested resource)" in err
     ), err
 
 

@@ -54,7 +54,9 @@ class FakeCluster:
         smoke_phase: str = "Succeeded",
         fail_apply: str | None = None,
         fail_cleanup: bool = False,
+        cpu_log: str = "cpu smoke: 4 CPUs\n",  # what the CPU-only smoke job's `echo` printed
     ):
+        self.cpu_log = cpu_log
         self.answers = answers or {}
         self.gpus = {"gpu1": 8.0, "gpu2": 8.0} if gpus is None else gpus
         self.missing, self.foreign = missing or [], foreign or []
@@ -93,6 +95,8 @@ class FakeCluster:
         return pods_for(seq[min(self.polls - 1, len(seq) - 1)], run_id)
 
     def logs(self, namespace: str, job: str) -> str:
+        if job.endswith("smoke-cpu"):
+            return self.cpu_log
         return SMI.format(mib=40960 if job.endswith("gpu") else 20480)
 
     def cleanup(self, namespaces: list[str], run_id: str) -> None:

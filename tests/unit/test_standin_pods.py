@@ -430,6 +430,12 @@ def test_an_exited_container_ends_the_pod_or_starts_again_by_its_restart_policy(
         runs = len([c for c in ctrd.calls if c[:1] == ["run"]])
         _worker(cluster).sync()  # a restarted kubelet: an ended pod stays ended
         assert len([c for c in ctrd.calls if c[:1] == ["run"]]) == runs
+        logs = tmp_path / "root/var/log/pods"
+        assert [p.name for p in logs.glob("default_web_*/*")] == ["c"]  # kept for `kubectl logs`
+        monkeypatch.setattr(podnet, "leftover_uids", lambda: set())
+        cluster.admin().call("DELETE", "/api/v1/namespaces/default/pods/web")
+        worker.sync()
+        assert not list(logs.glob("default_web_*"))  # until the pod is deleted
     else:
         assert "running" in c["state"] and len(ctrd.running("container")) == 1
         assert _flag_pairs(ctrd.running("container")[0].flags, "--log-uri")[0][1].endswith("/c/1.log")

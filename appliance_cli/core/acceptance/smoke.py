@@ -1,7 +1,7 @@
 """The smoke jobs: one whole GPU and one half GPU, each running `nvidia-smi` to completion; and
 the check of what they printed. The CPU-only smoke job (`--scenario cpu-smoke`) asks for no GPU:
-it shows that the scheduler stack places a job and a node runs it to completion, on a site whose
-GPUs are not ready yet (or a lab). Pure."""
+it shows that the scheduler stack places a job and a node runs it to completion, printing the
+CPUs it sees, on a site whose GPUs are not ready yet (or a lab). Pure."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ NVIDIA_SMI = "nvidia-smi && nvidia-smi --query-gpu=name,memory.total --format=cs
 # 32 GB V100) for 0.5; 2 % of slack covers rounding to MiB and what the sharing layer keeps back.
 FRACTION_MEMORY_SLACK = 0.02
 _GPU_LINE = re.compile(r"^\s*([^,\n]+?)\s*,\s*(\d+)\s*$", re.M)
+_CPU_LINE = re.compile(r"^cpu smoke: (\d+) CPUs$", re.M)  # CPU_SMOKE's line
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,16 @@ def check_smoke(outcomes: list[SmokeOutcome]) -> list[SmokeVerdict]:
             tail = (o.log.strip().splitlines() or ["no output"])[-1]
             verdicts.append(SmokeVerdict(o.job, False, f"{name}: the pod ended {o.phase}: {tail}"))
             continue
-        if cpu:
-            verdicts.append(SmokeVerdict(o.job, True, f"{name}: completed on {o.node or '?'}"))
+        if cpu:  # its line in the log: the container ran the command, not only ended well
+            m = _CPU_LINE.search(o.log)
+            where = f"completed on {o.node or '?'}"
+            if m is None:
+                tail = (o.log.strip().splitlines() or ["no output"])[-1]
+                verdicts.append(
+                    SmokeVerdict(o.job, False, f"{name}: {where}, but its log lacks its line: {tail}")
+                )
+            else:
+                verdicts.append(SmokeVerdict(o.job, True, f"{name}: {where}, where it saw {m[1]} CPUs"))
             continue
         if len(seen) != 1:
             verdicts.append(

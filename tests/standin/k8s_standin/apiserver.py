@@ -14,9 +14,10 @@ import socket
 import ssl
 import threading
 import urllib.parse
+import uuid
 from typing import Any
 
-from . import controllers, serverside, validation
+from . import controllers, kubeletapi, serverside, validation
 from .client import ApiError, not_found
 from .etcdstore import EtcdClient, Store
 from .pki import TOKEN_RE, csr_subject, jws_detached, secret_data, sign_csr, token_expired
@@ -118,6 +119,7 @@ class ApiServer:
         self.cluster_cidr = ""
         self.next_cidr = 0  # cidr_set.go's nextCandidate
         self.git_version = VERSION  # /version: the image tag of the manifest it runs from (kubelet.py)
+        self.kubelet_client: tuple[str, str] | None = None  # --kubelet-client-certificate and -key
 
     def next_pod_cidr(self) -> str:
         """kube-controller-manager --allocate-node-cidrs: the next free /24 of --cluster-cidr after
@@ -184,6 +186,9 @@ class ApiServer:
         if gv == ("", "v1"):  # kubectl drain evicts when the server lists this subresource
             lst.append({"name": "pods/eviction", "singularName": "", "namespaced": True, "group": "policy",
                         "version": "v1", "kind": "Eviction", "verbs": ["create"]})  # fmt: skip
+            lst.append(
+                {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]}
+            )
         if not lst:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         return {"kind": "APIResourceList", "apiVersion": "v1",
@@ -468,6 +473,14 @@ class ApiServer:
         if plural == "nodes" and self.cluster_cidr and not obj.get("spec", {}).get("podCIDR"):
             obj.setdefault("spec", {})["podCIDR"] = self.next_pod_cidr()
             obj["spec"]["podCIDRs"] = [obj["spec"]["podCIDR"]]
+        if (group, plural) == controllers.JOB_API and not (obj.get("spec") or {}).get("manualSelector"):
+            # the Job strategy's generateSelector (pkg/registry/batch/job/strategy.go): what
+            # `kubectl logs job/NAME` selects the Job's pod by
+            uid = obj["metadata"].setdefault("uid", str(uuid.uuid4()))
+            spec = obj.setdefault("spec", {})
+            spec["selector"] = {"matchLabels": {"controller-uid": uid}}
+            tpl_meta = spec.setdefault("template", {}).setdefault("metadata", {})
+            tpl_meta["labels"] = {**(tpl_meta.get("labels") or {}), "controller-uid": uid, "job-name": name}
         return 201, self.store.put(key, obj), warn
 
     def handle(self, method: str, path: str, query: dict[str, str], body: bytes, peer: dict | None,
@@ -483,9 +496,8 @@ class ApiServer:
         disc = self.discovery(parts)
         if disc is not None:
             if user == "system:anonymous":
-                raise ApiError(
-                    403, "Forbidden", f'forbidden: User "system:anonymous" cannot get path "{path}"'
-                )
+                msg = f'forbidden: User "system:anonymous" cannot get path "{path}"'
+                raise ApiError(403, "Forbidden", msg)
             return 200, disc, []
         if parts[:1] == ["api"] and len(parts) >= 3:
             group, version, rest = "", parts[1], parts[2:]
@@ -498,8 +510,7 @@ class ApiServer:
             ns, rest = rest[1], rest[2:]
         r = self.find(group, version, rest[0])
         plural, namespaced, warn = r[3], r[4], [r[6]] if r[6] else []
-        name = rest[1] if len(rest) > 1 else ""
-        sub = rest[2] if len(rest) > 2 else ""
+        name, sub = [*rest[1:3], "", ""][:2]
         if namespaced != bool(ns) and not (namespaced and not ns and method == "GET" and not name):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         verb = {"GET": "get" if name else "list", "POST": "create", "PUT": "update", "PATCH": "patch",
@@ -510,6 +521,8 @@ class ApiServer:
                 authz_name = (json.loads(body or b"{}").get("metadata") or {}).get("name", "")
         self._authorize_or_raise(user, groups, verb, group, plural, ns, name, authz_name)
         qn = qualified(plural, group)
+        if plural == "pods" and sub == "log" and method == "GET":
+            return self._pod_log(ns, name, query, qn)
         with self.store.lock:
             self.purge_expired_tokens()
             if plural == "pods" and sub == "eviction" and method == "POST":
@@ -550,6 +563,15 @@ class ApiServer:
                 self._reconcile_if(plural, None, res[1])
                 return res
             return self._update(method, obj, cur, key, r, group, plural, qn, name, sub, warn, ctype)
+
+    def _pod_log(self, ns: str, name: str, query: dict[str, str], qn: str) -> tuple[int, Any, list[str]]:
+        """GET pods/NAME/log, from the node's kubelet (kubeletapi.py)."""
+        with self.store.lock:
+            pod = copy.deepcopy(self.store.objects.get(Store.key("", "pods", ns, name)))
+            if pod is None:
+                raise not_found(qn, name)
+            node = self.store.objects.get(Store.key("", "nodes", "", pod["spec"].get("nodeName") or ""))
+        return 200, kubeletapi.fetch_log(pod, copy.deepcopy(node), query, self.kubelet_client), []
 
     def _terminating_if_kubelet_silent(self, key: str, pod: dict) -> dict | None:
         """A graceful delete of a pod whose node's kubelet is silent (Ready Unknown) only marks it
@@ -749,11 +771,13 @@ class _TLSServer(http.server.ThreadingHTTPServer):
 
 
 def serve_api(etcd: EtcdClient, cert: str, key: str, client_ca: str, ca_key: str, bind: str, port: int,
-              cluster_cidr: str = "", git_version: str = VERSION) -> tuple[_TLSServer, ApiServer]:  # fmt: skip
+              cluster_cidr: str = "", git_version: str = VERSION,
+              kubelet_client: tuple[str, str] | None = None) -> tuple[_TLSServer, ApiServer]:  # fmt: skip
     """Start the API server in a background thread (used by the unit and by tests), its objects in `etcd`."""
     api = ApiServer(etcd, client_ca, ca_key)
     api.cluster_cidr = cluster_cidr
     api.git_version = git_version
+    api.kubelet_client = kubelet_client
     handler = type("H", (_Handler,), {"api": api})
     family = socket.AF_INET6 if ":" in bind else socket.AF_INET
     srv_cls = type("S", (_TLSServer,), {"address_family": family})

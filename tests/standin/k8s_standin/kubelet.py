@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from . import etcdpod
+from . import etcdpod, kubeletapi
 from .apiserver import res_path, serve_api
 from .client import ApiClient, ApiError, Credentials, Unreachable, load_kubeconfig
 from .containerd import cni_ready, containerd_config, containerd_version, ctr, sock_path
@@ -178,7 +178,8 @@ def apiserver_main(argv: list[str]) -> int:
         client = _etcd_client(f, lambda: etcd_started and etcdpod.state() == "gone", stop)
         srv, _ = serve_api(client, hp(f["tls-cert-file"]), hp(f["tls-private-key-file"]), ca,
                            os.path.join(os.path.dirname(ca), "ca.key"), f.get("bind-address", "0.0.0.0"),
-                           int(f.get("secure-port", "6443")), cidr, image_version(manifest))  # fmt: skip
+                           int(f.get("secure-port", "6443")), cidr, image_version(manifest),
+                           _kubelet_client(f))  # fmt: skip
     except Fail as e:
         log_klog("E", "run.go:74", f'"command failed" err="{e.message}"')
         if etcd_started:
@@ -641,6 +642,12 @@ def _serve_text(port: int, bind: str, code: int, body: bytes) -> http.server.Thr
     return srv
 
 
+def _kubelet_client(f: dict[str, str]) -> tuple[str, str] | None:
+    """The API server's client certificate to the kubelets, when both files are there."""
+    crt, key = hp(f.get("kubelet-client-certificate", "")), hp(f.get("kubelet-client-key", ""))
+    return (crt, key) if os.path.isfile(crt) and os.path.isfile(key) else None
+
+
 def _kubelet_loop(kl: Kubelet, flags: dict[str, Any], cfg: dict[str, Any]) -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -733,8 +740,10 @@ def kubelet_main(argv: list[str]) -> int:
                             f'Unavailable desc = connection error: desc = \\"transport: Error while dialing dial unix '
                             f'{path}: connect: no such file or directory\\"')  # fmt: skip
     try:
+        cert, key = kubeletapi.serving_cert(hp(flags.get("cert-dir") or f"{KUBELET_DIR}/pki"), hostname())
+        client_ca = hp(((cfg.get("authentication") or {}).get("x509") or {}).get("clientCAFile") or "")
         servers = [_serve_text(int(cfg.get("healthzPort", 10248)), cfg.get("healthzBindAddress", "127.0.0.1"), 200, b"ok"),
-                   _serve_text(10250, "0.0.0.0", 401, b"Unauthorized")]  # fmt: skip
+                   kubeletapi.serve(cert, key, client_ca)]  # fmt: skip
     except OSError as e:
         return kubelet_fail(
             f"failed to listen on 0.0.0.0:10250: listen tcp 0.0.0.0:10250: bind: {e.strerror}"

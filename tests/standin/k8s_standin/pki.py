@@ -47,6 +47,13 @@ def make_ca(cert: str, key: str, cn: str) -> None:
     )  # fmt: skip
 
 
+def self_signed(cert: str, key: str, cn: str, dns: str) -> None:
+    """A serving certificate signed by its own key (the kubelet's when it is given none)."""
+    gen_key(key)
+    _openssl(["req", "-x509", "-new", "-key", key, "-subj", subj(cn), "-days", "365", "-out", cert,
+              "-addext", f"subjectAltName=DNS:{dns}"])  # fmt: skip
+
+
 def sign_csr(
     csr_pem: str, ca_cert: str, ca_key: str, *, server: bool = False, client: bool = True,
     sans: Iterable[str] = (), days: int = 365,

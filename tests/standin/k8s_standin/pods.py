@@ -282,8 +282,9 @@ class PodWorker:
             if changed and uid in self.running:
                 status = self._pod_status(pod)
                 self._report(pod, status)
-                if status["phase"] in ("Succeeded", "Failed"):  # the kubelet stops an ended pod's
-                    runtime.remove_pod(self.cri, uid)  # sandbox and its network; the status stays
+                if status["phase"] in ("Succeeded", "Failed"):
+                    # the kubelet stops an ended pod's sandbox and network; its status and logs stay
+                    runtime.remove_pod(self.cri, uid, keep_logs=True)
                     if uid in podnet.leftover_uids():
                         podnet.teardown(pod)
 

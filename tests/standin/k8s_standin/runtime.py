@@ -192,12 +192,20 @@ def forget(cri: str, uid: str, cid: str) -> None:
     _save(uid, [e for e in record(uid) if e["id"] != cid])
 
 
-def remove_pod(cri: str, uid: str) -> None:
-    """StopPodSandbox + RemovePodSandbox: the app containers, then the sandbox, then the record."""
+def remove_pod(cri: str, uid: str, keep_logs: bool = False) -> None:
+    """StopPodSandbox + RemovePodSandbox: the app containers, then the sandbox, then the record.
+    KEEP_LOGS (a pod that ended): its logs stay for `kubectl logs`, recorded, until it is deleted."""
+    logs = []
     for entry in reversed(record(uid)):
-        _remove(cri, entry["id"])
+        if entry["id"]:
+            _remove(cri, entry["id"])
         if entry.get("logs", "").startswith("/var/log/pods/"):  # the kubelet removes a pod's logs with it
-            shutil.rmtree(hp(entry["logs"]), ignore_errors=True)
+            logs.append(entry["logs"])
+    if keep_logs and logs:
+        _save(uid, [{"id": "", "kind": "logs", "name": "", "logs": d} for d in logs])
+        return
+    for d in logs:
+        shutil.rmtree(hp(d), ignore_errors=True)
     with contextlib.suppress(OSError):
         os.remove(hp(f"{RECORD_DIR}/{uid}"))
 
