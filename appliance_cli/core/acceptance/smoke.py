@@ -54,15 +54,14 @@ def check_smoke(outcomes: list[SmokeOutcome]) -> list[SmokeVerdict]:
         cpu = o.job.image is Image.CPU
         name = f"smoke {o.job.name} ({'CPU only' if cpu else fmt(o.job.gpus) + ' GPU'})"
         seen = gpus_seen(o.log)
+        tail = (o.log.strip().splitlines() or ["no output"])[-1]  # the log's last word, for a failure
         if o.phase != "Succeeded":
-            tail = (o.log.strip().splitlines() or ["no output"])[-1]
             verdicts.append(SmokeVerdict(o.job, False, f"{name}: the pod ended {o.phase}: {tail}"))
             continue
         if cpu:  # its line in the log: the container ran the command, not only ended well
             m = _CPU_LINE.search(o.log)
             where = f"completed on {o.node or '?'}"
             if m is None:
-                tail = (o.log.strip().splitlines() or ["no output"])[-1]
                 verdicts.append(
                     SmokeVerdict(o.job, False, f"{name}: {where}, but its log lacks its line: {tail}")
                 )

@@ -268,9 +268,8 @@ def _test_pairs(
             )
             rc, text, err = t.run(node, command, script, timeout=int(60 + len(peers) * (2 * seconds + 10)))
             lists = parse(node.name, text + "probe_end=1\n").lists
-            rtt = dict(v.split(" ", 1) for v in lists.get("pair_rtt_ms", []) if " " in v)
-            mbps = dict(v.split(" ", 1) for v in lists.get("pair_mbps", []) if " " in v)
-            rx = dict(v.split(" ", 1) for v in lists.get("pair_rx_mbps", []) if " " in v)
+            rtt, mbps, rx = (dict(v.split(" ", 1) for v in lists.get(k, []) if " " in v)
+                             for k in ("pair_rtt_ms", "pair_mbps", "pair_rx_mbps"))  # fmt: skip
             for peer, p in peers:
                 key = (node.name, peer.name)
                 try:

@@ -36,8 +36,8 @@ PORT = 10250
 CONTAINER_LOGS = re.compile(r"/containerLogs/([a-z0-9.-]+)/([a-z0-9.-]+)/([a-z0-9-]+)")
 
 
-def _tail(query: str) -> int | None:
-    value = urllib.parse.parse_qs(query).get("tailLines", [""])[0]
+def _tail(value: str) -> int | None:
+    """tailLines' value, when it is a number."""
     return int(value) if re.fullmatch(r"-?\d{1,9}", value) else None
 
 
@@ -85,7 +85,9 @@ def serve(
             elif m is None:
                 code, body = 404, b"404 page not found\n"
             else:
-                code, body = container_log(*m.groups(), _tail(url.query))
+                code, body = container_log(
+                    *m.groups(), _tail(urllib.parse.parse_qs(url.query).get("tailLines", [""])[0])
+                )
             self.send_response(code)
             self.send_header("Content-Type", "text/plain")
             self.send_header("Content-Length", str(len(body)))
@@ -142,7 +144,7 @@ def fetch_log(pod: dict, node: dict | None, query: dict[str, str], client: tuple
     address = next((a["address"] for a in status.get("addresses") or [] if a.get("type") == "InternalIP"),
                    node["metadata"]["name"])  # fmt: skip
     port = int(((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port") or PORT)
-    tail = _tail(urllib.parse.urlencode({"tailLines": query.get("tailLines", "")}))
+    tail = _tail(query.get("tailLines", ""))
     url = f"/containerLogs/{meta['namespace']}/{meta['name']}/{container}"
     url += f"?tailLines={tail}" if tail is not None else ""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
