@@ -13,6 +13,7 @@ import json
 import os
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +21,37 @@ import pytest
 
 # Why a module the e2e run never started failed (tests/e2e/conftest.py's deadline): each of its
 # tests fails with it, and the end of the run lists them.
-NOT_STARTED_FOR_TIME = "not started: the e2e run had passed its deadline"
+NOT_STARTED_FOR_TIME = "not started: the e2e run would not end by its deadline"
 
 
-# What an outer pytest run sets for itself (its time table, its module order, pytest's own and
-# xdist's settings), which a pytest run a test starts (a probe run, a scenario's testinfra) must
-# not read.
-_OUTER_ENV = ("APPLIANCE_TIMINGS_JSON", "APPLIANCE_TEST_ORDER")
+@dataclass
+class Pace:
+    """How long the modules one test process ran took against what the table expected of them:
+    the machine's pace on this run (1.0 until a module has ended; never below 0.5, so a first
+    module far quicker than its figure does not let a long one start too late)."""
+
+    expected: float = 0.0
+    actual: float = 0.0
+
+    def add(self, expected: float, actual: float) -> None:
+        self.expected += expected
+        self.actual += actual
+
+    @property
+    def factor(self) -> float:
+        return max(self.actual / self.expected, 0.5) if self.expected > 0 else 1.0
+
+
+def starts_in_time(spent: float, expected: float, pace: Pace, deadline: float) -> bool:
+    """Whether a module expected to take EXPECTED seconds (at the table's pace) would end by
+    DEADLINE, SPENT seconds into the run, at this run's pace. DEADLINE 0: there is none."""
+    return not deadline or spent + expected * pace.factor <= deadline
+
+
+# What an outer pytest run sets for itself (its time table, its module order, when its command
+# began, pytest's own and xdist's settings), which a pytest run a test starts (a probe run, a
+# scenario's testinfra) must not read.
+_OUTER_ENV = ("APPLIANCE_TIMINGS_JSON", "APPLIANCE_TEST_ORDER", "APPLIANCE_RUN_STARTED")
 
 
 def inner_run_env() -> dict[str, str]:
