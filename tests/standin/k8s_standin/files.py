@@ -213,7 +213,10 @@ def apiserver_unit(self_path: str) -> str:
     return (
         "# TEST-ONLY (tests/standin): plays the kube-apiserver static pod; the kubelet stand-in starts,\n"
         "# restarts and stops it from /etc/kubernetes/manifests/kube-apiserver.yaml.\n"
-        "[Unit]\nDescription=kube-apiserver stand-in (TEST ONLY)\n\n"
+        "# After containerd: at shutdown it stops first, and stops etcd's container (etcdpod.stop) while\n"
+        "# containerd still answers; stopped beside it, each of those ctr calls waited out its 2 s\n"
+        "# connect timeout, and a node took 12 s to power off.\n"
+        "[Unit]\nDescription=kube-apiserver stand-in (TEST ONLY)\nAfter=containerd.service\n\n"
         f"[Service]\nExecStart={self_path} __standin-apiserver {MANIFESTS}/kube-apiserver.yaml\n"
         "Restart=on-failure\nRestartSec=2\n"
     )
