@@ -141,14 +141,14 @@ class ApiServer:
     # ---- discovery
     def resources(self) -> list[tuple[str, str, str, str, bool, list[str], str]]:
         out = list(BUILTIN_RESOURCES)
-        for crd in self.store.items("apiextensions.k8s.io", "customresourcedefinitions"):
+        for crd in self.store.view("apiextensions.k8s.io", "customresourcedefinitions"):
             spec = crd.get("spec") or {}
             names = spec.get("names") or {}
             for v in spec.get("versions") or []:
                 if v.get("served", True):
                     out.append((spec.get("group", ""), v.get("name", ""), names.get("kind", ""),
                                 names.get("plural", ""), spec.get("scope") == "Namespaced",
-                                names.get("shortNames") or [], ""))  # fmt: skip
+                                list(names.get("shortNames") or []), ""))  # fmt: skip
         return out
 
     def find(self, group: str, version: str, plural: str) -> tuple[str, str, str, str, bool, list[str], str]:

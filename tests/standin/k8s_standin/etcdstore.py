@@ -221,14 +221,20 @@ class Store:
             return self.objects.pop(key)
 
     def items(self, group: str, plural: str, ns: str | None = None) -> list[dict]:
+        with self.lock:
+            return [copy.deepcopy(o) for o in self.view(group, plural, ns)]
+
+    def view(self, group: str, plural: str, ns: str | None = None) -> list[dict]:
+        """The objects themselves, not copies, for a caller that only reads them: discovery reads
+        every CRD on each request, and copying their schemas (Volcano's and the GPU operator's run
+        to megabytes) was three quarters of an idle API server's CPU."""
         pre = f"{group}|{plural}|"
         with self.lock:
-            out = [
-                copy.deepcopy(o)
+            return [
+                o
                 for k, o in sorted(self.objects.items())
                 if k.startswith(pre) and (ns is None or k.split("|")[2] == ns)
             ]
-        return out
 
 
 def _uuid4() -> str:
