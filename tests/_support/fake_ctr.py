@@ -1,9 +1,14 @@
 """containerd's `ctr`, as the stand-in kubelet's runtime.py calls it, for unit tests on a machine
 with no containerd daemon: containers and tasks in memory, with ctr's outputs and runc's error for a
-program the image lacks (the lab e2e runs the real containerd and runc)."""
+program the image lacks (the lab e2e runs the real containerd and runc). `execute` runs a
+container's program where a test models it (busybox_cp: busybox's `cp` through the container's bind
+mounts), its task then stopped with the exit code it returns."""
 
 from __future__ import annotations
 
+import os
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 VALUE_FLAGS = {"--log-uri", "--with-ns", "--label", "--env", "--mount", "--cwd"}
@@ -24,6 +29,7 @@ class FakeCtr:
     programs: dict[str, set[str]] = field(default_factory=dict)  # image -> the programs it has
     entrypoint: list[str] = field(default_factory=lambda: ["/bin/sh", "-c", "sleep"])
     fail_run: str = ""  # an error every `run` returns, as ctr prints it
+    execute: Callable[[Container], int | None] | None = None  # an exit code: the program ran and ended
     containers: dict[str, Container] = field(default_factory=dict)
     calls: list[list[str]] = field(default_factory=list)
 
@@ -81,6 +87,9 @@ class FakeCtr:
             return 1, ("ctr: failed to create shim task: OCI runtime create failed: runc create failed: unable to "
                        f'start container process: exec: "{program}": stat {program}: no such file or directory: '
                        "unknown\n")  # fmt: skip
+        code = self.execute(self.containers[cid]) if self.execute else None
+        if code is not None:
+            self.containers[cid].task, self.containers[cid].exit = "STOPPED", code
         return 0, ""
 
     def exit(self, name: str, code: int) -> None:
@@ -94,3 +103,30 @@ class FakeCtr:
     def running(self, kind: str) -> list[Container]:
         return [c for c in self.containers.values()
                 if c.labels.get("io.cri-containerd.kind") == kind and c.task == "RUNNING"]  # fmt: skip
+
+
+def busybox_cp(root: str) -> Callable[[Container], int | None]:
+    """busybox's `cp [-f] SRC DST` in a container whose paths are its bind mounts (`--mount
+    type=bind,src=NODE,dst=PATH,...`), the node's files under ROOT: 0 once copied, 1 as busybox
+    fails (`cp: can't stat 'SRC': No such file or directory`); None for any other program."""
+
+    def run(c: Container) -> int | None:
+        if c.argv[:1] != ["cp"]:
+            return None
+        binds = [dict(kv.split("=", 1) for kv in c.flags[i + 1].split(","))
+                 for i in range(len(c.flags)) if c.flags[i] == "--mount"]  # fmt: skip
+
+        def node_path(path: str) -> str | None:
+            for b in sorted(binds, key=lambda b: -len(b["dst"].rstrip("/"))):
+                base = b["dst"].rstrip("/")
+                if path == base or path.startswith(base + "/"):
+                    return root + b["src"] + path[len(base) :]
+            return None
+
+        src, dst = (node_path(p) for p in [a for a in c.argv[1:] if not a.startswith("-")])
+        if src is None or dst is None or not os.path.isfile(src):
+            return 1
+        shutil.copyfile(src, dst)
+        return 0
+
+    return run

@@ -164,6 +164,28 @@ def test_every_daemonset_pod_pulled_its_images_from_the_registry_and_runs(site, 
     assert by_ds == {"kube-flannel-ds": every, "kube-proxy": every}
 
 
+def test_flannels_install_cni_ran_in_a_container_and_copied_its_configmap_volume_to_the_host(site, hosts):
+    """install-cni is an init container: on every node it ran to exit 0 in containerd (its
+    container is in the k8s.io namespace, labelled with its name and its pod's uid), and the CNI
+    config it copied out of the kube-flannel-cfg ConfigMap's volume is that ConfigMap's
+    cni-conf.json."""
+    cm = json.loads(
+        _kubectl(site, hosts, "-n", "kube-flannel", "get", "configmap", "kube-flannel-cfg", "-o", "json")
+    )
+    want = json.loads(cm["data"]["cni-conf.json"])
+    pods = json.loads(_kubectl(site, hosts, "-n", "kube-flannel", "get", "pods", "-o", "json"))["items"]
+    assert {p["spec"]["nodeName"] for p in pods} == {n.name for n in site.nodes}
+    for p in pods:
+        node, uid = hosts[p["spec"]["nodeName"]], p["metadata"]["uid"]
+        (status,) = [s for s in p["status"]["initContainerStatuses"] if s["name"] == "install-cni"]
+        assert status["state"]["terminated"]["exitCode"] == 0, (p["spec"]["nodeName"], status)
+        match = f'labels."io.kubernetes.container.name"==install-cni,labels."io.kubernetes.pod.uid"=={uid}'
+        ran = node.check_output(shlex.join(["ctr", "-n", "k8s.io", "containers", "ls", "-q", match])).split()
+        assert ran, f"{p['spec']['nodeName']}: no install-cni container of pod {uid} in containerd"
+        conflist = json.loads(node.check_output("cat /etc/cni/net.d/10-flannel.conflist"))
+        assert conflist == want, p["spec"]["nodeName"]
+
+
 def test_pods_on_every_node_reach_each_other_over_the_pod_network(site, hosts, nodes):
     """A pod pinned to each node gets an address in its node's podCIDR from the CNI config flannel
     installed, behind the node's cni0 bridge (flannel's subnet.env names the same lease), its

@@ -8,15 +8,16 @@ and tests/_support/fake_ctr.py here (no daemon on this machine); the lab e2e run
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests._support.fake_ctr import FakeCtr
+from tests._support.fake_ctr import FakeCtr, busybox_cp
 from tests._support.standin_cluster import Cluster
-from tests.standin.k8s_standin import podnet, runtime, util
+from tests.standin.k8s_standin import podnet, pods, runtime, util
 from tests.standin.k8s_standin.client import ApiClient, ApiError, Credentials, load_kubeconfig
 from tests.standin.k8s_standin.controllers import eligible, pod_name
 from tests.standin.k8s_standin.pods import PodWorker
@@ -58,9 +59,9 @@ def _flannel(image: str = FLANNEL) -> list[dict]:
 
 
 @pytest.fixture(autouse=True)
-def ctrd(monkeypatch: pytest.MonkeyPatch) -> FakeCtr:
-    """containerd's containers and tasks, as runtime.py sees them through ctr."""
-    fake = FakeCtr()
+def ctrd(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeCtr:
+    """containerd's containers and tasks, as runtime.py sees them through ctr; busybox's cp runs."""
+    fake = FakeCtr(execute=busybox_cp(str(tmp_path / "root")))
     monkeypatch.setattr(runtime, "ctr", fake)
     return fake
 
@@ -130,7 +131,11 @@ def test_daemonset_pods_follow_selector_affinity_and_taints(cluster: Cluster) ->
     )
 
 
-def test_a_pulled_pod_runs_its_configmap_copy_and_reports_running(cluster: Cluster, tmp_path: Path) -> None:
+def test_a_pulled_pod_runs_its_init_container_on_its_configmap_volume_and_reports_running(
+    cluster: Cluster, tmp_path: Path, ctrd: FakeCtr
+) -> None:
+    """install-cni runs as a container, busybox's cp (modelled by the fake) reading the ConfigMap's
+    key from the volume the kubelet wrote and bound in read-only, before the app container starts."""
     cluster.add_node("w1")
     _label(cluster, "w1", **{"kubernetes.io/os": "linux"})
     _apply(cluster, _flannel())
@@ -143,21 +148,95 @@ def test_a_pulled_pod_runs_its_configmap_copy_and_reports_running(cluster: Clust
     conflist = tmp_path / "root/etc/cni/net.d/10-flannel.conflist"
     assert json.loads(conflist.read_text()) == json.loads(CNI_CONF)
     pod = _pod(cluster, "w1")
+    uid = pod["metadata"]["uid"]
+    volume = f"/var/lib/kubelet/pods/{uid}/volumes/kubernetes.io~configmap/flannel-cfg"
+    (init,) = [
+        c for c in ctrd.containers.values() if c.labels.get("io.kubernetes.container.name") == "install-cni"
+    ]
+    assert init.argv == ["cp", "-f", "/etc/kube-flannel/cni-conf.json", "/etc/cni/net.d/10-flannel.conflist"]
+    assert _flag_pairs(init.flags, "--mount") == [
+        ["--mount", "type=bind,src=/etc/cni/net.d,dst=/etc/cni/net.d,options=rbind:rw"],
+        ["--mount", f"type=bind,src={volume},dst=/etc/kube-flannel/,options=rbind:ro"],
+    ]
+    projected = tmp_path / f"root{volume}"
+    assert os.readlink(projected / "cni-conf.json") == "..data/cni-conf.json"
+    assert re.fullmatch(r"\.\.\d{4}(_\d\d){5}\.\d{9}", os.readlink(projected / "..data"))
+    assert (projected / "cni-conf.json").stat().st_mode & 0o777 == 0o644
+    assert init.task == "STOPPED" or init.task is None  # ran to its end; its exit read
+    assert [e.get("exit") for e in runtime.record(uid) if e.get("init")] == [0]
     assert pod["status"]["phase"] == "Running"
     assert pod["status"]["initContainerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
     assert pod["status"]["containerStatuses"][0]["ready"] is True
-    pulling, pulled, present, created, started = _events(cluster)
+    pulling, pulled, present, *started = _events(cluster)
     assert pulling == ("Normal", "Pulling", f'Pulling image "{FLANNEL}"', 1)
     assert pulled[:2] == ("Normal", "Pulled")
     assert re.fullmatch(rf'Successfully pulled image "{re.escape(FLANNEL)}" in [0-9.]+(ms|s)', pulled[2]), (
         pulled
     )
     assert present == ("Normal", "Pulled", f'Container image "{FLANNEL}" already present on machine', 1)
-    assert (created, started) == (("Normal", "Created", "Created container kube-flannel", 1),
-                                  ("Normal", "Started", "Started container kube-flannel", 1))  # fmt: skip
-    worker.sync()  # nothing left to do: no second pull, no new event
+    assert started == [("Normal", "Created", "Created container install-cni", 1),
+                       ("Normal", "Started", "Started container install-cni", 1),
+                       ("Normal", "Created", "Created container kube-flannel", 1),
+                       ("Normal", "Started", "Started container kube-flannel", 1)]  # fmt: skip
+    runs = len([c for c in ctrd.calls if c[:1] == ["run"]])
+    worker.sync()  # nothing left to do: no second pull, no init run again, no new event
     assert puller.pulled == [SANDBOX, FLANNEL]
-    assert len(_events(cluster)) == 5
+    assert len([c for c in ctrd.calls if c[:1] == ["run"]]) == runs
+    assert len(_events(cluster)) == 7
+
+
+@pytest.mark.parametrize("policy", ["Always", "Never"])
+def test_an_init_container_that_fails_holds_the_pod_then_runs_again_or_fails_it(
+    cluster: Cluster, tmp_path: Path, ctrd: FakeCtr, monkeypatch: pytest.MonkeyPatch, policy: str
+) -> None:
+    """The ConfigMap lacks the key cp reads: cp exits 1, the pod stays Pending (Init:Error) with no
+    app container started; restartPolicy Never fails the pod, else the init runs again once its
+    retry is due and, the key there, the pod runs."""
+    cluster.add_node("w1")
+    _label(cluster, "w1", **{"kubernetes.io/os": "linux"})
+    docs = _flannel()
+    docs[1]["data"] = {"other": "x"}
+    docs[2]["spec"]["template"]["spec"]["restartPolicy"] = policy
+    _apply(cluster, docs)
+    worker = _worker(cluster)
+    worker.sync()
+    status = _pod(cluster, "w1")["status"]
+    assert status["phase"] == ("Failed" if policy == "Never" else "Pending")
+    assert status["initContainerStatuses"][0]["state"] == {"terminated": {"exitCode": 1, "reason": "Error"}}
+    assert status["containerStatuses"][0]["state"] == {"waiting": {"reason": "PodInitializing"}}
+    assert (
+        ctrd.running("container") == [] and not (tmp_path / "root/etc/cni/net.d/10-flannel.conflist").exists()
+    )
+    if policy == "Never":
+        return
+    cluster.admin().call("PATCH", "/api/v1/namespaces/kube-flannel/configmaps/kube-flannel-cfg",
+                         {"data": {"cni-conf.json": CNI_CONF}})  # fmt: skip
+    monkeypatch.setattr(pods, "INIT_RETRY_S", 0)
+    worker.sync()
+    status = _pod(cluster, "w1")["status"]
+    assert status["phase"] == "Running" and status["initContainerStatuses"][0]["restartCount"] == 1
+    assert json.loads((tmp_path / "root/etc/cni/net.d/10-flannel.conflist").read_text()) == json.loads(
+        CNI_CONF
+    )
+    assert [
+        e.get("exit") for e in runtime.record(_pod(cluster, "w1")["metadata"]["uid"]) if e.get("init")
+    ] == [0]
+
+
+def test_a_configmap_volume_whose_configmap_is_missing_is_failed_mount_and_nothing_runs(
+    cluster: Cluster, ctrd: FakeCtr
+) -> None:
+    cluster.add_node("w1")
+    _label(cluster, "w1", **{"kubernetes.io/os": "linux"})
+    docs = _flannel()
+    _apply(cluster, [docs[0], docs[2]])  # no kube-flannel-cfg
+    _worker(cluster).sync()
+    status = _pod(cluster, "w1")["status"]
+    assert status["phase"] == "Pending"
+    assert status["initContainerStatuses"][0]["state"] == {"waiting": {"reason": "ContainerCreating"}}
+    message = 'MountVolume.SetUp failed for volume "flannel-cfg" : configmap "kube-flannel-cfg" not found'
+    assert ("Warning", "FailedMount", message, 1) in _events(cluster)
+    assert ctrd.running("container") == []
 
 
 def _events(c: Cluster) -> list[tuple[str, str, str, int]]:

@@ -3,9 +3,7 @@
 For every pod bound to this node (the DaemonSet controller in controllers.py binds them): pull
 the sandbox image and every init and app container image through containerd's CRI path (the
 node's registry hosts dir, CA and credentials, as `crictl pull` does: containerd.pull_image),
-then run the init steps that copy a key of a mounted ConfigMap to a host path (flannel's
-install-cni writes /etc/cni/net.d/10-flannel.conflist that way, so a node's network becomes
-ready only once flannel's image really pulled from the private registry), and report the pod's
+run the pod (below), and report the pod's
 status as the kubelet would (Running, or Pending with ErrImagePull / ImagePullBackOff naming the
 image and containerd's reason), and record the kubelet's image events on the pod (Pulling, Pulled,
 Failed, BackOff; FailedCreatePodSandBox when the sandbox image fails).
@@ -25,14 +23,20 @@ no sandbox while the node has no CNI config) and reports the address in status.p
 pod is run as flannel.py's stand-ins: install-cni-plugin's copy of /flannel installs the stand-in's
 CNI plugin, and the kube-flannel container is flanneld (subnet.env, host-gw routes).
 
-Then the pod's containers run for real (runtime.py): its pause container in that namespace, then its
-app containers, whose exits are reported or restarted by the pod's restartPolicy (Created/Started
-events: kuberuntime_container.go startContainer, `Created container %s`, `Started container %s`).
+Then the pod's containers run for real (runtime.py), with their hostPath and configMap volumes
+(volumes.py): its pause container in that namespace, then its init containers one after the other,
+each to its end (flannel's install-cni is busybox's own `cp` of the mounted ConfigMap's
+cni-conf.json to /etc/cni/net.d, so a node's network becomes ready only once flannel's image really
+pulled from the private registry and ran), then its app containers, whose exits are reported or
+restarted by the pod's restartPolicy (Created/Started events: kuberuntime_container.go
+startContainer, `Created container %s`, `Started container %s`).
 
-Limits: init containers are emulated, not run; an app container whose program the lab's stand-in
-image lacks is emulated (runtime.py); probes and resources are not modelled, and a restart has no
-back-off. The sandbox image is pulled here, not by containerd's RunPodSandbox, so
-FailedCreatePodSandBox carries crictl's pull error, not the sandbox call's.
+Limits: flannel-cni-plugin's copy of /flannel is emulated (the stand-in's CNI plugin is put in its
+place: no package here carries flannel's); an app container whose program the lab's stand-in
+image lacks is emulated (runtime.py); probes and resources are not modelled; a restart has no
+back-off, and an init container that failed runs again after 10 s. The sandbox image is pulled
+here, not by containerd's RunPodSandbox, so FailedCreatePodSandBox carries crictl's pull error, not
+the sandbox call's.
 """
 
 from __future__ import annotations
@@ -46,13 +50,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import podnet, runtime
+from . import podnet, runtime, volumes
 from .client import ApiClient, ApiError
 from .containerd import cni_ready, containerd_config, ctr, pull_image
 from .flannel import Flanneld
 from .util import hp, log_klog, rfc3339, self_path, write_file
 
 BACKOFF_S = (10, 20, 40, 80, 160, 300)  # the kubelet's image pull back-off steps
+INIT_WAIT_S = 30  # how long one sync waits for an init container to end before it reports it running
+INIT_RETRY_S = 10  # an init container that failed runs again after this (the back-off's first step)
 
 
 def go_duration(seconds: float) -> str:
@@ -228,16 +234,19 @@ class PodWorker:
                 self._event(pod, None, False, "Warning", "FailedCreatePodSandBox",
                             f"Failed to create pod sandbox: rpc error: code = Unknown desc = {why}")  # fmt: skip
                 return _status("Pending", pod, inits, apps, ("", why, ""))
-        for c in inits:
-            self.emulate_init(pod, c)
+        failed = self._run_inits(pod, netns, ip)
+        if failed:
+            return failed
         for c in apps:
             if have_tasks.get(mine.get(c["name"], "")) == "RUNNING" or (uid, c["name"]) in self.exited:
                 continue
             if c["name"] in mine:  # its task ended: a new container takes its place
                 runtime.forget(self.cri, uid, mine[c["name"]])
             try:
-                cid = runtime.run_container(self.cri, pod, c, netns, self._host_mounts(pod, c),
+                cid = runtime.run_container(self.cri, pod, c, netns, volumes.mounts(self.client, pod, c),
                                             self.restarts.get((uid, c["name"]), 0))  # fmt: skip
+            except volumes.MountError as e:
+                return self._mount_failed(pod, e, ip)
             except runtime.RunError as e:  # kuberuntime_container.go startContainer: "Error: %v"
                 why = f"failed to create containerd task: {e}"
                 self._event(pod, c, False, "Warning", "Failed", f"Error: {why}")
@@ -248,6 +257,98 @@ class PodWorker:
                 self._event(pod, c, False, "Normal", "Created", f"Created container {c['name']}")
                 self._event(pod, c, False, "Normal", "Started", f"Started container {c['name']}")
         return None
+
+    def _run_inits(self, pod: dict, netns: str | None, ip: str | None) -> dict | None:
+        """The pod's init containers, in order, each run to its end before the next, once per
+        sandbox (kuberuntime_manager.go computePodActions: the next init container only after the
+        one before it exited 0): None once all have, else the pod's status while one runs or after
+        one failed. A failed one runs again after INIT_RETRY_S (restartPolicy Never: the pod fails)."""
+        uid, inits = pod["metadata"]["uid"], pod["spec"].get("initContainers") or []
+        for i, c in enumerate(inits):
+            entry = next((e for e in runtime.record(uid) if e.get("init") and e["name"] == c["name"]), None)
+            if entry is not None and entry.get("exit") == 0:
+                continue
+            if entry is not None and "exit" not in entry:  # started by an earlier sync
+                code = self._wait_exit(entry["id"], 0)
+                if code is None:
+                    return self._initializing(pod, i, {"running": {"startedAt": rfc3339()}}, ip)
+                runtime.set_exit(uid, entry["id"], code)
+                entry = dict(entry, exit=code, ended=time.time())
+            if entry is not None and entry["exit"] != 0:
+                terminated = {"terminated": {"exitCode": entry["exit"], "reason": "Error"}}
+                if pod["spec"].get("restartPolicy") == "Never":
+                    return self._initializing(pod, i, terminated, ip, phase="Failed")
+                if time.time() - entry["ended"] < INIT_RETRY_S:
+                    return self._initializing(pod, i, terminated, ip)
+                runtime.forget(self.cri, uid, entry["id"])
+                self.restarts[(uid, c["name"])] = self.restarts.get((uid, c["name"]), 0) + 1
+            if self.emulate_init(pod, c):
+                continue
+            try:
+                cid = runtime.run_container(self.cri, pod, c, netns, volumes.mounts(self.client, pod, c),
+                                            self.restarts.get((uid, c["name"]), 0), init=True)  # fmt: skip
+            except volumes.MountError as e:
+                return self._mount_failed(pod, e, ip)
+            except runtime.RunError as e:  # kuberuntime_container.go startContainer: "Error: %v"
+                why = f"failed to create containerd task: {e}"
+                self._event(pod, c, True, "Warning", "Failed", f"Error: {why}")
+                spec = pod["spec"]
+                return _status("Pending", pod, inits, spec.get("containers") or [],
+                               ("RunContainerError", why, c["image"]), ip)  # fmt: skip
+            self._event(pod, c, True, "Normal", "Created", f"Created container {c['name']}")
+            self._event(pod, c, True, "Normal", "Started", f"Started container {c['name']}")
+            code = self._wait_exit(cid, INIT_WAIT_S)
+            if code is None:
+                return self._initializing(pod, i, {"running": {"startedAt": rfc3339()}}, ip)
+            runtime.set_exit(uid, cid, code)
+            if code != 0:  # reported as failed; the next sync runs it again once INIT_RETRY_S passed
+                never = pod["spec"].get("restartPolicy") == "Never"
+                terminated = {"terminated": {"exitCode": code, "reason": "Error"}}
+                return self._initializing(pod, i, terminated, ip, phase="Failed" if never else "Pending")
+        return None
+
+    def _wait_exit(self, cid: str, seconds: float) -> int | None:
+        """The exit code of container CID's task once it stopped, waiting up to SECONDS; None while
+        it still runs."""
+        end = time.monotonic() + seconds
+        while True:
+            have = runtime.tasks(self.cri)  # None: containerd does not answer now
+            state = None if have is None else have.get(cid, "GONE")
+            if state == "STOPPED":
+                code = runtime.exit_code(self.cri, cid)
+                return 255 if code is None else code
+            if state == "GONE":  # its task went without an exit this kubelet saw (a reboot)
+                return 255
+            if time.monotonic() >= end:
+                return None
+            time.sleep(0.1)
+
+    def _initializing(
+        self, pod: dict, index: int, state: dict, ip: str | None, phase: str = "Pending"
+    ) -> dict:
+        """The status of a pod at init container INDEX (in STATE): the ones before it Completed, the
+        ones after it and every app container waiting in PodInitializing, as kubectl's Init:N/M,
+        Init:Error and the like are read from."""
+        uid, spec = pod["metadata"]["uid"], pod["spec"]
+        inits, apps = spec.get("initContainers") or [], spec.get("containers") or []
+        status = _status(phase, pod, inits, apps, None, ip)
+        for j, s in enumerate(status["initContainerStatuses"]):
+            s["restartCount"] = self.restarts.get((uid, s["name"]), 0)
+            if j == index:
+                s["state"] = state
+            elif j > index:
+                s["state"] = {"waiting": {"reason": "PodInitializing"}}
+        for s in status["containerStatuses"]:
+            s["state"], s["ready"] = {"waiting": {"reason": "PodInitializing"}}, False
+        return status
+
+    def _mount_failed(self, pod: dict, e: volumes.MountError, ip: str | None) -> dict:
+        """A volume that could not be set up: the kubelet's FailedMount event, every container waits
+        in ContainerCreating, and the next sync tries again."""
+        self._event(pod, None, False, "Warning", "FailedMount", str(e))
+        spec = pod["spec"]
+        return _status("Pending", pod, spec.get("initContainers") or [], spec.get("containers") or [],
+                       ("", str(e), ""), ip)  # fmt: skip
 
     def _check_containers(self, pods: list[dict]) -> None:
         """A running pod whose sandbox died is run again; an app container whose task stopped is
@@ -299,35 +400,10 @@ class PodWorker:
         return _status(phase, pod, spec.get("initContainers") or [], apps, None, self.ips.get(uid),
                        exits=codes, restarts={n: k for (u, n), k in self.restarts.items() if u == uid})  # fmt: skip
 
-    @staticmethod
-    def _host_mounts(pod: dict, c: dict) -> list[tuple[str, str]]:
-        """(hostPath, mountPath) of C's mounts of hostPath volumes, each made first when its type
-        says so, as the kubelet's hostPath plugin does (pkg/volume/hostpath/host_path.go:
-        DirectoryOrCreate 0755, FileOrCreate an empty 0644 file); a path still missing then is
-        made a 0755 directory, as containerd's CRI does for any bind mount (pkg/cri/opts/
-        spec_linux.go WithMounts: "Create the host path if it doesn't exist", as seen in excerpts
-        of the code index that name no tag)."""
-        volumes = {v["name"]: v["hostPath"] for v in pod["spec"].get("volumes") or [] if v.get("hostPath")}
-        out = []
-        for m in c.get("volumeMounts") or []:
-            hpv = volumes.get(m.get("name", ""))
-            if hpv is None:
-                continue
-            path, kind = hpv["path"], hpv.get("type", "")
-            if kind == "DirectoryOrCreate":
-                os.makedirs(hp(path), mode=0o755, exist_ok=True)
-            elif kind == "FileOrCreate" and not os.path.exists(hp(path)):
-                os.makedirs(os.path.dirname(hp(path)), mode=0o755, exist_ok=True)
-                with open(hp(path), "a", encoding="utf-8"):
-                    os.chmod(hp(path), 0o644)
-            if not os.path.exists(hp(path)):
-                os.makedirs(hp(path), mode=0o755)
-            out.append((path, m["mountPath"]))
-        return out
-
     def _stop_pod(self, pod: dict) -> None:
         uid = pod["metadata"]["uid"]
         runtime.remove_pod(self.cri, uid)  # the containers, then the sandbox's network
+        volumes.remove_pod_dir(uid)
         self.ips.pop(uid, None)
         if uid in podnet.leftover_uids():
             sid = podnet.sandbox_id(uid)
@@ -422,31 +498,22 @@ class PodWorker:
                 raise
 
     # ---- init steps -----------------------------------------------------------------------------
-    def emulate_init(self, pod: dict, c: dict) -> None:
-        """`cp [-f] SRC DST` where DST is a hostPath and SRC a mounted ConfigMap key (do it), or
-        /flannel of the flannel-cni-plugin image (install the stand-in's flannel CNI plugin)."""
+    def emulate_init(self, pod: dict, c: dict) -> bool:
+        """flannel-cni-plugin's `cp -f /flannel DST`, DST a hostPath: no package here carries the
+        flannel CNI plugin, so the stand-in's own is put at DST instead (True: C was that copy)."""
         argv = [*(c.get("command") or []), *(c.get("args") or [])]
-        if not argv or argv[0] not in ("cp", "/bin/cp"):
-            return
         files = [a for a in argv[1:] if not a.startswith("-")]
-        if len(files) != 2:
-            return
-        src, dst = (self._resolve(pod, c, path) for path in files)
-        if dst is None or dst[0] != "hostPath":
-            return
-        if src is None and files[0] == "/flannel" and _repository(c["image"]).endswith("/flannel-cni-plugin"):
-            target = hp(dst[1])
-            with open(self_path(), "rb") as f:  # the zipapp answers as `flannel` by its file name
-                plugin = f.read()
-            if _read_bytes(target) != plugin:
-                write_file(target, plugin, 0o755)
-            return
-        data = self._configmap_value(pod, src)
-        if data is None:
-            return
+        if argv[:1] not in (["cp"], ["/bin/cp"]) or len(files) != 2 or files[0] != "/flannel":
+            return False
+        dst = self._resolve(pod, c, files[1])
+        if dst is None or dst[0] != "hostPath" or not _repository(c["image"]).endswith("/flannel-cni-plugin"):
+            return False
         target = hp(dst[1])
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        write_file(target, data, 0o644)
+        with open(self_path(), "rb") as f:  # the zipapp answers as `flannel` by its file name
+            plugin = f.read()
+        if _read_bytes(target) != plugin:
+            write_file(target, plugin, 0o755)
+        return True
 
     def emulate_app(self, pod: dict, c: dict) -> None:
         """flannel's daemon (`/opt/bin/flanneld`), run here while its pod runs (flannel.py)."""
@@ -532,7 +599,7 @@ def _status(
         else:
             state = {"running": {"startedAt": now}}
         return {"name": c["name"], "image": c["image"], "ready": "running" in state and not init,
-                "restartCount": 0 if init else restarts.get(c["name"], 0), "state": state}  # fmt: skip
+                "restartCount": restarts.get(c["name"], 0), "state": state}  # fmt: skip
 
     ready = "True" if phase == "Running" else "False"
     net = {"podIP": ip, "podIPs": [{"ip": ip}]} if ip else {}

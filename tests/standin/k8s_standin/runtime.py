@@ -1,9 +1,9 @@
 """A pod's containers, run for real by the node's containerd and runc, as containerd's CRI plugin
 runs them for the kubelet: a sandbox (pause) container per pod, in the pod's network namespace
-(podnet.py made it) or the host's for hostNetwork, then the pod's app containers beside it in the
-same namespace; StopPodSandbox removes them all. Here through `ctr run -d` in containerd's k8s.io
-namespace, not the CRI's gRPC API, so `ctr -n k8s.io containers ls` and `crictl ps` (crictl.py) on
-a node list them.
+(podnet.py made it) or the host's for hostNetwork, then the pod's init containers (each to its end:
+pods.py) and app containers beside it in the same namespace; StopPodSandbox removes them all. Here
+through `ctr run -d` in containerd's k8s.io namespace, not the CRI's gRPC API, so `ctr -n k8s.io
+containers ls` and `crictl ps` (crictl.py) on a node list them.
 
 Labels as a site's containers carry them: containerd's `io.cri-containerd.kind` = sandbox or
 container (pkg/cri/server/helpers.go, containerKindLabel, as seen in excerpts of the code index that
@@ -13,12 +13,14 @@ name no tag) and the kubelet's `io.kubernetes.pod.name`, `.pod.namespace`, `.pod
 Limits: the lab's images are busybox stand-ins (bundles/profiles/lab.yml) whose entrypoint sleeps.
 An app container whose program its image lacks (runc's `exec: "/opt/bin/flanneld": stat
 /opt/bin/flanneld: no such file or directory`) is not run: the kubelet's stand-in emulates what it
-must (pods.py), where a site's kubelet would report RunContainerError. Containers run in
-containerd's default cgroup (/k8s.io/<id>), not under kubepods; only hostPath volumes are mounted;
-env `value`s are set, `valueFrom` is not; no probes, no resources; pods.py restarts an exited
-container by the pod's restartPolicy, with no back-off. The record of a pod's containers is kept in /run/k8s-standin/containers/<uid>, so a
-restarted kubelet finds them again; it goes with a reboot, as the tasks do, while their container
-objects stay in containerd's store (no kubelet garbage collection here).
+must (pods.py), where a site's kubelet would report RunContainerError; for an init container that
+error is the container's. Containers run in containerd's default cgroup (/k8s.io/<id>), not under
+kubepods; hostPath and configMap volumes are mounted (volumes.py); env `value`s are set,
+`valueFrom` is not; no probes, no resources; pods.py restarts an exited container by the pod's
+restartPolicy, with no back-off. The record of a pod's containers is kept in
+/run/k8s-standin/containers/<uid>, so a restarted kubelet finds them again; it goes with a reboot, as
+the tasks do, while their container objects stay in containerd's store (no kubelet garbage
+collection here).
 """
 
 from __future__ import annotations
@@ -108,10 +110,17 @@ def log_path(pod: dict, name: str, attempt: int) -> str:
 
 
 def run_container(
-    cri: str, pod: dict, c: dict, netns: str | None, mounts: list[tuple[str, str]], attempt: int = 0
+    cri: str,
+    pod: dict,
+    c: dict,
+    netns: str | None,
+    mounts: list[tuple[str, str, bool]],
+    attempt: int = 0,
+    init: bool = False,
 ) -> str | None:
-    """CreateContainer + StartContainer of app container C: its id, or None when the lab's image
-    lacks its program (see Limits); RunError: the runtime's own error."""
+    """CreateContainer + StartContainer of container C (INIT: an init container): its id, or None
+    when the lab's image lacks the program of an app container (see Limits); RunError: the
+    runtime's own error (for an init container, a missing program too)."""
     uid, cid = pod["metadata"]["uid"], new_id()
     log = log_path(pod, c["name"], attempt)
     os.makedirs(os.path.dirname(hp(log)), mode=0o755, exist_ok=True)
@@ -120,8 +129,8 @@ def run_container(
     for e in c.get("env") or []:
         if isinstance(e.get("value"), str):
             argv += ["--env", f"{e['name']}={e['value']}"]
-    for host, path in mounts:
-        argv += ["--mount", f"type=bind,src={host},dst={path},options=rbind:rw"]
+    for host, path, ro in mounts:
+        argv += ["--mount", f"type=bind,src={host},dst={path},options=rbind:{'ro' if ro else 'rw'}"]
     if c.get("workingDir"):
         argv += ["--cwd", c["workingDir"]]
     command = [*(c.get("command") or []), *(c.get("args") or [])] if c.get("command") else []
@@ -130,13 +139,19 @@ def run_container(
     rc, out = ctr(cri, *argv, c["image"], cid, *command, timeout=60)
     if rc != 0:
         _remove(cri, cid)
-        if _ABSENT.search(out):
+        if _ABSENT.search(out) and not init:
             with contextlib.suppress(OSError):
                 os.remove(hp(log))
             return None
         raise RunError(out.strip().removeprefix("ctr: "))
-    _save(uid, [*record(uid), {"id": cid, "kind": "container", "name": c["name"], "image": c["image"]}])
+    entry = {"id": cid, "kind": "container", "name": c["name"], "image": c["image"]}
+    _save(uid, [*record(uid), {**entry, "init": True} if init else entry])
     return cid
+
+
+def set_exit(uid: str, cid: str, code: int) -> None:
+    """An init container's exit code, in the pod's record (the kubelet runs the next one on 0)."""
+    _save(uid, [{**e, "exit": code, "ended": time.time()} if e["id"] == cid else e for e in record(uid)])
 
 
 def image_entrypoint(cri: str, image: str) -> list[str]:
