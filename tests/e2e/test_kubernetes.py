@@ -184,6 +184,62 @@ def test_flannels_install_cni_ran_in_a_container_and_copied_its_configmap_volume
         assert ran, f"{p['spec']['nodeName']}: no install-cni container of pod {uid} in containerd"
         conflist = json.loads(node.check_output("cat /etc/cni/net.d/10-flannel.conflist"))
         assert conflist == want, p["spec"]["nodeName"]
+        volume = f"/var/lib/kubelet/pods/{uid}/volumes/kubernetes.io~configmap/flannel-cfg"
+        listing = node.check_output(shlex.join(["ls", "-la", volume]))
+        assert "..data ->" in listing and "cni-conf.json -> ..data/cni-conf.json" in listing, listing
+        print(f"{p['spec']['nodeName']}: install-cni container {ran[0]}, exit 0; {volume}:\n{listing}")
+
+
+def test_a_failing_init_container_holds_its_pod_and_a_missing_configmap_is_failed_mount(site, hosts):
+    """Two pods on a worker, with flannel's image (in the private registry on every site): one whose
+    init container exits 3 never starts its app container, and kubectl reads Init:Error (or, after
+    restarts, Init:CrashLoopBackOff) from its status; one mounting a ConfigMap that does not exist
+    waits in ContainerCreating, with the kubelet's FailedMount event naming it."""
+    master = hosts[site.master.name]
+    jsonpath = "jsonpath={.spec.template.spec.containers[0].image}"
+    image = _kubectl(site, hosts, "-n", "kube-flannel", "get", "ds", "kube-flannel-ds", "-o", jsonpath)
+    worker = next(n.name for n in site.nodes if "master" not in n.roles)
+    app = {"name": "app", "image": image, "command": ["sleep", "3600"]}
+    specs = {
+        "init-fails": {"initContainers": [{"name": "fails", "image": image, "command": ["sh", "-c", "exit 3"]}],
+                       "containers": [app]},
+        "no-configmap": {"containers": [dict(app, volumeMounts=[{"name": "cfg", "mountPath": "/cfg"}])],
+                         "volumes": [{"name": "cfg", "configMap": {"name": "appliance-e2e-missing"}}]},
+    }  # fmt: skip
+    names = {k: f"appliance-e2e-{k}" for k in specs}
+    for k, spec in specs.items():
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": names[k], "namespace": "default"},
+               "spec": {"nodeName": worker, "tolerations": [{"operator": "Exists"}], **spec}}  # fmt: skip
+        master.check_output(
+            f"echo {shlex.quote(json.dumps(pod))} | {shlex.join([*pinned_pods.KUBECTL, 'apply', '-f', '-'])}"
+        )
+    try:
+        deadline, table, events = time.monotonic() + 90, "", ""
+        while time.monotonic() < deadline:
+            table = _kubectl(site, hosts, "get", "pods", "-n", "default", *names.values())
+            events = pinned_pods.events(master, names["no-configmap"])
+            status = {
+                f[0]: f[2] for f in (line.split() for line in table.splitlines()[1:])
+            }  # NAME READY STATUS
+            if status.get(names["init-fails"], "").startswith("Init:") and "FailedMount" in events:
+                break
+            time.sleep(3)
+        print(table + "\n" + events)
+        assert status[names["init-fails"]] in ("Init:Error", "Init:CrashLoopBackOff"), table
+        failed = json.loads(
+            _kubectl(site, hosts, "get", "pod", "-n", "default", names["init-fails"], "-o", "json")
+        )
+        init = failed["status"]["initContainerStatuses"][0]
+        ended = init["state"].get("terminated") or init.get("lastState", {}).get("terminated") or {}
+        assert ended.get("exitCode") == 3, init
+        assert failed["status"]["containerStatuses"][0]["state"] == {"waiting": {"reason": "PodInitializing"}}
+        assert status[names["no-configmap"]] == "ContainerCreating", table
+        assert (
+            'MountVolume.SetUp failed for volume "cfg" : configmap "appliance-e2e-missing" not found'
+            in " ".join(events.split())
+        ), events
+    finally:
+        pinned_pods.delete(master, names)
 
 
 def test_pods_on_every_node_reach_each_other_over_the_pod_network(site, hosts, nodes):

@@ -223,6 +223,34 @@ def test_an_init_container_that_fails_holds_the_pod_then_runs_again_or_fails_it(
     ] == [0]
 
 
+def test_an_init_container_still_running_is_reported_and_found_again_by_the_next_sync(
+    cluster: Cluster, tmp_path: Path, ctrd: FakeCtr, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync does not wait past INIT_WAIT_S (its loop also sends the node's heartbeats): the pod
+    reports the init container running, the app container waits; a later sync reads its exit and
+    starts the app container, without running the init container again."""
+    cluster.add_node("w1")
+    _label(cluster, "w1", **{"kubernetes.io/os": "linux"})
+    docs = _flannel()
+    docs[2]["spec"]["template"]["spec"]["initContainers"][0]["command"] = ["sleep"]  # the fake runs no sleep
+    _apply(cluster, docs)
+    monkeypatch.setattr(pods, "INIT_WAIT_S", 0)
+    worker = _worker(cluster)
+    worker.sync()
+    status = _pod(cluster, "w1")["status"]
+    assert status["phase"] == "Pending" and "running" in status["initContainerStatuses"][0]["state"]
+    assert status["containerStatuses"][0]["state"] == {"waiting": {"reason": "PodInitializing"}}
+    assert ctrd.running("container")[0].labels["io.kubernetes.container.name"] == "install-cni"
+    ctrd.exit("install-cni", 0)
+    worker.sync()
+    status = _pod(cluster, "w1")["status"]
+    assert status["phase"] == "Running", status
+    assert status["initContainerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    names = [c.labels["io.kubernetes.container.name"] for c in ctrd.containers.values() if c.labels.get(
+        "io.kubernetes.container.name")]  # fmt: skip
+    assert names == ["install-cni", "kube-flannel"]  # the init container ran once
+
+
 def test_a_configmap_volume_whose_configmap_is_missing_is_failed_mount_and_nothing_runs(
     cluster: Cluster, ctrd: FakeCtr
 ) -> None:

@@ -57,7 +57,7 @@ from .flannel import Flanneld
 from .util import hp, log_klog, rfc3339, self_path, write_file
 
 BACKOFF_S = (10, 20, 40, 80, 160, 300)  # the kubelet's image pull back-off steps
-INIT_WAIT_S = 30  # how long one sync waits for an init container to end before it reports it running
+INIT_WAIT_S = 5  # one sync waits this long for an init container to end (the loop also sends heartbeats)
 INIT_RETRY_S = 10  # an init container that failed runs again after this (the back-off's first step)
 
 
@@ -273,6 +273,8 @@ class PodWorker:
                 if code is None:
                     return self._initializing(pod, i, {"running": {"startedAt": rfc3339()}}, ip)
                 runtime.set_exit(uid, entry["id"], code)
+                if code == 0:
+                    continue
                 entry = dict(entry, exit=code, ended=time.time())
             if entry is not None and entry["exit"] != 0:
                 terminated = {"terminated": {"exitCode": entry["exit"], "reason": "Error"}}
