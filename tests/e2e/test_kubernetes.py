@@ -238,6 +238,7 @@ def test_a_failing_init_container_holds_its_pod_and_a_missing_configmap_is_faile
             'MountVolume.SetUp failed for volume "cfg" : configmap "appliance-e2e-missing" not found'
             in " ".join(events.split())
         ), events
+        assert "Pulled" not in events and "Started" not in events, events  # volumes come before any pull
     finally:
         pinned_pods.delete(master, names)
 

@@ -263,8 +263,9 @@ def test_a_configmap_volume_whose_configmap_is_missing_is_failed_mount_and_nothi
     assert status["phase"] == "Pending"
     assert status["initContainerStatuses"][0]["state"] == {"waiting": {"reason": "ContainerCreating"}}
     message = 'MountVolume.SetUp failed for volume "flannel-cfg" : configmap "kube-flannel-cfg" not found'
+    assert [e[:2] for e in _events(cluster)] == [("Warning", "FailedMount")]  # mounted before any pull
     assert ("Warning", "FailedMount", message, 1) in _events(cluster)
-    assert ctrd.running("container") == []
+    assert ctrd.running("container") == [] and ctrd.running("sandbox") == []
 
 
 def _events(c: Cluster) -> list[tuple[str, str, str, int]]:

@@ -783,3 +783,27 @@ def test_the_kubelet_reads_back_the_pull_error_crictl_fatal_quoted() -> None:
     assert _pull_reason(crictl_fatal("plain-word")) == "plain-word"
     assert _pull_reason("first line\nctr: connection refused\n") == "ctr: connection refused"
     assert _pull_reason("") == ""
+
+
+def test_pod_table_status_reads_init_containers_then_app_containers_as_print_pod_does() -> None:
+    """kubectl get pods' STATUS and READY from the server's printPod: a failed init container is
+    Init:Error (no reason: Init:ExitCode:N), one running Init:I/N, a waiting app container its
+    reason; only running, ready app containers count as ready."""
+    from tests.standin.k8s_standin.serverside import _pod_cells
+
+    def pod(inits: list[dict], apps: list[dict], phase: str = "Pending") -> dict:
+        return {"metadata": {"name": "p"},
+                "spec": {"initContainers": [{"name": f"i{n}"} for n in range(len(inits))],
+                         "containers": [{"name": f"c{n}"} for n in range(len(apps))]},
+                "status": {"phase": phase, "initContainerStatuses": inits, "containerStatuses": apps}}  # fmt: skip
+
+    done = {"state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}
+    waiting = {"state": {"waiting": {"reason": "PodInitializing"}}}
+    failed = {"state": {"terminated": {"exitCode": 3, "reason": "Error"}}, "restartCount": 2}
+    assert _pod_cells(pod([done, failed], [waiting]))[0][1:4] == ["0/1", "Init:Error", "2"]
+    assert _pod_cells(pod([{"state": {"terminated": {"exitCode": 3}}}], [waiting]))[0][2] == "Init:ExitCode:3"
+    assert _pod_cells(pod([done, {"state": {"running": {}}}], [waiting]))[0][2] == "Init:1/2"
+    creating = {"state": {"waiting": {"reason": "ContainerCreating"}}}
+    assert _pod_cells(pod([], [creating]))[0][2] == "ContainerCreating"
+    running = {"state": {"running": {}}, "ready": True, "restartCount": 1}
+    assert _pod_cells(pod([done], [running], "Running"))[0][1:4] == ["1/1", "Running", "1"]

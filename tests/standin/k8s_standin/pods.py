@@ -1,6 +1,8 @@
 """The kubelet's pod work, as far as the lab goes.
 
-For every pod bound to this node (the DaemonSet controller in controllers.py binds them): pull
+For every pod bound to this node (the DaemonSet controller in controllers.py binds them): set up
+its volumes first (kubelet.go syncPod waits for them before anything is pulled or started: a
+missing ConfigMap is a FailedMount and nothing else happens), then pull
 the sandbox image and every init and app container image through containerd's CRI path (the
 node's registry hosts dir, CA and credentials, as `crictl pull` does: containerd.pull_image),
 run the pod (below), and report the pod's
@@ -171,6 +173,11 @@ class PodWorker:
             *((c["image"], c, True) for c in inits),
             *((c["image"], c, False) for c in apps),
         ]
+        try:  # kubelet.go syncPod: the pod's volumes are mounted (WaitForAttachAndMount) before any pull
+            for c in (*inits, *apps):
+                volumes.mounts(self.client, pod, c)
+        except volumes.MountError as e:
+            return self._mount_failed(pod, e, None)
         for image, c, init in wanted:
             if image in have:
                 if c is not None:

@@ -34,15 +34,44 @@ def _age(o: dict) -> str:
 
 
 def _pod_cells(o: dict) -> tuple[list[str], list[str]]:
+    """printPod's cells (kubernetes pkg/printers/internalversion/printers.go, read at 008dafe0 in
+    the code index, an older release; these loops are 1.23's as remembered): STATUS is the phase
+    (or status.reason), then the first init container not ended with 0 (Init:REASON,
+    Init:ExitCode:N, Init:Signal:N, Init:WAITING-REASON, else Init:I/N), else the last app container
+    with a waiting or terminated reason; READY counts app containers ready and running."""
     spec, st = o.get("spec") or {}, o.get("status") or {}
-    cs = st.get("containerStatuses") or []
-    ready = f"{sum(1 for c in cs if c.get('ready'))}/{len(spec.get('containers') or [])}"
-    reason = st.get("reason") or st.get("phase") or "Pending"
+    reason, restarts, ready, initializing = st.get("reason") or st.get("phase") or "Pending", 0, 0, False
+    for i, c in enumerate(st.get("initContainerStatuses") or []):
+        restarts += int(c.get("restartCount") or 0)
+        term, wait = (c.get("state") or {}).get("terminated"), (c.get("state") or {}).get("waiting")
+        if term is not None and not term.get("exitCode"):
+            continue
+        initializing = True
+        if term is not None:
+            reason = (f"Init:{term['reason']}" if term.get("reason") else f"Init:Signal:{term['signal']}"
+                      if term.get("signal") else f"Init:ExitCode:{term.get('exitCode')}")  # fmt: skip
+        elif wait and wait.get("reason") and wait["reason"] != "PodInitializing":
+            reason = f"Init:{wait['reason']}"
+        else:
+            reason = f"Init:{i}/{len(spec.get('initContainers') or [])}"
+        break
+    if not initializing:
+        restarts = 0
+        for c in reversed(st.get("containerStatuses") or []):
+            restarts += int(c.get("restartCount") or 0)
+            state = c.get("state") or {}
+            term, wait = state.get("terminated"), state.get("waiting")
+            if wait and wait.get("reason"):
+                reason = wait["reason"]
+            elif term is not None:
+                reason = term.get("reason") or (f"Signal:{term['signal']}" if term.get("signal")
+                                                else f"ExitCode:{term.get('exitCode')}")  # fmt: skip
+            elif c.get("ready") and "running" in state:
+                ready += 1
     if (o.get("metadata") or {}).get("deletionTimestamp"):
         reason = "Terminating"
-    restarts = str(sum(int(c.get("restartCount") or 0) for c in cs))
-    return [o["metadata"]["name"], ready, reason, restarts, _age(o)], [
-        st.get("podIP") or "<none>", spec.get("nodeName") or "<none>", "<none>", "<none>"]  # fmt: skip
+    return [o["metadata"]["name"], f"{ready}/{len(spec.get('containers') or [])}", reason, str(restarts),
+            _age(o)], [st.get("podIP") or "<none>", spec.get("nodeName") or "<none>", "<none>", "<none>"]  # fmt: skip
 
 
 def table_rows(kind: str, objs: list[dict], wide: bool) -> tuple[list[str], list[list[str]]]:
