@@ -247,6 +247,35 @@ def pod_network_result(node: Node, facts: NodeFacts, why: str) -> CheckResult:
     return CheckResult("pod_network", "network", node.name, Status.SKIP, hint=why)
 
 
+def pod_path_again(
+    master: Node,
+    thin: list[Node],
+    t: Transport,
+    seconds: float,
+    measured: dict[str, NodeFacts],
+    probes: dict[str, podpath.Probe],
+) -> dict[str, tuple[NodeFacts, float]]:
+    """A second look at each node whose pod path looked thin: its node path, then its pod path,
+    one right after the other, so a moment's load on a shared host, which slows both, is not
+    named. The second pod path replaces the first in MEASURED; returned: {node: (the node path
+    measured right before it, the first look's Mb/s)}. A second look that fails keeps the first."""
+    out: dict[str, tuple[NodeFacts, float]] = {}
+    for n in thin:
+        try:
+            node_path = measure_network(master, [n], t, seconds)[n.name]
+            pod = measure_network(master, [n], t, seconds, to=probes[master.name].ip,
+                                  inside=lambda n, command: podpath.in_pod(probes[n.name].ip, command),
+                                  what="the test server in the probe pod")[n.name]  # fmt: skip
+            mbps = float(pod.values["net_mbps"]), float(node_path.values["net_mbps"])
+        except (ApplianceError, KeyError, ValueError):
+            continue
+        if pod.error or node_path.error or "net_rtt_ms" not in node_path.values or mbps[1] <= 0:
+            continue
+        out[n.name] = (node_path, float(measured[n.name].values["net_mbps"]))
+        measured[n.name] = pod
+    return out
+
+
 def measure_pod_path(
     cfg: SiteConfig, nodes: list[Node], facts: dict[str, NodeFacts], t: Transport, seconds: float
 ) -> list[CheckResult]:
@@ -258,6 +287,7 @@ def measure_pod_path(
         return [pod_network_result(n, facts[n.name], "no kubelet on the master yet") for n in nodes]
     image = podpath.sandbox_image(cfg, t)
     measured: dict[str, NodeFacts] = {}
+    beside: dict[str, tuple[NodeFacts, float]] = {}
     try:
         probes = podpath.start(cfg, ready, image)
         out = podpath.start_results(cfg, probes)
@@ -271,6 +301,8 @@ def measure_pod_path(
                                            what="the test server in the probe pod")  # fmt: skip
             except ApplianceError as exc:  # the server in the master's pod: every node's test needs it
                 measured = {n.name: NodeFacts(n.name, error=exc.message) for n, _ in others}
+            thin = [n for n, _ in others if podpath.thin_path(measured.get(n.name), facts[n.name])]
+            beside = pod_path_again(cfg.master, thin, t, seconds, measured, probes)
         if len(running) > 1:
             try:
                 pairs = podpath.measure_pairs(running, t, _script("netperf.py"), NET_PORT + 1, seconds)
@@ -288,7 +320,9 @@ def measure_pod_path(
         why = f"the master's probe pod did not run ({cfg.master.name}'s probe_pod_start says why)"
         return out + [pod_network_result(n, facts[n.name], why) for n in nodes]
     for n in nodes:
-        if n.name in measured:
+        if n.name in beside:
+            out += podpath.path_result(n.name, measured[n.name], *beside[n.name])
+        elif n.name in measured:
             out += podpath.path_result(n.name, measured[n.name], facts[n.name])
         elif n.name == cfg.master.name:
             out.append(

@@ -185,9 +185,20 @@ def start_results(cfg: SiteConfig, probes: dict[str, Probe]) -> list[CheckResult
     return out
 
 
-def path_result(node: str, pod: NodeFacts, node_path: NodeFacts) -> list[CheckResult]:
+def thin_path(pod: NodeFacts | None, node_path: NodeFacts) -> bool:
+    """The pod path measured, and below POD_PATH_SHARE of its node path's throughput."""
+    try:
+        return float(pod.values["net_mbps"]) < POD_PATH_SHARE * float(node_path.values["net_mbps"])  # type: ignore[union-attr]
+    except (AttributeError, KeyError, ValueError):
+        return False
+
+
+def path_result(
+    node: str, pod: NodeFacts, node_path: NodeFacts, first: float | None = None
+) -> list[CheckResult]:
     """The pod path's latency and throughput beside the node path's, named when it costs more
-    than half the node path's throughput."""
+    than half the node path's throughput. FIRST: the first look's Mb/s, when this is a second
+    look (the pod path measured right after its node path)."""
     if pod.error:
         return [CheckResult("pod_network", "network", node, Status.FAIL, pod.error,
                             hint="the test ran in the probe pod's network namespace (nsenter) on this node")]  # fmt: skip
@@ -198,19 +209,20 @@ def path_result(node: str, pod: NodeFacts, node_path: NodeFacts) -> list[CheckRe
             CheckResult("pod_network", "network", node, Status.FAIL, "the pod path test printed no result")
         ]
     base_mbps, base_rtt = node_path.values.get("net_mbps"), node_path.values.get("net_rtt_ms")
+    again = "" if first is None else f" (its second look; first {first:.0f} Mb/s)"
     if base_mbps is None or base_rtt is None:
         expected, status, hint = "", Status.PASS, ""
     else:
         share = mbps / float(base_mbps) if float(base_mbps) > 0 else 1.0
         expected = (f"at least {POD_PATH_SHARE:.0%} of the node path's {float(base_mbps):.0f} Mb/s "
-                    f"(node path rtt {float(base_rtt):.3f} ms)")  # fmt: skip
+                    f"(node path rtt {float(base_rtt):.3f} ms{', measured right before it' if again else ''})")  # fmt: skip
         status = Status.PASS if share >= POD_PATH_SHARE else Status.WARN
         hint = "" if status is Status.PASS else (
             f"the pod network costs {1 - share:.0%} of the node path here: flannel's backend and MTU "
             "(FLANNEL_MTU in /run/flannel/subnet.env against the link's MTU), or the CPU of this node"
         )  # fmt: skip
     return [
-        CheckResult("pod_network", "network", node, status, f"{mbps:.0f} Mb/s to the master's probe pod",
+        CheckResult("pod_network", "network", node, status, f"{mbps:.0f} Mb/s to the master's probe pod{again}",
                     expected, hint, number=mbps, unit="Mb/s", better="higher"),
         CheckResult("pod_latency", "network", node, Status.PASS, f"{rtt:.3f} ms to the master's probe pod",
                     f"node path {float(base_rtt):.3f} ms" if base_rtt else "", number=rtt, unit="ms", better="lower"),
@@ -227,13 +239,16 @@ Pair = tuple[str, str]  # (from node, to node)
 @dataclass
 class PairFacts:
     """What the pair tests printed: each pair's round trip and its streams each way, why one was
-    not measured, and which pairs were measured a second time (their better figures are kept)."""
+    not measured, and which pairs were measured a second time (the second look's figures are kept,
+    beside those of the reference pair measured right after them)."""
 
     rtt_ms: dict[Pair, float] = field(default_factory=dict)
     mbps: dict[Pair, float] = field(default_factory=dict)  # (a, b): a's pod streaming to b's
     rx_mbps: dict[Pair, float] = field(default_factory=dict)  # (a, b): b's pod streaming to a's
     errors: dict[Pair, str] = field(default_factory=dict)
     again: dict[Pair, tuple[float, float]] = field(default_factory=dict)  # first look's (ms, Mb/s)
+    # the pair a second look measured right after this one: (it, its ms, its best stream)
+    beside: dict[Pair, tuple[Pair, float, float]] = field(default_factory=dict)
 
     def through(self, key: Pair) -> float:
         """The pair's throughput: the slower way (a link that is slow one way is slow)."""
@@ -283,33 +298,52 @@ def _test_pairs(
     return got
 
 
+def against(facts: PairFacts, key: Pair) -> tuple[float, float, Pair | None]:
+    """What KEY is set against: (round trip, stream, the reference pair). After a second look, the
+    reference pair measured right after it, so a host busy for those seconds slows both; else
+    (no reference) the best pair's round trip and the best stream."""
+    if key in facts.beside:
+        return facts.beside[key][1], facts.beside[key][2], facts.beside[key][0]
+    return min(facts.rtt_ms.values(), default=0.0), facts.best(), None
+
+
+def verdict(facts: PairFacts, key: Pair) -> tuple[bool, bool]:
+    """(late, thin): its round trip PAIR_SLOW times what it is set against (and beyond the noise
+    floor); its slower stream below PAIR_SHARE of that stream."""
+    ms, mbps, _ = against(facts, key)
+    late = facts.rtt_ms[key] > PAIR_SLOW * ms and facts.rtt_ms[key] - ms > NOISE_FLOOR["pod_pair_latency"]
+    return late, facts.through(key) < PAIR_SHARE * mbps
+
+
 def slow_pairs(facts: PairFacts) -> set[Pair]:
-    """Pairs whose round trip is PAIR_SLOW times the best pair's (and beyond the noise floor), or
-    whose slower stream is below PAIR_SHARE of the best stream."""
-    ms, best = min(facts.rtt_ms.values(), default=0.0), facts.best()
-    floor = NOISE_FLOOR["pod_pair_latency"]
-    slow = {k for k, v in facts.rtt_ms.items() if v > PAIR_SLOW * ms and v - ms > floor}
-    return slow | {k for k in facts.rtt_ms if facts.through(k) < PAIR_SHARE * best}
+    return {k for k in facts.rtt_ms if any(verdict(facts, k))}
 
 
 def measure_pairs(
     order: list[tuple[Node, Probe]], t: Transport, script: str, port: int, seconds: float
 ) -> PairFacts:
-    """Every pair of running probes, each pod to every pod after it; then the pairs that look slow
-    measured again, the better figures kept, so a moment's noise on a shared host is not named."""
+    """Every pair of running probes, each pod to every pod after it; then each pair that looks
+    slow measured again, with the fastest pair that did not (the reference) right after it: the
+    pair is judged against that reference alone, so a moment's load on a shared host, which
+    slows both, is not named, and a slow link, which slows only the one, is."""
     facts = _test_pairs(
         [(a, b) for i, a in enumerate(order) for b in order[i + 1 :]], t, script, port, seconds
     )
     slow = slow_pairs(facts)
-    if slow:
-        where = {n.name: (n, p) for n, p in order}
-        second = _test_pairs([(where[a], where[b]) for a, b in sorted(slow)], t, script, port, seconds)
-        for key in sorted(slow):
-            if key in second.rtt_ms:
-                facts.again[key] = (facts.rtt_ms[key], facts.through(key))
-                facts.rtt_ms[key] = min(facts.rtt_ms[key], second.rtt_ms[key])
-                facts.mbps[key] = max(facts.mbps[key], second.mbps[key])
-                facts.rx_mbps[key] = max(facts.rx_mbps[key], second.rx_mbps[key])
+    fine = [k for k in facts.rtt_ms if k not in slow]
+    ref = max(fine, key=facts.through) if fine else None
+    where = {n.name: (n, p) for n, p in order}
+    for key in sorted(slow):
+        batch = [key] if ref is None else [key, ref]
+        second = _test_pairs([(where[a], where[b]) for a, b in batch], t, script, port, seconds)
+        if key not in second.rtt_ms:
+            continue
+        facts.again[key] = (facts.rtt_ms[key], facts.through(key))
+        facts.rtt_ms[key], facts.mbps[key], facts.rx_mbps[key] = (
+            second.rtt_ms[key], second.mbps[key], second.rx_mbps[key]
+        )  # fmt: skip
+        if ref is not None and ref in second.rtt_ms:
+            facts.beside[key] = (ref, second.rtt_ms[ref], max(second.mbps[ref], second.rx_mbps[ref]))
     return facts
 
 
@@ -321,10 +355,10 @@ def _shared_node(pairs: set[Pair]) -> str:
 
 def pair_results(facts: PairFacts, port: int) -> list[CheckResult]:
     """Two rows per pair of probe pods, its round trip and its throughput (the slower way); a pair
-    PAIR_SLOW times the best pair's round trip (beyond the noise floor), or below PAIR_SHARE of the
-    best stream, is named even after its second look; when every such pair includes one node, the
-    hint names that node as the bottleneck. A pair that could not talk fails."""
-    ms_best, mbps_best = min(facts.rtt_ms.values(), default=0.0), facts.best()
+    PAIR_SLOW times the round trip it is set against (beyond the noise floor), or below PAIR_SHARE
+    of that stream, is named (after its second look, against the reference pair measured beside
+    it); when every such pair includes one node, the hint names that node as the bottleneck. A
+    pair that could not talk fails."""
     slow = slow_pairs(facts)
     culprit = _shared_node(slow)
     out = []
@@ -341,18 +375,21 @@ def pair_results(facts: PairFacts, port: int) -> list[CheckResult]:
                     "pod_latency rows say which side")  # fmt: skip
         first = ""
         if key in facts.again:
-            first = f" (the better of two looks; first {facts.again[key][0]:.3f} ms, {facts.again[key][1]:.0f} Mb/s)"
-        floor = NOISE_FLOOR["pod_pair_latency"]
-        late = ms > PAIR_SLOW * ms_best and ms - ms_best > floor
-        thin = mbps < PAIR_SHARE * mbps_best
+            first = f" (its second look; first {facts.again[key][0]:.3f} ms, {facts.again[key][1]:.0f} Mb/s)"
+        ref_ms, ref_mbps, ref = against(facts, key)
+        if ref is None:
+            ms_of, mbps_of = f"the best pair's {ref_ms:.3f} ms", f"the best stream's {ref_mbps:.0f} Mb/s"
+        else:
+            ms_of = f"the {ref_ms:.3f} ms of {pair_name(*ref)}, measured right after it"
+            mbps_of = f"the {ref_mbps:.0f} Mb/s of {pair_name(*ref)}, measured right after it"
+        late, thin = verdict(facts, key)
         out.append(CheckResult("pod_pair_latency", "network", pair_name(a, b), Status.WARN if late else Status.PASS,
-                               f"{ms:.3f} ms between their probe pods{first}",
-                               f"within {PAIR_SLOW:g}x the best pair's {ms_best:.3f} ms", hint if late else "",
-                               number=ms, unit="ms", better="lower"))  # fmt: skip
+                               f"{ms:.3f} ms between their probe pods{first}", f"within {PAIR_SLOW:g}x {ms_of}",
+                               hint if late else "", number=ms, unit="ms", better="lower"))  # fmt: skip
         out.append(CheckResult("pod_pair_throughput", "network", pair_name(a, b), Status.WARN if thin else Status.PASS,
                                f"{mbps:.0f} Mb/s the slower way between their probe pods ({a} to {b} "
                                f"{facts.mbps[key]:.0f}, {b} to {a} {facts.rx_mbps[key]:.0f}){first}",
-                               f"at least {PAIR_SHARE:.0%} of the best stream's {mbps_best:.0f} Mb/s",
+                               f"at least {PAIR_SHARE:.0%} of {mbps_of}",
                                hint if thin else "", number=mbps, unit="Mb/s", better="higher"))  # fmt: skip
     for (a, b), why in facts.errors.items():
         for check in ("pod_pair_latency", "pod_pair_throughput"):
