@@ -174,10 +174,9 @@ class PodWorker:
             *((c["image"], c, False) for c in apps),
         ]
         try:  # kubelet.go syncPod: the pod's volumes are mounted (WaitForAttachAndMount) before any pull
-            for c in (*inits, *apps):
-                volumes.mounts(self.client, pod, c)
+            mounts = {c["name"]: volumes.mounts(self.client, pod, c) for c in (*inits, *apps)}
         except volumes.MountError as e:
-            return self._mount_failed(pod, e, None)
+            return self._mount_failed(pod, e)
         for image, c, init in wanted:
             if image in have:
                 if c is not None:
@@ -215,16 +214,19 @@ class PodWorker:
                 return _status("Pending", pod, inits, apps, ("", str(e), ""))
             self.ips[uid] = ip
         netns = None if spec.get("hostNetwork") else f"{podnet.NETNS_DIR}/{podnet.netns_name(uid)}"
-        failed = self._start_containers(pod, sandbox, netns, ip)
+        failed = self._start_containers(pod, sandbox, netns, ip, mounts)
         if failed:
             return failed
         self.running.add(uid)
         self.backoff.pop(uid, None)
         return self._pod_status(pod)
 
-    def _start_containers(self, pod: dict, sandbox: str, netns: str | None, ip: str | None) -> dict | None:
-        """The pod's sandbox (unless it runs), its init steps, then each app container not running:
-        None, or the status of a pod whose sandbox or container could not start."""
+    def _start_containers(
+        self, pod: dict, sandbox: str, netns: str | None, ip: str | None, mounts: dict[str, list]
+    ) -> dict | None:
+        """The pod's sandbox (unless it runs), its init steps, then each app container not running,
+        each with MOUNTS[its name]: None, or the status of a pod whose sandbox or container could
+        not start."""
         spec, uid = pod["spec"], pod["metadata"]["uid"]
         inits, apps = spec.get("initContainers") or [], spec.get("containers") or []
         have_tasks = runtime.tasks(self.cri) or {}
@@ -241,7 +243,7 @@ class PodWorker:
                 self._event(pod, None, False, "Warning", "FailedCreatePodSandBox",
                             f"Failed to create pod sandbox: rpc error: code = Unknown desc = {why}")  # fmt: skip
                 return _status("Pending", pod, inits, apps, ("", why, ""))
-        failed = self._run_inits(pod, netns, ip)
+        failed = self._run_inits(pod, netns, ip, mounts)
         if failed:
             return failed
         for c in apps:
@@ -250,10 +252,8 @@ class PodWorker:
             if c["name"] in mine:  # its task ended: a new container takes its place
                 runtime.forget(self.cri, uid, mine[c["name"]])
             try:
-                cid = runtime.run_container(self.cri, pod, c, netns, volumes.mounts(self.client, pod, c),
+                cid = runtime.run_container(self.cri, pod, c, netns, mounts[c["name"]],
                                             self.restarts.get((uid, c["name"]), 0))  # fmt: skip
-            except volumes.MountError as e:
-                return self._mount_failed(pod, e, ip)
             except runtime.RunError as e:  # kuberuntime_container.go startContainer: "Error: %v"
                 why = f"failed to create containerd task: {e}"
                 self._event(pod, c, False, "Warning", "Failed", f"Error: {why}")
@@ -265,7 +265,9 @@ class PodWorker:
                 self._event(pod, c, False, "Normal", "Started", f"Started container {c['name']}")
         return None
 
-    def _run_inits(self, pod: dict, netns: str | None, ip: str | None) -> dict | None:
+    def _run_inits(
+        self, pod: dict, netns: str | None, ip: str | None, mounts: dict[str, list]
+    ) -> dict | None:
         """The pod's init containers, in order, each run to its end before the next, once per
         sandbox (kuberuntime_manager.go computePodActions: the next init container only after the
         one before it exited 0): None once all have, else the pod's status while one runs or after
@@ -294,10 +296,8 @@ class PodWorker:
             if self.emulate_init(pod, c):
                 continue
             try:
-                cid = runtime.run_container(self.cri, pod, c, netns, volumes.mounts(self.client, pod, c),
+                cid = runtime.run_container(self.cri, pod, c, netns, mounts[c["name"]],
                                             self.restarts.get((uid, c["name"]), 0), init=True)  # fmt: skip
-            except volumes.MountError as e:
-                return self._mount_failed(pod, e, ip)
             except runtime.RunError as e:  # kuberuntime_container.go startContainer: "Error: %v"
                 why = f"failed to create containerd task: {e}"
                 self._event(pod, c, True, "Warning", "Failed", f"Error: {why}")
@@ -351,13 +351,13 @@ class PodWorker:
             s["state"], s["ready"] = {"waiting": {"reason": "PodInitializing"}}, False
         return status
 
-    def _mount_failed(self, pod: dict, e: volumes.MountError, ip: str | None) -> dict:
+    def _mount_failed(self, pod: dict, e: volumes.MountError) -> dict:
         """A volume that could not be set up: the kubelet's FailedMount event, every container waits
         in ContainerCreating, and the next sync tries again."""
         self._event(pod, None, False, "Warning", "FailedMount", str(e))
         spec = pod["spec"]
         return _status("Pending", pod, spec.get("initContainers") or [], spec.get("containers") or [],
-                       ("", str(e), ""), ip)  # fmt: skip
+                       ("", str(e), ""))  # fmt: skip
 
     def _check_containers(self, pods: list[dict]) -> None:
         """A running pod whose sandbox died is run again; an app container whose task stopped is
