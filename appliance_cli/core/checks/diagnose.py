@@ -247,6 +247,15 @@ def pod_network_result(node: Node, facts: NodeFacts, why: str) -> CheckResult:
     return CheckResult("pod_network", "network", node.name, Status.SKIP, hint=why)
 
 
+def measure_pods(
+    master: Node, nodes: list[Node], t: Transport, seconds: float, probes: dict[str, podpath.Probe]
+) -> dict[str, NodeFacts]:
+    """The node path's test between probe pods: a server in the master's pod, each node's pod to it."""
+    return measure_network(master, nodes, t, seconds, to=probes[master.name].ip,
+                           inside=lambda n, command: podpath.in_pod(probes[n.name].ip, command),
+                           what="the test server in the probe pod")  # fmt: skip
+
+
 def pod_path_again(
     master: Node,
     thin: list[Node],
@@ -263,9 +272,7 @@ def pod_path_again(
     for n in thin:
         try:
             node_path = measure_network(master, [n], t, seconds)[n.name]
-            pod = measure_network(master, [n], t, seconds, to=probes[master.name].ip,
-                                  inside=lambda n, command: podpath.in_pod(probes[n.name].ip, command),
-                                  what="the test server in the probe pod")[n.name]  # fmt: skip
+            pod = measure_pods(master, [n], t, seconds, probes)[n.name]
             mbps = float(pod.values["net_mbps"]), float(node_path.values["net_mbps"])
         except (ApplianceError, KeyError, ValueError):
             continue
@@ -296,9 +303,7 @@ def measure_pod_path(
         if master.seconds is not None:
             others = [(n, p) for n, p in running if n.name != cfg.master.name]
             try:
-                measured = measure_network(cfg.master, [n for n, _ in others], t, seconds, to=master.ip,
-                                           inside=lambda n, command: podpath.in_pod(probes[n.name].ip, command),
-                                           what="the test server in the probe pod")  # fmt: skip
+                measured = measure_pods(cfg.master, [n for n, _ in others], t, seconds, probes)
             except ApplianceError as exc:  # the server in the master's pod: every node's test needs it
                 measured = {n.name: NodeFacts(n.name, error=exc.message) for n, _ in others}
             thin = [n for n, _ in others if podpath.thin_path(measured.get(n.name), facts[n.name])]

@@ -216,7 +216,7 @@ def path_result(
         share = mbps / float(base_mbps) if float(base_mbps) > 0 else 1.0
         expected = (f"at least {POD_PATH_SHARE:.0%} of the node path's {float(base_mbps):.0f} Mb/s "
                     f"(node path rtt {float(base_rtt):.3f} ms{', measured right before it' if again else ''})")  # fmt: skip
-        status = Status.PASS if share >= POD_PATH_SHARE else Status.WARN
+        status = Status.WARN if thin_path(pod, node_path) else Status.PASS
         hint = "" if status is Status.PASS else (
             f"the pod network costs {1 - share:.0%} of the node path here: flannel's backend and MTU "
             "(FLANNEL_MTU in /run/flannel/subnet.env against the link's MTU), or the CPU of this node"
