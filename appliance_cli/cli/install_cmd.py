@@ -8,7 +8,7 @@ import sys
 from appliance_cli.cli import diagnose_cmd, preflight_cmd, ui
 from appliance_cli.cli.progress import TIMINGS_FILE, Progress, print_recap
 from appliance_cli.cli.site_cmd import add_site_arg, resolve_site_arg
-from appliance_cli.core import bundlegate, knownhosts, sitelock
+from appliance_cli.core import bundlegate, converged, knownhosts, sitelock
 from appliance_cli.core.install import install, runs_dir
 from appliance_cli.core.siteconfig import Jumpbox, Node, SiteConfig, load_site, site_warnings
 from appliance_cli.errors import ApplianceError, ConfigError, UsageError
@@ -70,6 +70,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(without it the install refuses, naming the jobs)",
     )
     p.add_argument(
+        "--full",
+        action="store_true",
+        help="run every role even when nothing changed since the last full install (the install "
+        "otherwise checks each node's state against that install's record and runs none)",
+    )
+    p.add_argument(
         "--no-verify-bundle",
         action="store_true",
         help="install without verifying the bundle (the master's existing copy is used as it is)",
@@ -110,16 +116,28 @@ def cmd_install(args: argparse.Namespace) -> int:
     ui.info(gate.summary)
     if gate.warning:
         ui.warn(gate.warning)
+    full = not (args.limit or args.tags or args.skip_tags or args.check)  # every role on every node
     timings = (
         None if (args.limit or args.tags or args.check) else runs_dir(cfg) / TIMINGS_FILE
     )  # full runs only
+    extravars = {**gate.extravars, **({FORCE_VAR: "true"} if args.force else {})}
     try:
-        with (
-            sitelock.site_lock(cfg, "install"),
-            Progress(f"install {cfg.site.name}", timings=timings) as progress,
-        ):
-            extravars = {**gate.extravars, **({FORCE_VAR: "true"} if args.force else {})}
-            result = install(make_runner(), cfg, run_options(args), progress, extravars=extravars)
+        with sitelock.site_lock(cfg, "install"):
+            inputs = converged.inputs_digest(cfg, extravars) if full else ""  # renders the inventory
+            if full and not args.full:
+                record, why = converged.unchanged(cfg, runs_dir(cfg), inputs)
+                if not why:
+                    ui.info(f"nothing changed since the full install of {record['at']} (the inputs and "
+                            f"{ui.count(len(cfg.nodes), 'node')}' state, read again): no role was run "
+                            "(`appliance install --full` runs them all)")  # fmt: skip
+                    return _after(cfg, args)
+                ui.info(f"the roles run: {'; '.join(why)}")
+            with Progress(f"install {cfg.site.name}", timings=timings) as progress:
+                result = install(make_runner(), cfg, run_options(args), progress, extravars=extravars)
+            if full:
+                note = converged.remember(cfg, runs_dir(cfg), inputs)  # what the next install compares with
+                if note:
+                    ui.warn(note)
     except ApplianceError as exc:
         if isinstance(exc.run_result, RunResult):  # what each node did, and the run's warnings, first
             print_recap(exc.run_result)
@@ -131,6 +149,10 @@ def cmd_install(args: argparse.Namespace) -> int:
         f"install finished on {ui.count(len(result.stats), 'node')} in {result.elapsed:.1f}s, "
         f"changed={result.changed_total}{mode}"
     )
+    return _after(cfg, args)
+
+
+def _after(cfg: SiteConfig, args: argparse.Namespace) -> int:
     if not (args.check or args.skip_diagnose or args.limit or args.tags or args.skip_tags):
         diagnose_cmd.quick_after_install(cfg)  # warns, never fails the install that succeeded
     elif args.limit or args.tags or args.skip_tags:

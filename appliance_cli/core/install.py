@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from appliance_cli.content import playbooks_dir
+from appliance_cli.core import converged
 from appliance_cli.core.inventory import render_inventory
 from appliance_cli.core.knownhosts import require_host_keys
 from appliance_cli.core.ports import RunnerPort
@@ -33,6 +34,8 @@ def run_playbook(
     extravars: dict[str, str] | None = None,
 ) -> RunResult:
     require_host_keys(cfg)
+    if not opts.check:
+        converged.forget(runs_dir(cfg))  # this run may change the nodes: the next install looks again
     inv = render_inventory(cfg)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     req = RunRequest(

@@ -14,7 +14,7 @@ import yaml
 
 from appliance_cli.cli import diagnose_cmd, install_cmd
 from appliance_cli.cli.main import main
-from appliance_cli.core import sitelock
+from appliance_cli.core import converged, sitelock
 from appliance_cli.core.checks.model import CheckResult, Report, Status
 from appliance_cli.core.siteconfig import SiteConfig, load_site
 from appliance_cli.errors import Unreachable
@@ -55,6 +55,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, float]]:
 
     monkeypatch.setattr(install_cmd, "make_runner", FakeRunner)
     monkeypatch.setattr(sitelock, "master_lock", _no_master_lock)
+    monkeypatch.setattr(converged, "look", lambda cfg: converged.Look({n.name: {} for n in cfg.nodes}, []))
     monkeypatch.setattr(diagnose_cmd, "run_diagnose", fake_diagnose)
     return seen
 
