@@ -7,8 +7,11 @@ added since are inside these figures (bench_gpu_platform.py times the platform's
 Prints figures; asserts nothing (benchmarks are not tests). Needs root. Uses its own lab name and
 the demo's bundle directory; it never touches a lab the user has up. The lab bundle is built (or
 brought up to date: incremental) and signed first; that time is printed but not part of the ratios.
-Baseline, side by side: on the largest lab the no-op re-run is timed once more with the site
-config's ssh.mitogen set to false (Ansible's plain ssh connection), and the ratio printed.
+The no-op re-run reads every node's state digests and runs no role when nothing changed
+(core/converged.py); beside it, each size runs `install --full` (every role, changing nothing: what
+a no-op cost before), and the ratio is printed. Baseline, side by side: on the largest lab the
+--full re-run is timed once more with the site config's ssh.mitogen set to false (Ansible's plain
+ssh connection), and the ratio printed.
 Each line also says how busy the machine was (core-seconds), how much of that was inside the lab's
 nodes, and how much time the hypervisor stole: on a shared VM that is what makes one run differ from
 the next, so --repeat N runs every size N times, alternating, and reports medians.
@@ -126,6 +129,9 @@ def main() -> None:
     firsts: dict[int, list[float]] = {n: [] for n in sizes}
     first_cpu: dict[int, list[float]] = {n: [] for n in sizes}
     reruns: dict[int, list[float]] = {n: [] for n in sizes}
+    # the baseline beside each no-op: the same install with --full (every role runs, changes nothing)
+    fulls: dict[int, list[float]] = {n: [] for n in sizes}
+    ctl_full: dict[int, list[float]] = {n: [] for n in sizes}
     # controller core-seconds per node (issue 30's budget): first runs and no-op re-runs
     ctl_first: dict[int, list[float]] = {n: [] for n in sizes}
     ctl_rerun: dict[int, list[float]] = {n: [] for n in sizes}
@@ -144,9 +150,16 @@ def main() -> None:
             )
             first, _, cpu, ctl1 = timed(f"install, {n} node(s), first run", *install)
             rerun, changed, _, ctl2 = timed(f"install, {n} node(s), no-op re-run", *install)
-            if ctl1 is not None and ctl2 is not None:
+            full, changed_full, _, ctl3 = timed(
+                f"install --full, {n} node(s), every role", *install, "--full"
+            )
+            fulls[n].append(full)
+            if ctl1 is not None and ctl2 is not None and ctl3 is not None:
                 ctl_first[n].append(ctl1 / n)
                 ctl_rerun[n].append(ctl2 / n)
+                ctl_full[n].append(ctl3 / n)
+            if changed_full:
+                print(f"  note: --full changed {changed_full} things (the roles are not idempotent)")
             if changed:
                 print(
                     f"  note: the re-run changed {changed} things (not idempotent: its time is not a no-op figure)"
@@ -168,11 +181,14 @@ def main() -> None:
     for n in sizes:
         first, rerun = med(firsts[n]), med(reruns[n])
         print(f"{n} node(s): first {first:6.1f} s{spread(firsts[n])}")
-        print(f"{' ' * len(str(n))}          re-run {rerun:6.1f} s{spread(reruns[n])}")
+        pad = " " * len(str(n))
+        print(f"{pad}          re-run {rerun:6.1f} s{spread(reruns[n])}")
+        print(f"{pad}          --full {med(fulls[n]):6.1f} s{spread(fulls[n])} (every role; re-run / --full "
+              f"{rerun / med(fulls[n]):.2f}x)")  # fmt: skip
         if ctl_first[n]:
             print(
-                f"{' ' * len(str(n))}          controller core-s per node: first {med(ctl_first[n]):4.1f} "
-                f"(goal <= 3), re-run {med(ctl_rerun[n]):4.1f} (goal <= 2)"
+                f"{pad}          controller core-s per node: first {med(ctl_first[n]):4.1f} "
+                f"(goal <= 3), re-run {med(ctl_rerun[n]):4.1f} (goal <= 2), --full {med(ctl_full[n]):4.1f}"
             )
     if 4 in sizes:
         print(f"4 nodes first run vs 240 s    {med(firsts[4]) / 240:5.2f}x   (goal < 1.0)")
@@ -197,19 +213,19 @@ def main() -> None:
     if plain is not None:
         n = max(sizes)
         print(
-            f"{n} node(s) re-run, Mitogen vs plain ssh {reruns[n][-1] / plain:5.2f}x   ({plain:.1f} s plain)"
+            f"{n} node(s) --full, Mitogen vs plain ssh {fulls[n][-1] / plain:5.2f}x   ({plain:.1f} s plain)"
         )
 
 
 def plain_ssh_rerun(n: int) -> float:
-    """The same no-op re-run over Ansible's plain ssh connection (ssh.mitogen: false), then back."""
+    """The same --full re-run over Ansible's plain ssh connection (ssh.mitogen: false), then back."""
     cfg = LabLayout.default().site_dir / "appliance.yml"
     original = cfg.read_text()
     data = yaml.safe_load(original)
     data.setdefault("ssh", {})["mitogen"] = False
     cfg.write_text(yaml.safe_dump(data, sort_keys=False))
     try:
-        dt, *_ = timed(f"install, {n} node(s), no-op, plain ssh", "install", "--site", "lab")
+        dt, *_ = timed(f"install --full, {n} node(s), plain ssh", "install", "--site", "lab", "--full")
     finally:
         cfg.write_text(original)
     return dt

@@ -55,7 +55,7 @@ MODULE_SECONDS = {
     "test_scheduler_runai.py": 328, "test_kubernetes.py": 188, "test_researcher_access.py": 332,
     "test_researcher_registry.py": 177, "test_docker_runtime.py": 171, "test_scheduler_open.py": 179,
     "test_storage_nfs.py": 171, "test_diagnose_lab.py": 374,
-    "test_gpu_platform.py": 138, "test_install.py": 95, "test_preflight.py": 113, "test_os_prereqs_state.py": 71,
+    "test_gpu_platform.py": 138, "test_install.py": 150, "test_preflight.py": 113, "test_os_prereqs_state.py": 71,
     "test_bundle_on_site.py": 124, "test_reboot_recovery.py": 90, "test_acceptance_refused.py": 86,
     "test_support_bundle_lab.py": 59, "test_toolkit_from_stick.py": 50, "test_lab_lifecycle.py": 22,
     "test_upgrade_plan_lab.py": 29,
@@ -355,9 +355,10 @@ def install_lab(
 
 
 def _rerun_args(args: tuple[str, ...]) -> tuple[str, ...]:
-    """What the re-run adds to the install's arguments: it is there to show that nothing changes,
-    and the quick diagnose that would end it (35-45 s on 4 nodes) is the first install's."""
-    return () if "--skip-diagnose" in args else ("--skip-diagnose",)
+    """What the re-run adds to the install's arguments: it is there to show that the roles change
+    nothing (--full: every role runs, where a plain re-run finds nothing changed and runs none), and
+    the quick diagnose that would end it (35-45 s on 4 nodes) is the first install's."""
+    return ("--full",) if "--skip-diagnose" in args else ("--skip-diagnose", "--full")
 
 
 def _install_and_save(

@@ -95,8 +95,18 @@ def _wait_ready(site, hosts, before, timeout: float = 300) -> dict[str, set[str]
 
 
 def _start_install(site) -> subprocess.Popen:
+    """A run of every role (--full: the lab is unchanged since the last one, which would run none)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "appliance_cli", "install", "--site", str(site.site_dir), "--skip-diagnose"],
+        [
+            sys.executable,
+            "-m",
+            "appliance_cli",
+            "install",
+            "--site",
+            str(site.site_dir),
+            "--skip-diagnose",
+            "--full",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

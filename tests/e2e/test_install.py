@@ -71,3 +71,33 @@ def test_dry_run_on_the_installed_site_reports_no_drift(site, installs, cli):
     assert {h: s["changed"] for h, s in dry.recap.items()} == {n.name: 0 for n in site.nodes}
     assert "(check mode: nothing was changed)" in dry.out
     assert "bottleneck:" not in dry.out  # check runs end without the quick diagnose
+
+
+def test_an_unchanged_site_runs_no_role_and_a_changed_file_runs_them_and_is_repaired(
+    site, installs, hosts, cli
+):
+    """After the session's full re-run (--full), a plain install reads every node's state digests
+    and the cluster, finds them as that run recorded them, and runs no role. A line appended to a
+    worker's containerd configuration makes the next install run the roles, naming the node and
+    the tree, and the roles write the file back; the install after that runs none again."""
+    if os.environ.get("APPLIANCE_E2E_SITE"):
+        pytest.skip("changes a node's containerd configuration: lab only")
+    assert len(installs) == 2 and installs[1].rc == 0, "install failed"
+    plain = ("install", "--site", str(site.site_dir), "--skip-diagnose")
+    noop = cli(*plain)
+    print(f"\n  {noop.out.strip().splitlines()[-1]}")
+    assert noop.rc == 0, noop.out[-3000:] + noop.err[-3000:]
+    assert "nothing changed since the full install of " in noop.out and noop.recap == {}, noop.out[-3000:]
+    worker = next(n for n in site.nodes if "master" not in n.roles)
+    node, path = hosts[worker.name], "/etc/containerd/config.toml"
+    original = node.check_output(f"sha256sum {path}").split()[0]
+    node.check_output(f"echo '# an edit by hand' >> {path}")
+    fixed = cli(*plain)
+    assert fixed.rc == 0, fixed.out[-3000:] + fixed.err[-3000:]
+    reason = f"the roles run: {worker.name}: tree:/etc/containerd changed since the last full install"
+    print(f"  {reason}: {fixed.recap[worker.name]}")
+    assert reason in fixed.out, fixed.out[:3000]
+    assert fixed.recap[worker.name]["changed"] > 0, fixed.recap
+    assert node.check_output(f"sha256sum {path}").split()[0] == original
+    again = cli(*plain)
+    assert again.rc == 0 and "nothing changed since the full install of " in again.out, again.out[-3000:]

@@ -96,10 +96,12 @@ def killed_lab(own_lab_cm, request, cli, tmp_path_factory):
             assert _ssh(site_dir, "master1", shlex.join(["sudo", "umount", path])).returncode == 0
         reached = []
         for task in KILL_POINTS:
-            reached.append(kill_when_printed(["install", *site, "--skip-diagnose"], task, after=2.0, wait=60))
+            reached.append(
+                kill_when_printed(["install", *site, "--skip-diagnose", "--full"], task, after=2.0, wait=60)
+            )
             _wait_lock_free(site_dir)
-        # the second: a whole install, its quick diagnose included, on the hostile paths
-        runs = [cli("install", *site, "--skip-diagnose"), cli("install", *site, timeout=1800)]
+        # the second: every role again (--full), its quick diagnose included, on the hostile paths
+        runs = [cli("install", *site, "--skip-diagnose"), cli("install", *site, "--full", timeout=1800)]
         out = tmp_path_factory.mktemp("kp") / "diagnose.json"
         diagnose = cli("diagnose", str(site_dir), "--quick", "--json", str(out), timeout=600)
         yield {

@@ -20,8 +20,19 @@ pytestmark = pytest.mark.usefixtures("installs")
 
 
 def _start_install(site_dir) -> subprocess.Popen:
+    """A run of every role, long enough to hold the locks (--full: on an unchanged lab a plain
+    install runs none and ends in seconds)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "appliance_cli", "install", "--site", str(site_dir), "--skip-diagnose"],
+        [
+            sys.executable,
+            "-m",
+            "appliance_cli",
+            "install",
+            "--site",
+            str(site_dir),
+            "--skip-diagnose",
+            "--full",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

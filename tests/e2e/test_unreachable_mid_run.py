@@ -30,8 +30,17 @@ def test_a_node_lost_mid_run_is_named_then_a_limited_retry_converges(site, hosts
 
     layout = LabLayout.default()
     index, node = next((i, n) for i, n in enumerate(site.nodes, start=1) if "master" not in n.roles)
-    run = subprocess.Popen(
-        [sys.executable, "-m", "appliance_cli", "install", "--site", str(site.site_dir), "--skip-diagnose"],
+    run = subprocess.Popen(  # --full: the roles run on the unchanged lab, and the link is cut under them
+        [
+            sys.executable,
+            "-m",
+            "appliance_cli",
+            "install",
+            "--site",
+            str(site.site_dir),
+            "--skip-diagnose",
+            "--full",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
