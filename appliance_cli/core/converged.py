@@ -60,8 +60,6 @@ TREES: tuple[tuple[str, str], ...] = (
     ("/etc/bash_completion.d", "content"),
     ("/etc/ssl/certs", "content"),
     ("/usr/local/share/ca-certificates", "content"),
-    ("/var/lib/kubelet/config.yaml", "content"),
-    ("/var/lib/kubelet/config.json", "content"),
     ("/var/lib/kubelet/kubeadm-flags.env", "content"),
     ("/var/lib/apt/appliance-offline-index.done", "content"),
     ("/srv/appliance", "stat"),
@@ -72,6 +70,13 @@ TREES: tuple[tuple[str, str], ...] = (
     ("/opt/cni/bin", "stat"),
     ("/usr/local/bin", "stat"),
 )
+
+
+def contract_trees() -> list[tuple[str, str]]:
+    """The kubelet's files outside the trees above, from the paths contract (their one definition)."""
+    return [(paths.load().kubelet_config, "content"), (paths.load().kubelet_auth, "content")]
+
+
 # Paths in role defaults that are not state a no-op must see, and why.
 NOT_WATCHED = {
     "/run": "runtime state, gone at reboot (sockets, locks, a restore's scratch)",
@@ -137,7 +142,7 @@ def inputs_digest(cfg: SiteConfig, extravars: dict[str, str]) -> str:
 def _spec(cfg: SiteConfig, node: Node) -> str:
     bundle = str(cfg.bundle.path)
     inside = any(bundle == root or bundle.startswith(root.rstrip("/") + "/") for root, _ in TREES)
-    trees = [*TREES, *([] if inside else [(bundle, "stat")])]
+    trees = [*TREES, *contract_trees(), *([] if inside else [(bundle, "stat")])]
     cluster = {"kubeconfig": paths.load().admin_conf} if node.name == cfg.master.name else None
     return json.dumps({"trees": trees, "cluster": cluster})
 

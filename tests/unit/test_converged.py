@@ -172,7 +172,9 @@ def _default_paths() -> dict[str, str]:
 
 
 def test_every_path_in_a_role_default_is_watched_or_named_as_not() -> None:
-    roots = [root for root, _ in converged.TREES] + list(converged.NOT_WATCHED)
+    roots = [root for root, _ in [*converged.TREES, *converged.contract_trees()]] + list(
+        converged.NOT_WATCHED
+    )
 
     def under(path: str) -> bool:
         return any(
