@@ -55,7 +55,7 @@ MODULE_SECONDS = {
     "test_scheduler_runai.py": 328, "test_kubernetes.py": 188, "test_researcher_access.py": 332,
     "test_researcher_registry.py": 177, "test_docker_runtime.py": 171, "test_scheduler_open.py": 179,
     "test_storage_nfs.py": 171, "test_diagnose_lab.py": 374,
-    "test_gpu_platform.py": 138, "test_install.py": 150, "test_preflight.py": 113, "test_os_prereqs_state.py": 71,
+    "test_gpu_platform.py": 138, "test_install.py": 200, "test_preflight.py": 113, "test_os_prereqs_state.py": 71,
     "test_bundle_on_site.py": 124, "test_reboot_recovery.py": 90, "test_acceptance_refused.py": 86,
     "test_support_bundle_lab.py": 59, "test_toolkit_from_stick.py": 50, "test_lab_lifecycle.py": 22,
     "test_upgrade_plan_lab.py": 29,
