@@ -5,19 +5,16 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
+
+from tests._support.cli_proc import start
 
 
 def kill_when_printed(args: list[str], step: str, after: float = 0.0, wait: float = 120) -> bool:
     """Start `appliance ARGS` (progress lines as CI prints them: `[  12.3s] STEP`) and SIGKILL its
     whole process group (its ssh children with it) `after` seconds once it prints STEP, a task or
     `PLAY …` line; False when it ended without printing it."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "appliance_cli", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env=os.environ | {"CI": "1"}, start_new_session=True,
-    )  # fmt: skip
+    proc = start(args, stderr=subprocess.DEVNULL, own_group=True)
     assert proc.stdout is not None
     reached = False
     for line in proc.stdout:

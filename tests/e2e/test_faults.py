@@ -15,13 +15,14 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import yaml
+
+from tests._support.cli_proc import start_full_install
 
 pytestmark = pytest.mark.usefixtures("installs")
 
@@ -92,26 +93,6 @@ def _wait_ready(site, hosts, before, timeout: float = 300) -> dict[str, set[str]
         if (now["ready"] >= before["ready"] and before["owners"] <= now["owners"]) or time.monotonic() > end:
             return now
         time.sleep(5)
-
-
-def _start_install(site) -> subprocess.Popen:
-    """A run of every role (--full: the lab is unchanged since the last one, which would run none)."""
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "appliance_cli",
-            "install",
-            "--site",
-            str(site.site_dir),
-            "--skip-diagnose",
-            "--full",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=os.environ | {"CI": "1"},
-    )
 
 
 class _TaskWatch:
@@ -206,7 +187,7 @@ def test_the_registry_stopped_while_seeding_is_named_then_a_rerun_converges(site
     master = hosts[site.master.name]
     before = _cluster(site, hosts)
     seeding = _TaskWatch(site, "Seed | Lay the bundle's images into the registry storage")
-    run = _start_install(site)
+    run = start_full_install(site.site_dir)
     try:
         end = time.monotonic() + 900
         while not seeding.started():

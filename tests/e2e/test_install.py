@@ -94,14 +94,14 @@ def test_an_unchanged_site_runs_no_role_and_a_changed_file_runs_them_and_is_repa
     assert "nothing changed since the full install of " in noop.out and noop.recap == {}, noop.out[-3000:]
     worker = next(n for n in site.nodes if "master" not in n.roles)
     node, path = hosts[worker.name], "/etc/containerd/config.toml"
-    original = node.check_output(f"sha256sum {path}").split()[0]
-    node.check_output(f"echo '# an edit by hand' >> {path}")
+    original = node.check_output("sha256sum %s", path).split()[0]
+    node.check_output("echo '# an edit by hand' >> %s", path)
     fixed = cli(*plain)
     assert fixed.rc == 0, fixed.out[-3000:] + fixed.err[-3000:]
     reason = f"the roles run: {worker.name}: tree:/etc/containerd changed since the last full install"
     print(f"  {reason}: {fixed.recap[worker.name]}")
     assert reason in fixed.out, fixed.out[:3000]
     assert fixed.recap[worker.name]["changed"] > 0, fixed.recap
-    assert node.check_output(f"sha256sum {path}").split()[0] == original
+    assert node.check_output("sha256sum %s", path).split()[0] == original
     again = cli(*plain)
     assert again.rc == 0 and "nothing changed since the full install of " in again.out, again.out[-3000:]

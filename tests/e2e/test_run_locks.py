@@ -8,41 +8,18 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
 from appliance_cli.core.sitelock import MASTER_LOCK
+from tests._support.cli_proc import start_full_install
 
 pytestmark = pytest.mark.usefixtures("installs")
 
 
-def _start_install(site_dir) -> subprocess.Popen:
-    """A run of every role, long enough to hold the locks (--full: on an unchanged lab a plain
-    install runs none and ends in seconds)."""
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "appliance_cli",
-            "install",
-            "--site",
-            str(site_dir),
-            "--skip-diagnose",
-            "--full",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=os.environ | {"CI": "1"},
-        start_new_session=True,  # its own process group: kill -9 takes its ssh children too
-    )
-
-
 def _master_lock_held(site, hosts) -> bool:
-    return hosts[site.master.name].run(f"flock -n {MASTER_LOCK} true").rc != 0
+    return hosts[site.master.name].run("flock -n %s true", MASTER_LOCK).rc != 0
 
 
 def _wait_for(predicate, timeout: float = 120) -> None:
@@ -55,7 +32,7 @@ def _wait_for(predicate, timeout: float = 120) -> None:
 def test_a_second_run_is_refused_by_either_lock(site, hosts, cli, tmp_path):
     other = tmp_path / "site-copy"  # the same site from another controller
     shutil.copytree(site.site_dir, other, ignore=shutil.ignore_patterns("runs", ".appliance-run.lock"))
-    first = _start_install(site.site_dir)
+    first = start_full_install(site.site_dir, own_group=True)
     try:
         _wait_for(lambda: _master_lock_held(site, hosts))
         same = cli("install", "--site", str(site.site_dir), "--skip-diagnose")
@@ -71,7 +48,7 @@ def test_a_second_run_is_refused_by_either_lock(site, hosts, cli, tmp_path):
 
 
 def test_a_killed_run_leaves_no_lock_and_the_next_converges(site, hosts, cli):
-    run = _start_install(site.site_dir)
+    run = start_full_install(site.site_dir, own_group=True)
     _wait_for(lambda: _master_lock_held(site, hosts))
     time.sleep(5)  # well into the playbook
     os.killpg(run.pid, signal.SIGKILL)

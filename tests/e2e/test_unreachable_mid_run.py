@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
 from appliance_cli.core.sitelock import MASTER_LOCK
+from tests._support.cli_proc import start_full_install
 
 pytestmark = pytest.mark.usefixtures("installs")
 
@@ -30,29 +30,14 @@ def test_a_node_lost_mid_run_is_named_then_a_limited_retry_converges(site, hosts
 
     layout = LabLayout.default()
     index, node = next((i, n) for i, n in enumerate(site.nodes, start=1) if "master" not in n.roles)
-    run = subprocess.Popen(  # --full: the roles run on the unchanged lab, and the link is cut under them
-        [
-            sys.executable,
-            "-m",
-            "appliance_cli",
-            "install",
-            "--site",
-            str(site.site_dir),
-            "--skip-diagnose",
-            "--full",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=os.environ | {"CI": "1"},
-    )
+    run = start_full_install(site.site_dir)  # the roles run, and the link is cut under them
     # each progress line with the time it arrived: when the node was named
     lines: list[tuple[float, str]] = []
     reader = threading.Thread(target=lambda: lines.extend((time.monotonic(), ln) for ln in run.stdout))
     reader.start()
     try:
         end = time.monotonic() + 120
-        while hosts[site.master.name].run(f"flock -n {MASTER_LOCK} true").rc == 0:  # not started yet
+        while hosts[site.master.name].run("flock -n %s true", MASTER_LOCK).rc == 0:  # not started yet
             assert time.monotonic() < end and run.poll() is None, "the install never started"
             time.sleep(0.5)
         time.sleep(10)  # into the playbook
