@@ -395,7 +395,7 @@ class _Builder:
         label = f"oci-image/{spec.name}"
         self.progress(ProgressEvent("start", label))
         if spec.build == "busybox":
-            extra = self._wheel_layer(spec, label) if spec.add_from_wheel else None
+            extra = self._archive_layer(spec, label)
             art = oci.store_local_image(
                 self.store, spec.name, spec.reference, self._busybox(), spec.cmd, True, extra
             )
@@ -404,20 +404,25 @@ class _Builder:
         self.progress(ProgressEvent("end", label))
         return art
 
-    def _wheel_layer(self, spec: ImageSpec, label: str) -> tuple[oci.Layer, str]:
-        """The layer of a wheel's files (the wheel downloaded once and checked against its pin; the
-        layer made once per wheel and file list: gzip of tens of MB is the slow part)."""
-        w = spec.add_from_wheel
-        assert w is not None
-        what = f"{len(w.files)} files of {w.url.rsplit('/', 1)[-1]} (sha256 {w.sha256[:12]}...)"
-        key = hashlib.sha256(json.dumps([w.sha256, w.files]).encode()).hexdigest()[:16]
+    def _archive_layer(self, spec: ImageSpec, label: str) -> tuple[oci.Layer, str] | None:
+        """The layer of a pinned wheel's or Debian package's files (the archive downloaded once and
+        checked against its pin; the layer made once per archive and file list: gzip of tens of MB
+        is the slow part)."""
+        a = spec.add_from_wheel or spec.add_from_deb
+        if a is None:
+            return None
+        what = f"{len(a.files)} files of {a.url.rsplit('/', 1)[-1]} (sha256 {a.sha256[:12]}...)"
+        key = hashlib.sha256(json.dumps([a.sha256, a.files]).encode()).hexdigest()[:16]
         blob, diff = (
             self.cache / "wheel-layers" / key / "layer.tar.gz",
             self.cache / "wheel-layers" / key / "diff_id",
         )
         if not (blob.is_file() and diff.is_file()):
-            wheel = fetch(self.opts.mirrors.url(w.url), w.sha256, self.cache / "files", label, self.progress)
-            layer = oci.wheel_layer(wheel, w.files, label)
+            got = fetch(self.opts.mirrors.url(a.url), a.sha256, self.cache / "files", label, self.progress)
+            if spec.add_from_deb:
+                layer = oci.files_layer(debdir.read_files(got, list(a.files), label), a.files)
+            else:
+                layer = oci.wheel_layer(got, a.files, label)
             blob.parent.mkdir(parents=True, exist_ok=True)
             with atomic_path(blob) as part:
                 part.write_bytes(layer.blob)

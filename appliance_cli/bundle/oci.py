@@ -125,17 +125,24 @@ def busybox_base_layer(busybox: str) -> Layer:
 
 
 def wheel_layer(wheel: Path, files: dict[str, str], label: str) -> Layer:
-    """One layer of the wheel's members at their paths in the image (parent directories made,
-    an executable member kept executable), in the order `files` names them."""
+    """One layer of the wheel's members at their paths in the image (an executable member kept
+    executable)."""
     try:
         with zipfile.ZipFile(wheel) as z:
             missing = [m for m in files if m not in z.NameToInfo]
             if missing:
                 raise BundleError(f"{label}: the wheel {wheel.name} has no member {missing[0]}")
-            members = {m: z.getinfo(m) for m in files}
-            blobs = {m: z.read(i) for m, i in members.items()}
+            blobs = {
+                m: (z.read(m), 0o755 if (z.getinfo(m).external_attr >> 16) & 0o111 else 0o644) for m in files
+            }
     except (OSError, zipfile.BadZipFile) as exc:
         raise BundleError(f"{label}: {wheel.name} is not a readable wheel: {exc}") from None
+    return files_layer(blobs, files)
+
+
+def files_layer(blobs: dict[str, tuple[bytes, int]], files: dict[str, str]) -> Layer:
+    """One layer of BLOBS (member -> bytes, mode) at the paths FILES gives them (member -> path in
+    the image), parent directories made, in the order `files` names them."""
 
     def add(t: tarfile.TarFile) -> None:
         made: set[str] = set()
@@ -146,8 +153,8 @@ def wheel_layer(wheel: Path, files: dict[str, str], label: str) -> Layer:
                 if d not in made:
                     made.add(d)
                     _dir(t, d)
-            mode = 0o755 if (members[member].external_attr >> 16) & 0o111 else 0o644
-            _file(t, dest, blobs[member], mode)
+            data, mode = blobs[member]
+            _file(t, dest, data, 0o755 if mode & 0o111 else 0o644)
 
     return _layer(_tar_bytes(add))
 

