@@ -68,3 +68,7 @@ fi
 # NVIDIA's nvsmi_device_v12.dtd (the 550 driver's), cut out of Debian's nvidia-smi 550 package by
 # its pinned sha256, into build/nvidia: the GPU probe fixtures are checked against it.
 .venv/bin/python scripts/fetch_nvsmi_dtd.py
+
+# The real flannel CNI plugin (Debian 11's containernetworking-plugins 0.9.0, pinned in
+# bundles/profiles/lab.yml), into build/flannel-cni: the tests that run it outside the lab use it.
+.venv/bin/python -m tests._support.real_flannel

@@ -165,10 +165,16 @@ def test_every_daemonset_pod_pulled_its_images_from_the_registry_and_runs(site, 
 
 
 def test_flannels_install_cni_ran_in_a_container_and_copied_its_configmap_volume_to_the_host(site, hosts):
-    """install-cni is an init container: on every node it ran to exit 0 in containerd (its
-    container is in the k8s.io namespace, labelled with its name and its pod's uid), and the CNI
-    config it copied out of the kube-flannel-cfg ConfigMap's volume is that ConfigMap's
-    cni-conf.json."""
+    """install-cni-plugin and install-cni are init containers: on every node each ran to exit 0 in
+    containerd (its container is in the k8s.io namespace, labelled with its name and its pod's
+    uid). The first copied the real flannel CNI plugin out of its image to /opt/cni/bin/flannel;
+    the CNI config the second copied out of the kube-flannel-cfg ConfigMap's volume is that
+    ConfigMap's cni-conf.json."""
+    import hashlib
+
+    from tests._support.real_flannel import plugin
+
+    real = hashlib.sha256(plugin().read_bytes()).hexdigest()
     cm = json.loads(
         _kubectl(site, hosts, "-n", "kube-flannel", "get", "configmap", "kube-flannel-cfg", "-o", "json")
     )
@@ -177,17 +183,25 @@ def test_flannels_install_cni_ran_in_a_container_and_copied_its_configmap_volume
     assert {p["spec"]["nodeName"] for p in pods} == {n.name for n in site.nodes}
     for p in pods:
         node, uid = hosts[p["spec"]["nodeName"]], p["metadata"]["uid"]
-        (status,) = [s for s in p["status"]["initContainerStatuses"] if s["name"] == "install-cni"]
-        assert status["state"]["terminated"]["exitCode"] == 0, (p["spec"]["nodeName"], status)
-        match = f'labels."io.kubernetes.container.name"==install-cni,labels."io.kubernetes.pod.uid"=={uid}'
-        ran = node.check_output(shlex.join(["ctr", "-n", "k8s.io", "containers", "ls", "-q", match])).split()
-        assert ran, f"{p['spec']['nodeName']}: no install-cni container of pod {uid} in containerd"
+        for init in ("install-cni-plugin", "install-cni"):
+            (status,) = [s for s in p["status"]["initContainerStatuses"] if s["name"] == init]
+            assert status["state"]["terminated"]["exitCode"] == 0, (p["spec"]["nodeName"], status)
+            match = f'labels."io.kubernetes.container.name"=={init},labels."io.kubernetes.pod.uid"=={uid}'
+            ran = node.check_output(
+                shlex.join(["ctr", "-n", "k8s.io", "containers", "ls", "-q", match])
+            ).split()
+            assert ran, f"{p['spec']['nodeName']}: no {init} container of pod {uid} in containerd"
+        copied = node.check_output("sha256sum /opt/cni/bin/flannel").split()[0]
+        assert copied == real, f"{p['spec']['nodeName']}: /opt/cni/bin/flannel is not the real plugin"
         conflist = json.loads(node.check_output("cat /etc/cni/net.d/10-flannel.conflist"))
         assert conflist == want, p["spec"]["nodeName"]
         volume = f"/var/lib/kubelet/pods/{uid}/volumes/kubernetes.io~configmap/flannel-cfg"
         listing = node.check_output(shlex.join(["ls", "-la", volume]))
         assert "..data ->" in listing and "cni-conf.json -> ..data/cni-conf.json" in listing, listing
-        print(f"{p['spec']['nodeName']}: install-cni container {ran[0]}, exit 0; {volume}:\n{listing}")
+        print(
+            f"{p['spec']['nodeName']}: install-cni-plugin and install-cni exit 0, /opt/cni/bin/flannel sha256 "
+            f"{copied[:16]}... (the real plugin's); {volume}:\n{listing}"
+        )
 
 
 def test_a_failing_init_container_holds_its_pod_and_a_missing_configmap_is_failed_mount(site, hosts):
@@ -248,8 +262,8 @@ def test_pods_on_every_node_reach_each_other_over_the_pod_network(site, hosts, n
     installed, behind the node's cni0 bridge (flannel's subnet.env names the same lease), its
     container runs in containerd in that network namespace, and it reaches every other node's pod
     from inside the namespace. Deleting the pods releases their addresses and namespaces, and
-    removes their containers. (The lab: Debian's bridge and host-local under the stand-in's
-    flannel plugin and host-gw routes; a site: flannel's own.)"""
+    removes their containers. (The lab: Debian's bridge and host-local under the real flannel
+    plugin, with the stand-in flanneld's subnet.env and host-gw routes; a site: flanneld's own.)"""
     import ipaddress
 
     master = hosts[site.master.name]

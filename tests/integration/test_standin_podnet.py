@@ -1,5 +1,6 @@
-"""The stand-in's pod network on this host, with Debian's real bridge and host-local plugins under
-the stand-in's flannel plugin (tests/standin/k8s_standin/podnet.py, flannel.py), inside a network
+"""The stand-in's pod network on this host (tests/standin/k8s_standin/podnet.py), with the real flannel
+CNI plugin (tests/_support/real_flannel.py) delegating to Debian's real bridge and host-local, on the
+subnet.env the stand-in's flanneld writes (flannel.py), inside a network
 and mount namespace of its own (`unshare`), so the host's links and /var/run/netns are untouched:
 a sandbox gets an address in the lease behind cni0 and its loopback up (the loopback plugin, as
 containerd's CRI runs it first), a second call finds it again, and teardown
@@ -12,6 +13,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+from tests._support.real_flannel import plugin as real_flannel
+from tests.standin.k8s_standin.flannel import subnet_env
 
 REPO = Path(__file__).resolve().parents[2]
 CNI = Path("/usr/lib/cni")  # Debian's containernetworking-plugins (scripts/bootstrap.sh)
@@ -46,16 +50,13 @@ def test_a_sandbox_gets_a_lease_address_keeps_it_and_gives_it_back(tmp_path: Pat
     bindir.mkdir(parents=True)
     for plugin in ("bridge", "host-local", "portmap", "loopback"):
         (bindir / plugin).symlink_to(CNI / plugin)
-    flannel = bindir / "flannel"  # the stand-in as install-cni-plugin leaves it: answers as `flannel`
-    flannel.write_text(f"#!/bin/sh\ncd {REPO} && exec {sys.executable} -c 'import sys; from tests.standin."
-                       "k8s_standin.flannel import flannel_cni_main; sys.exit(flannel_cni_main([]))'\n")  # fmt: skip
-    flannel.chmod(0o755)
+    (bindir / "flannel").symlink_to(real_flannel())  # the real one, as install-cni-plugin leaves it
     (root / "run/flannel").mkdir(parents=True)
-    (root / "run/flannel/subnet.env").write_text(
-        "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n"
-    )
+    (root / "run/flannel/subnet.env").write_text(subnet_env("10.244.0.0/16", "10.244.1.0/24", 1450, True))
     conf = {"name": "cbr0", "cniVersion": "0.3.1", "plugins": [
         {"type": "flannel", "delegate": {"hairpinMode": True, "isDefaultGateway": True},
+         # the real plugin reads the host's paths: its STANDIN_ROOT ones, named here
+         "subnetFile": str(root / "run/flannel/subnet.env"), "dataDir": str(root / "var/lib/cni/flannel"),
          "ipam": {"dataDir": str(ipam)}},  # host-local's store under tmp, not the host's /var/lib/cni
         {"type": "portmap", "capabilities": {"portMappings": True}}]}  # fmt: skip
     (root / "etc/cni/net.d").mkdir(parents=True)

@@ -423,29 +423,6 @@ def test_a_sandbox_whose_network_fails_is_failed_create_pod_sandbox_with_the_plu
             f"Failed to create pod sandbox: rpc error: code = Unknown desc = {err}") in events  # fmt: skip
 
 
-def test_flannels_install_cni_plugin_puts_the_standins_plugin_in_the_cni_bin_dir(
-    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    cluster.add_node("w1")
-    _label(cluster, "w1", **{"kubernetes.io/os": "linux"})
-    docs = _flannel()
-    init = {"name": "install-cni-plugin", "image": "10.77.0.10:5000/flannel/flannel-cni-plugin:v1.2.0",
-            "command": ["cp"], "args": ["-f", "/flannel", "/opt/cni/bin/flannel"],
-            "volumeMounts": [{"name": "cni-plugin", "mountPath": "/opt/cni/bin"}]}  # fmt: skip
-    spec = docs[2]["spec"]["template"]["spec"]
-    spec["initContainers"].insert(0, init)
-    spec["volumes"].append({"name": "cni-plugin", "hostPath": {"path": "/opt/cni/bin"}})
-    _apply(cluster, docs)
-    exe = tmp_path / "kubelet"
-    exe.write_bytes(b"the stand-in zipapp")
-    monkeypatch.setattr("tests.standin.k8s_standin.pods.self_path", lambda: str(exe))
-    PodWorker(
-        _node_client(cluster, "w1"), "w1", "unix:///run/containerd/containerd.sock", Puller(), lambda e: set()
-    ).sync()
-    plugin = tmp_path / "root/opt/cni/bin/flannel"
-    assert plugin.read_bytes() == b"the stand-in zipapp" and plugin.stat().st_mode & 0o777 == 0o755
-
-
 # ---- containers: a sandbox per pod, then its app containers, through containerd (fake_ctr here) --------
 
 

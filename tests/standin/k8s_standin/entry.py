@@ -15,7 +15,6 @@ from .util import VERSION, Fail
 TOOLS = {
     "kubeadm": ("kubeadm_ops", "kubeadm_main"), "kubelet": ("kubelet", "kubelet_main"),
     "crictl": ("crictl", "crictl_main"), "helm": ("helm", "helm_main"),
-    "flannel": ("flannel", "flannel_cni_main"),  # the CNI plugin install-cni-plugin puts in /opt/cni/bin
 }  # fmt: skip
 
 

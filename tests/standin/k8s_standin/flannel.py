@@ -1,5 +1,7 @@
-"""flannel, which cannot be had here: its daemon (the kube-flannel container) and its CNI plugin (the
-file /flannel of flannel-cni-plugin, which install-cni-plugin copies to /opt/cni/bin/flannel).
+"""flannel's daemon (the kube-flannel container), which cannot be had here. Its CNI plugin is the
+real one: the lab's flannel-cni-plugin image carries containernetworking/plugins v0.9.0's flannel
+plugin at /flannel (bundles/profiles/lab.yml), and its install-cni-plugin container copies it to
+/opt/cni/bin/flannel, as on a site.
 
 flanneld (`--kube-subnet-mgr`): the node's lease is its spec.podCIDR; it writes /run/flannel/
 subnet.env as flannel's WriteSubnetFile does (flannel-io/flannel pkg/subnet/subnetfile_unix.go at
@@ -10,27 +12,17 @@ Backend.Type net-conf.json names, the routes are host-gw's (the lab's nodes shar
 FLANNEL_MTU is the backend's (vxlan: the link's MTU less its 50-byte header) so the pods see the
 MTU a site would; no vxlan device, no node annotations, no iptables masquerade (--ip-masq is only
 written to subnet.env).
-
-The CNI plugin: flannel-io/cni-plugin flannel.go at 084d30bd and flannel_linux.go at 6f13a99d. ADD
-reads subnet.env, builds the delegate (type bridge, ipMasq = not FLANNEL_IPMASQ, mtu, isGateway,
-host-local ranges [[{subnet}]] with a route to FLANNEL_NETWORK), saves it under /var/lib/cni/flannel/
-<container id> and runs the delegate; DEL runs the saved delegate's DEL and removes it. The delegate
-is Debian's real bridge and host-local plugins.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
-import os
-import subprocess
-import sys
 from typing import Any
 
 from .util import hp, log_klog, read_text, run, write_file
 
 SUBNET_FILE = "/run/flannel/subnet.env"
-DATA_DIR = "/var/lib/cni/flannel"
 # flannel pkg/backend/vxlan/vxlan_network.go at 067ed7f6: encapOverhead; MTU() is the link's less it
 VXLAN_OVERHEAD = 50
 
@@ -105,115 +97,3 @@ class Flanneld:
         for cidr in [c for c in self.routes if c not in want]:  # a node left: its route goes
             run(["ip", "route", "del", cidr], timeout=10)
             del self.routes[cidr]
-
-
-# -------------------------------------------------------------------------------------- CNI plugin
-
-
-class CniError(Exception):
-    pass
-
-
-def load_subnet_env(path: str) -> dict[str, Any]:
-    text = read_text(hp(path))
-    if text is None:
-        raise CniError(f"open {path}: no such file or directory")
-    env: dict[str, Any] = {}
-    for line in text.splitlines():
-        k, _, v = line.partition("=")
-        if k in ("FLANNEL_NETWORK", "FLANNEL_SUBNET"):
-            try:
-                env[k] = str(ipaddress.ip_interface(v).network)
-            except ValueError:
-                raise CniError(f"invalid CIDR address: {v}") from None
-        elif k == "FLANNEL_MTU":
-            env[k] = int(v)
-        elif k == "FLANNEL_IPMASQ":
-            env[k] = v == "true"
-    missing = [
-        m for m in ("FLANNEL_NETWORK", "FLANNEL_SUBNET", "FLANNEL_MTU", "FLANNEL_IPMASQ") if m not in env
-    ]
-    if missing:  # flannel.go's missing(): both address families are named for an absent one
-        names = {"FLANNEL_NETWORK": "FLANNEL_NETWORK, FLANNEL_IPV6_NETWORK",
-                 "FLANNEL_SUBNET": "FLANNEL_SUBNET, FLANNEL_IPV6_SUBNET"}  # fmt: skip
-        raise CniError(f"{path} is missing {', '.join(names.get(m, m) for m in missing)}")
-    return env
-
-
-def delegate_conf(conf: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
-    """flannel_linux.go doCmdAdd and getDelegateIPAM: the delegate network config."""
-    d = dict(conf.get("delegate") or {})
-    if "type" in d and not isinstance(d["type"], str):
-        raise CniError("'delegate' dictionary, if present, must have (string) 'type' field")
-    for key in ("name", "ipam"):
-        if key in d:
-            raise CniError(f"'delegate' dictionary must not have '{key}' field, it'll be set by flannel")
-    if conf.get("runtimeConfig") is not None:
-        d["runtimeConfig"] = conf["runtimeConfig"]
-    d["name"] = conf.get("name", "")
-    d.setdefault("type", "bridge")
-    d.setdefault("ipMasq", not env["FLANNEL_IPMASQ"])
-    d.setdefault("mtu", env["FLANNEL_MTU"])
-    if d["type"] == "bridge":
-        d.setdefault("isGateway", True)
-    if conf.get("cniVersion"):
-        d["cniVersion"] = conf["cniVersion"]
-    ipam = dict(conf.get("ipam") or {})
-    ipam.setdefault("type", "host-local")
-    ipam["ranges"] = [[{"subnet": env["FLANNEL_SUBNET"]}]]
-    ipam["routes"] = [*(ipam.get("routes") or []), {"dst": env["FLANNEL_NETWORK"]}]
-    d["ipam"] = ipam
-    return d
-
-
-def _invoke(plugin_type: str, conf: bytes) -> int:
-    """Run the delegate from CNI_PATH with this call's environment; its output is ours."""
-    for d in os.environ.get("CNI_PATH", "").split(os.pathsep):
-        path = os.path.join(d, plugin_type)
-        if d and os.access(path, os.X_OK):
-            p = subprocess.run([path], input=conf, stdout=subprocess.PIPE, check=False)
-            sys.stdout.buffer.write(p.stdout)
-            return p.returncode
-    raise CniError(f'failed to find plugin "{plugin_type}" in path [{os.environ.get("CNI_PATH", "")}]')
-
-
-def flannel_cni_main(argv: list[str]) -> int:
-    cmd, cid = os.environ.get("CNI_COMMAND", ""), os.environ.get("CNI_CONTAINERID", "")
-    try:
-        if cmd == "VERSION":
-            print(
-                json.dumps(
-                    {
-                        "cniVersion": "1.0.0",
-                        "supportedVersions": ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0"],
-                    }
-                )
-            )
-            return 0
-        try:
-            conf = json.loads(sys.stdin.buffer.read() or b"{}")
-        except ValueError as e:
-            raise CniError(f"failed to load netconf: {e}") from None
-        data_dir = hp(conf.get("dataDir") or DATA_DIR)
-        scratch = os.path.join(data_dir, cid)
-        if cmd == "ADD":
-            d = delegate_conf(conf, load_subnet_env(conf.get("subnetFile") or SUBNET_FILE))
-            body = json.dumps(d).encode()
-            sys.stderr.write(body.decode() + "\n")
-            os.makedirs(data_dir, mode=0o700, exist_ok=True)
-            write_file(scratch, body, 0o600)
-            return _invoke(d["type"], body)
-        if cmd == "DEL":
-            body_text = read_text(scratch)
-            if body_text is None:  # per the spec, DEL of what is gone succeeds
-                return 0
-            rc = _invoke(json.loads(body_text)["type"], body_text.encode())
-            if rc == 0:
-                os.remove(scratch)
-            return rc
-        if cmd == "CHECK":
-            return 0
-        raise CniError(f"unknown CNI_COMMAND: {cmd}")
-    except CniError as e:
-        print(json.dumps({"cniVersion": "0.3.1", "code": 999, "msg": str(e)}))
-        return 1

@@ -22,8 +22,8 @@ tools/record (an event is `<pod>.<hex ns>`, an identical one counts up in place)
 A pod off the host network gets its sandbox network first (podnet.py: a namespace, the node's CNI
 config through the real plugins; FailedCreatePodSandBox with the plugin's error when that fails;
 no sandbox while the node has no CNI config) and reports the address in status.podIP. flannel's
-pod is run as flannel.py's stand-ins: install-cni-plugin's copy of /flannel installs the stand-in's
-CNI plugin, and the kube-flannel container is flanneld (subnet.env, host-gw routes).
+install-cni-plugin copies the real flannel CNI plugin out of its image; the kube-flannel container
+is run as flannel.py's flanneld (subnet.env, host-gw routes).
 
 Then the pod's containers run for real (runtime.py), with their hostPath and configMap volumes
 (volumes.py): its pause container in that namespace, then its init containers one after the other,
@@ -33,9 +33,8 @@ pulled from the private registry and ran), then its app containers, whose exits 
 restarted by the pod's restartPolicy (Created/Started events: kuberuntime_container.go
 startContainer, `Created container %s`, `Started container %s`).
 
-Limits: flannel-cni-plugin's copy of /flannel is emulated (the stand-in's CNI plugin is put in its
-place: no package here carries flannel's); an app container whose program the lab's stand-in
-image lacks is emulated (runtime.py); probes and resources are not modelled; a restart has no
+Limits: an app container whose program the lab's stand-in image lacks is emulated (runtime.py:
+flanneld); probes and resources are not modelled; a restart has no
 back-off, and an init container that failed runs again after 10 s. The sandbox image is pulled
 here, not by containerd's RunPodSandbox, so FailedCreatePodSandBox carries crictl's pull error, not
 the sandbox call's.
@@ -56,7 +55,7 @@ from . import podnet, runtime, volumes
 from .client import ApiClient, ApiError
 from .containerd import cni_ready, containerd_config, ctr, pull_image
 from .flannel import Flanneld
-from .util import hp, log_klog, rfc3339, self_path, write_file
+from .util import log_klog, rfc3339
 
 BACKOFF_S = (10, 20, 40, 80, 160, 300)  # the kubelet's image pull back-off steps
 INIT_WAIT_S = 5  # one sync waits this long for an init container to end (the loop also sends heartbeats)
@@ -293,8 +292,6 @@ class PodWorker:
                     return self._initializing(pod, i, terminated, ip)
                 runtime.forget(self.cri, uid, entry["id"])
                 self.restarts[(uid, c["name"])] = self.restarts.get((uid, c["name"]), 0) + 1
-            if self.emulate_init(pod, c):
-                continue
             try:
                 cid = runtime.run_container(self.cri, pod, c, netns, mounts[c["name"]],
                                             self.restarts.get((uid, c["name"]), 0), init=True)  # fmt: skip
@@ -506,24 +503,7 @@ class PodWorker:
             if e.code != 404:
                 raise
 
-    # ---- init steps -----------------------------------------------------------------------------
-    def emulate_init(self, pod: dict, c: dict) -> bool:
-        """flannel-cni-plugin's `cp -f /flannel DST`, DST a hostPath: no package here carries the
-        flannel CNI plugin, so the stand-in's own is put at DST instead (True: C was that copy)."""
-        argv = [*(c.get("command") or []), *(c.get("args") or [])]
-        files = [a for a in argv[1:] if not a.startswith("-")]
-        if argv[:1] not in (["cp"], ["/bin/cp"]) or len(files) != 2 or files[0] != "/flannel":
-            return False
-        dst = self._resolve(pod, c, files[1])
-        if dst is None or dst[0] != "hostPath" or not _repository(c["image"]).endswith("/flannel-cni-plugin"):
-            return False
-        target = hp(dst[1])
-        with open(self_path(), "rb") as f:  # the zipapp answers as `flannel` by its file name
-            plugin = f.read()
-        if _read_bytes(target) != plugin:
-            write_file(target, plugin, 0o755)
-        return True
-
+    # ---- emulated programs ----------------------------------------------------------------------
     def emulate_app(self, pod: dict, c: dict) -> None:
         """flannel's daemon (`/opt/bin/flanneld`), run here while its pod runs (flannel.py)."""
         argv = [*(c.get("command") or []), *(c.get("args") or [])]
@@ -563,19 +543,6 @@ class PodWorker:
                 )
             return None
         return None
-
-
-def _read_bytes(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-def _repository(image: str) -> str:
-    name = image.split("@", 1)[0]
-    return name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
 
 
 def _status(
